@@ -1,0 +1,22 @@
+"""Errors that carry the field path a user must fix."""
+
+
+class BridgeError(Exception):
+    """Base class: every error we raise on purpose."""
+
+
+class InputError(BridgeError):
+    """Bad user input; `field` names where (dotted / indexed path)."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class PolicyError(BridgeError):
+    """A policy file that does not validate."""
+
+
+class TemplateEnsureError(BridgeError):
+    """The Kubernetes API did not confirm a ResourceClaimTemplate exists."""
