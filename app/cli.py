@@ -1,0 +1,181 @@
+"""Command line: `dra-bridge serve | certs | plan` (also `python -m app`, `kubectl dra-bridge`)."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import logging
+import os
+import re
+import sys
+
+from app import __version__
+from app.errors import BridgeError, InputError, PolicyError
+from app.settings import ServeSettings, env
+
+EXIT_OK, EXIT_UNSATISFIABLE, EXIT_BAD_INPUT = 0, 1, 2
+log = logging.getLogger("dra_bridge")
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"time": self.formatTime(record), "level": record.levelname.lower(),
+                 "logger": record.name, "msg": record.getMessage()}
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def setup_logging(fmt: str, level: str = "info") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_JsonFormatter() if fmt == "json" else
+                         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+def _add_serve(sub) -> None:
+    p = sub.add_parser("serve", help="run the admission webhook over TLS")
+    d = ServeSettings()
+    p.add_argument("--host", default=env("host", d.host))
+    p.add_argument("--port", type=int, default=int(env("port", str(d.port))))
+    p.add_argument("--tls-cert", default=env("tls_cert", d.tls_cert))
+    p.add_argument("--tls-key", default=env("tls_key", d.tls_key))
+    p.add_argument("--client-ca", default=env("client_ca"), help="require client certificates signed by this CA")
+    p.add_argument("--policy", default=env("policy"), help="policy file (default: bundled policy)")
+    p.add_argument("--inventory", default=env("inventory"), help="'live' or a file (default: bundled example)")
+    p.add_argument("--kubeconfig", default=env("kubeconfig"))
+    p.add_argument("--log-format", choices=["json", "text"], default=env("log_format", d.log_format))
+    p.add_argument("--log-level", default=env("log_level", d.log_level))
+    p.add_argument("--api-timeout", type=float, default=float(env("api_timeout", str(d.api_timeout_s))),
+                   help="seconds for one Kubernetes API call")
+    p.add_argument("--reload-interval", type=float, default=float(env("reload_interval", str(d.reload_interval_s))),
+                   help="seconds between checks for rotated certificates and policy")
+
+
+def _add_certs(sub) -> None:
+    p = sub.add_parser("certs", help="create a CA and serving certificate for the webhook Service")
+    p.add_argument("--service", default="dra-bridge")
+    p.add_argument("--namespace", default="dra-bridge")
+    p.add_argument("--out", default="certs")
+    p.add_argument("--days", type=int, default=365)
+    p.add_argument("--host", action="append", default=[], help="extra DNS name or IP (repeatable)")
+    p.add_argument("--inject", metavar="DIR", help="write the caBundle into webhook configurations under DIR")
+
+
+def _add_plan(sub) -> None:
+    p = sub.add_parser("plan", help="offline migration of manifests")
+    p.add_argument("-f", "--filename", action="append", required=True, help="file, folder or - (repeatable)")
+    p.add_argument("--policy")
+    p.add_argument("--inventory")
+    p.add_argument("-n", "--namespace", default=None, help="namespace for objects that name none")
+    p.add_argument("-o", "--output", choices=["yaml", "json", "diff"], default="yaml")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dra-bridge", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"dra-bridge {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_serve(sub)
+    _add_certs(sub)
+    _add_plan(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            return serve(args)
+        if args.command == "certs":
+            return certs(args)
+        if args.command == "plan":
+            from app.plancli import run_plan
+            return run_plan(args)
+    except (BridgeError, InputError, PolicyError) as exc:
+        print(f"dra-bridge: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+    return EXIT_BAD_INPUT
+
+
+def serve(args) -> int:
+    import uvicorn
+
+    from app import inventory as inventory_mod
+    from app import kube, tls
+    from app.metrics import Metrics
+    from app.service import PolicyHolder, ServiceState
+    from app.webhook import create_app
+
+    setup_logging(args.log_format, args.log_level)
+    metrics = Metrics()
+    holder = PolicyHolder(args.policy, metrics)
+    if args.inventory == "live":
+        raise BridgeError("--inventory live: the live ResourceSlice watch is not in this build yet; "
+                          "pass a file from `kubectl get resourceslices,deviceclasses -o yaml`")
+    inv = inventory_mod.load_file(args.inventory) if args.inventory else inventory_mod.load_example()
+    tls.ensure_dev_certs(args.tls_cert, args.tls_key)
+    context = tls.server_context(args.client_ca)
+    reloader = tls.CertReloader(context, args.tls_cert, args.tls_key)
+    if not reloader.check():
+        raise BridgeError(f"--tls-cert/--tls-key: {reloader.last_error}")
+    api = kube.api_client(args.kubeconfig)
+    if api is None:
+        log.warning("no Kubernetes API configured: templates are kept in memory only (demo mode)")
+    state = ServiceState(
+        policy=holder, templates=kube.TemplateStore(api, timeout_s=args.api_timeout),
+        namespace_labels=kube.NamespaceLabels(api, timeout_s=args.api_timeout), metrics=metrics,
+        inventory=inv, certs=reloader, reload_interval_s=args.reload_interval)
+    config = uvicorn.Config(create_app(state), host=args.host, port=args.port, log_config=None,
+                            access_log=False, ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
+                            timeout_graceful_shutdown=5)
+    config.load()
+    config.ssl = context  # ours: TLS 1.2+, strong ciphers, reloadable
+    log.info("dra-bridge %s listening on https://%s:%d (policy: %s; inventory: %s, %d devices; kubernetes: %s)",
+             __version__, args.host, args.port, args.policy or "bundled default", inv.source,
+             inv.device_count, "connected" if api is not None else "none")
+    uvicorn.Server(config).run()
+    return EXIT_OK
+
+
+_CA_BUNDLE = re.compile(r"^(\s*caBundle:).*$", re.MULTILINE)
+
+
+def certs(args) -> int:
+    from app import tls
+
+    hosts = tls.service_hosts(args.service, args.namespace) + list(args.host)
+    bundle = tls.write_bundle(args.out, hosts, args.days)
+    print(f"wrote {bundle.ca_cert}, {bundle.cert}, {bundle.key} for {', '.join(hosts)}")
+    if args.inject:
+        with open(bundle.ca_cert, "rb") as handle:
+            ca_b64 = base64.b64encode(handle.read()).decode()
+        changed = inject_ca_bundle(args.inject, ca_b64)
+        if not changed:
+            raise InputError(args.inject, "no webhook configuration with a caBundle field found")
+        for path in changed:
+            print(f"injected caBundle into {path}")
+    return EXIT_OK
+
+
+def inject_ca_bundle(folder: str, ca_b64: str) -> list[str]:
+    changed = []
+    for root, _dirs, files in os.walk(folder):
+        for name in sorted(files):
+            if not name.endswith((".yaml", ".yml")):
+                continue
+            path = os.path.join(root, name)
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+            if "WebhookConfiguration" not in text or not _CA_BUNDLE.search(text):
+                continue
+            new = _CA_BUNDLE.sub(lambda m: f"{m.group(1)} {ca_b64}", text)
+            if new != text:
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write(new)
+                changed.append(path)
+    return changed

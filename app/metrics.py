@@ -1,0 +1,31 @@
+"""Prometheus metrics, one registry per service instance (tests run several)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("dra_bridge_admission_requests_total", "Admission reviews answered",
+                                ["endpoint", "kind", "outcome"], registry=self.registry)
+        self.latency = Histogram("dra_bridge_admission_duration_seconds", "Time to answer a review",
+                                 ["endpoint"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.migrations = Counter("dra_bridge_migrations_total", "Pods planned, by result",
+                                  ["result"], registry=self.registry)
+        self.template_errors = Counter("dra_bridge_template_ensure_errors_total",
+                                       "ResourceClaimTemplate creations the API did not confirm",
+                                       registry=self.registry)
+        self.templates_created = Counter("dra_bridge_template_ensure_calls_total",
+                                         "ResourceClaimTemplate create calls made to the API",
+                                         registry=self.registry)
+        self.policy_reload_errors = Counter("dra_bridge_policy_reload_errors_total",
+                                            "Policy files rejected on reload", registry=self.registry)
+        self.ready = Gauge("dra_bridge_ready", "1 when certificates and inventory are loaded",
+                           registry=self.registry)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
