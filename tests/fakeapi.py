@@ -1,0 +1,158 @@
+"""A small real HTTP server standing in for the Kubernetes API server in tests.
+
+It stores objects POSTed to collection URLs, answers GETs, and injects faults on request:
+a status code, a delay, or a dropped connection. Every request is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+_NAMESPACED = re.compile(r"^/(?:api|apis/[^/]+)/[^/]+/namespaces/(?P<ns>[^/]+)/(?P<res>[^/]+)(?:/(?P<name>[^/?]+))?$")
+_NAMESPACE = re.compile(r"^/api/v1/namespaces/(?P<name>[^/?]+)$")
+
+
+@dataclass
+class Fault:
+    status: int | None = None
+    delay_s: float = 0.0
+    drop: bool = False
+    times: int = 1  # how many matching requests it applies to
+    method: str | None = None
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    body: dict | None
+
+
+@dataclass
+class FakeKube:
+    objects: dict = field(default_factory=dict)  # (ns, resource, name) -> object
+    namespaces: dict = field(default_factory=dict)  # name -> labels
+    requests: list = field(default_factory=list)
+    faults: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self._lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _send(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _handle(self, method: str) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                body = json.loads(raw) if raw else None
+                path = self.path.split("?", 1)[0]
+                with fake._lock:
+                    fake.requests.append(Recorded(method, path, body))
+                    fault = fake._take_fault(method)
+                if fault:
+                    if fault.delay_s:
+                        time.sleep(fault.delay_s)
+                    if fault.drop:
+                        self.close_connection = True
+                        self.connection.shutdown(2)
+                        return
+                    if fault.status:
+                        self._send(fault.status, _status(fault.status, "injected fault"))
+                        return
+                status, payload = fake._route(method, path, body)
+                self._send(status, payload)
+
+            def do_GET(self):
+                self._handle("GET")
+
+            def do_POST(self):
+                self._handle("POST")
+
+            def do_DELETE(self):
+                self._handle("DELETE")
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> "FakeKube":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def writes(self) -> list[Recorded]:
+        return [r for r in self.requests if r.method in ("POST", "PUT", "PATCH", "DELETE")]
+
+    def kubeconfig(self, path) -> str:
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+            "users": [{"name": "fake", "user": {"token": "test-token"}}],
+        }))
+        return str(path)
+
+    def _take_fault(self, method: str) -> Fault | None:
+        for fault in self.faults:
+            if fault.times > 0 and fault.method in (None, method):
+                fault.times -= 1
+                return fault
+        return None
+
+    def _route(self, method: str, path: str, body: dict | None) -> tuple[int, dict]:
+        ns_match = _NAMESPACE.match(path)
+        if ns_match and method == "GET":
+            name = ns_match["name"]
+            if name not in self.namespaces:
+                return 404, _status(404, f'namespaces "{name}" not found', "NotFound")
+            return 200, {"apiVersion": "v1", "kind": "Namespace",
+                         "metadata": {"name": name, "labels": self.namespaces[name]}}
+        match = _NAMESPACED.match(path)
+        if not match:
+            return 404, _status(404, "no such path", "NotFound")
+        ns, res, name = match["ns"], match["res"], match["name"]
+        with self._lock:
+            if method == "POST" and name is None:
+                name = (body.get("metadata") or {}).get("name")
+                key = (ns, res, name)
+                if key in self.objects:
+                    return 409, _status(409, f'{res} "{name}" already exists', "AlreadyExists")
+                body.setdefault("metadata", {})["namespace"] = ns
+                self.objects[key] = body
+                return 201, body
+            if method == "GET" and name:
+                obj = self.objects.get((ns, res, name))
+                return (200, obj) if obj else (404, _status(404, "not found", "NotFound"))
+            if method == "DELETE" and name:
+                obj = self.objects.pop((ns, res, name), None)
+                return (200, obj) if obj else (404, _status(404, "not found", "NotFound"))
+        return 405, _status(405, "method not allowed", "MethodNotAllowed")
+
+
+def _status(code: int, message: str, reason: str = "InternalError") -> dict:
+    return {"apiVersion": "v1", "kind": "Status", "status": "Failure", "message": message,
+            "reason": reason, "code": code}
