@@ -1,0 +1,73 @@
+"""Run the real `dra-bridge serve` process on loopback over TLS for HTTP tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from app import tls
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RunningServer:
+    proc: subprocess.Popen
+    url: str
+    ca: str
+    cert_dir: str
+    log_path: str
+
+    def client(self, **kw) -> httpx.Client:
+        return httpx.Client(base_url=self.url, verify=ssl.create_default_context(cafile=self.ca), timeout=10, **kw)
+
+    def log(self) -> str:
+        with open(self.log_path, encoding="utf-8") as handle:
+            return handle.read()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def start(tmp_path, *args: str, certs: bool = True) -> RunningServer:
+    cert_dir = str(tmp_path / "certs")
+    if certs:
+        tls.write_bundle(cert_dir, ["localhost", "127.0.0.1"])
+    port = free_port()
+    log_path = str(tmp_path / "server.log")
+    cmd = [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port),
+           "--tls-cert", f"{cert_dir}/tls.crt", "--tls-key", f"{cert_dir}/tls.key",
+           "--reload-interval", "0.2", *args]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DRA_BRIDGE_", "KUBERNETES_"))}
+    env["HOME"] = str(tmp_path)  # no ~/.kube/config leaks in
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    server = RunningServer(proc, f"https://localhost:{port}", f"{cert_dir}/ca.crt", cert_dir, log_path)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited {proc.returncode}:\n{server.log()}")
+        try:
+            with server.client() as c:
+                if c.get("/healthz").status_code == 200:
+                    return server
+        except (httpx.HTTPError, OSError):
+            time.sleep(0.1)
+    server.stop()
+    raise RuntimeError(f"server did not start:\n{server.log()}")

@@ -1,0 +1,272 @@
+"""The real server process over TLS on loopback, with a fake API server behind it."""
+
+import base64
+import json
+import os
+import socket
+import ssl
+import time
+
+import httpx
+import orjson
+import pytest
+import yaml
+
+from app import tls
+from tests.fakeapi import Fault, FakeKube
+from tests.helpers import container, pod, review
+from tests.http import server as srv
+
+RCT = "resourceclaimtemplates"
+
+
+@pytest.fixture(scope="module")
+def kube():
+    fake = FakeKube().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(scope="module")
+def running(kube, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("srv")
+    policy = tmp / "policy.yaml"
+    policy.write_text("namespaces:\n- names: [strict]\n  onTemplateError: deny\n  onUnmigratable: deny\n")
+    server = srv.start(tmp, "--kubeconfig", kube.kubeconfig(tmp / "kubeconfig"), "--policy", str(policy),
+                       "--api-timeout", "0.5")
+    server.policy_path = policy
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def client(running, kube):
+    kube.faults.clear()
+    with running.client() as c:
+        yield c
+
+
+def post(client, payload, path="/mutate"):
+    return client.post(path, content=orjson.dumps(payload), headers={"Content-Type": "application/json"})
+
+
+def decoded_patch(resp):
+    return json.loads(base64.b64decode(resp["patch"]))
+
+
+def test_legacy_pod_is_migrated_and_template_created(client, kube):
+    p = pod([container("train", {"nvidia.com/gpu": 2})])
+    r = post(client, review(p, uid="abc-1"))
+    assert r.status_code == 200
+    resp = r.json()["response"]
+    assert resp["uid"] == "abc-1" and resp["allowed"] is True and resp["patchType"] == "JSONPatch"
+    ops = decoded_patch(resp)
+    assert {"op": "remove", "path": "/spec/containers/0/resources/limits"} in ops
+    claim = next(o for o in ops if o["path"] == "/spec/resourceClaims")["value"][0]
+    stored = kube.objects[("team-a", RCT, claim["resourceClaimTemplateName"])]
+    assert stored["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
+    assert any("migrated legacy GPU requests" in w for w in resp["warnings"])
+    assert resp["auditAnnotations"]["migration"] == claim["resourceClaimTemplateName"]
+
+
+def test_same_pod_shape_again_makes_no_api_call(client, kube):
+    p = pod([container("again", {"nvidia.com/gpu": 1})])
+    post(client, review(p, uid="first"))
+    writes = len(kube.writes())
+    post(client, review(p, uid="second"))
+    assert len(kube.writes()) == writes
+
+
+def test_dry_run_writes_nothing_and_answers_byte_identically(client, kube):
+    p = pod([container("dry", {"nvidia.com/gpu": 3})], nodeSelector={"nvidia.com/gpu.family": "hopper"})
+    writes = len(kube.writes())
+    dry = post(client, review(p, uid="same", dry_run=True))
+    assert len(kube.writes()) == writes
+    real = post(client, review(p, uid="same", dry_run=False))
+    assert len(kube.writes()) == writes + 1
+    assert dry.content == real.content
+
+
+def test_api_error_admits_pod_unmigrated_with_warning(client, kube):
+    kube.faults.append(Fault(status=500, method="POST"))
+    r = post(client, review(pod([container("e500", {"nvidia.com/gpu": 5})]), uid="e"))
+    resp = r.json()["response"]
+    assert r.status_code == 200 and resp["allowed"] is True
+    assert "patch" not in resp
+    assert any("could not create ResourceClaimTemplate" in w and "500" in w for w in resp["warnings"])
+
+
+def test_slow_api_fails_open_within_the_webhook_timeout(client, kube):
+    kube.faults.append(Fault(delay_s=3.0, method="POST"))
+    started = time.monotonic()
+    r = post(client, review(pod([container("slow", {"nvidia.com/gpu": 6})])))
+    assert time.monotonic() - started < 2.0
+    resp = r.json()["response"]
+    assert resp["allowed"] is True and "patch" not in resp
+
+
+def test_api_error_denies_where_policy_says_so(client, kube):
+    kube.faults.append(Fault(status=500, method="POST"))
+    r = post(client, review(pod([container("strict", {"nvidia.com/gpu": 7})]), namespace="strict"))
+    resp = r.json()["response"]
+    assert resp["allowed"] is False
+    assert "could not create ResourceClaimTemplate" in resp["status"]["message"]
+
+
+def test_unmigratable_pod_is_denied_where_policy_says_so(client):
+    bad = pod([container("x", {"nvidia.com/gpu": "0.5"})])
+    strict = post(client, review(bad, namespace="strict")).json()["response"]
+    assert strict["allowed"] is False
+    assert "spec.containers[0].resources.limits[nvidia.com/gpu]" in strict["status"]["message"]
+    lenient = post(client, review(bad)).json()["response"]
+    assert lenient["allowed"] is True and "patch" not in lenient
+    assert any("not a whole number" in w for w in lenient["warnings"])
+
+
+def test_pod_update_and_other_kinds_are_not_mutated(client):
+    p = pod([container("u", {"nvidia.com/gpu": 1})])
+    resp = post(client, review(p, operation="UPDATE")).json()["response"]
+    assert resp == {"uid": "uid-1", "allowed": True}
+
+
+def test_real_kube_review_deployment_is_allowed_without_patch(client, corpus):
+    payload = json.loads((corpus / "admission" / "kube-review-readme-deployment-create.json").read_text())
+    r = post(client, payload)
+    assert r.status_code == 200
+    resp = r.json()["response"]
+    assert resp["uid"] == payload["request"]["uid"] and resp["allowed"] is True and "patch" not in resp
+
+
+def test_corpus_shaped_pod_review_round_trips(client, corpus):
+    payload = json.loads((corpus / "admission" / "kube-review-readme-deployment-create.json").read_text())
+    gpu_pod = yaml.safe_load((corpus / "legacy" / "nvdp-readme-gpu-pod.yaml").read_text())
+    req = payload["request"]
+    req.update(kind={"group": "", "version": "v1", "kind": "Pod"},
+               resource={"group": "", "version": "v1", "resource": "pods"},
+               requestKind={"group": "", "version": "v1", "kind": "Pod"}, object=gpu_pod, dryRun=True)
+    resp = post(client, payload).json()["response"]
+    assert resp["allowed"] is True and resp["patchType"] == "JSONPatch"
+    assert any(op["path"] == "/spec/resourceClaims" for op in decoded_patch(resp))
+
+
+@pytest.mark.parametrize("body, field", [
+    (b"{not json", ""),
+    (b"[]", ""),
+    (orjson.dumps({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {}}), "apiVersion"),
+    (orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}), "request"),
+    (orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": 5}}),
+     "request.uid"),
+    (orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                   "request": {"uid": "u", "kind": {"kind": "Pod"}, "operation": "CREATE", "object": "x"}}),
+     "request.object"),
+])
+def test_malformed_reviews_get_400_naming_the_field(client, body, field):
+    r = client.post("/mutate", content=body)
+    assert r.status_code == 400
+    assert r.json()["field"] == field
+    assert r.json()["error"]
+
+
+def test_bare_admission_request_from_corpus_is_400(client, corpus):
+    body = (corpus / "admission" / "kubewarden-bare-admissionrequest-pod.json").read_bytes()
+    r = client.post("/mutate", content=body)
+    assert r.status_code == 400 and r.json()["field"] == "kind"
+
+
+def test_fuzzer_fixture_review_never_500(client, corpus):
+    body = (corpus / "admission" / "k8sapi-testdata-v1-admissionreview.json").read_bytes()
+    r = client.post("/mutate", content=body)
+    assert r.status_code in (200, 400)
+
+
+def test_oversized_body_is_413(client):
+    r = client.post("/mutate", content=b"x" * (3 * 1024 * 1024 + 1))
+    assert r.status_code == 413
+
+
+def test_oversized_chunked_body_is_413(client):
+    def chunks():
+        for _ in range(64):
+            yield b"y" * 65536
+    r = client.post("/mutate", content=chunks())
+    assert r.status_code == 413
+
+
+def test_health_readiness_and_metrics(client):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["ready"] is True
+    post(client, review(pod([container("m", {"nvidia.com/gpu": 1})]), uid="metrics"))
+    text = client.get("/metrics").text
+    assert 'dra_bridge_admission_requests_total{endpoint="mutate",kind="Pod",outcome="migrated"}' in text
+    assert "dra_bridge_admission_duration_seconds_bucket" in text
+    assert "dra_bridge_template_ensure_errors_total" in text
+
+
+def test_tls_1_2_negotiates_forward_secret_aead_cipher(running):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(running.ca)
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers("ALL:@SECLEVEL=0")  # offer weak suites too: the server must not pick them
+    port = int(running.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        with ctx.wrap_socket(sock, server_hostname="localhost") as tls_sock:
+            name, version, _bits = tls_sock.cipher()
+    assert version == "TLSv1.2"
+    assert name.startswith("ECDHE-") and ("GCM" in name or "CHACHA20" in name)
+
+
+def test_server_context_refuses_old_protocols():
+    ctx = tls.server_context()
+    assert ctx.minimum_version == ssl.TLSVersion.TLSv1_2
+    names = {c["name"] for c in ctx.get_ciphers()}
+    assert not any("CBC" in n or "RC4" in n or "3DES" in n or n.startswith("AES") for n in names)
+
+
+def test_log_has_one_listening_line_and_no_object_contents(running):
+    log = running.log()
+    assert sum("listening on https://127.0.0.1:" in line for line in log.splitlines()) == 1
+    assert "cuda:12" not in log  # the image name is content, not a name
+
+
+def test_policy_reload_keeps_last_good_and_applies_new(client, running):
+    path = running.policy_path
+    original = path.read_text()
+    try:
+        path.write_text("defaults:\n  onUnmigratable: maybe\n")
+        time.sleep(0.8)
+        bad = pod([container("x", {"nvidia.com/gpu": "0.5"})])
+        assert post(client, review(bad)).json()["response"]["allowed"] is True  # still the old policy
+        assert "policy reload rejected" in running.log() and "defaults.onUnmigratable" in running.log()
+        path.write_text(original + "defaults:\n  onUnmigratable: deny\n")
+        time.sleep(0.8)
+        assert post(client, review(bad)).json()["response"]["allowed"] is False
+    finally:
+        path.write_text(original)
+        time.sleep(0.8)
+
+
+def test_rotated_certificate_is_served_without_restart(running):
+    old_ca = open(running.ca).read()
+    new_dir = running.cert_dir + "-new"
+    bundle = tls.write_bundle(new_dir, ["localhost", "127.0.0.1"])
+    os.replace(bundle.key, f"{running.cert_dir}/tls.key.new")
+    os.replace(bundle.cert, f"{running.cert_dir}/tls.crt.new")
+    # Key first then cert; between the two the pair mismatches and the old one stays in use.
+    os.replace(f"{running.cert_dir}/tls.key.new", f"{running.cert_dir}/tls.key")
+    os.replace(f"{running.cert_dir}/tls.crt.new", f"{running.cert_dir}/tls.crt")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            with httpx.Client(verify=ssl.create_default_context(cafile=bundle.ca_cert)) as c:
+                if c.get(running.url + "/healthz").status_code == 200:
+                    break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    else:
+        pytest.fail("rotated certificate was not picked up")
+    with pytest.raises(httpx.HTTPError):
+        with httpx.Client(verify=ssl.create_default_context(cadata=old_ca)) as c:
+            c.get(running.url + "/healthz")
+    # Later tests verify with running.ca: point it at the new CA.
+    os.replace(bundle.ca_cert, running.ca)

@@ -1,0 +1,94 @@
+"""TemplateStore against a real HTTP server standing in for the API server."""
+
+import time
+
+import pytest
+
+from app.errors import TemplateEnsureError
+from app.kube import NamespaceLabels, TemplateStore, api_client, api_client_for_host
+from app.migrate import plan_pod
+from app.policy import default_policy
+from tests.fakeapi import Fault
+from tests.helpers import container, pod
+
+RCT = "resourceclaimtemplates"
+
+
+def template(count=1, ns="team-a"):
+    return plan_pod(pod([container("main", {"nvidia.com/gpu": count})]), default_policy().migration, ns).templates[0]
+
+
+def test_creates_template_in_pod_namespace(fake_kube):
+    store = TemplateStore(api_client_for_host(fake_kube.url))
+    t = template()
+    store.ensure(t)
+    stored = fake_kube.objects[("team-a", RCT, t["metadata"]["name"])]
+    assert stored["spec"] == t["spec"]
+    assert stored["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "dra-bridge"}
+    [write] = fake_kube.writes()
+    assert write.path == "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaimtemplates"
+
+
+def test_cache_hit_makes_no_api_call(fake_kube):
+    store = TemplateStore(api_client_for_host(fake_kube.url))
+    t = template()
+    store.ensure(t)
+    store.ensure(t)
+    assert store.cached(t)
+    assert len(fake_kube.requests) == 1
+
+
+def test_already_exists_is_success(fake_kube):
+    t = template()
+    fake_kube.objects[("team-a", RCT, t["metadata"]["name"])] = t
+    store = TemplateStore(api_client_for_host(fake_kube.url))
+    store.ensure(t)  # 409 from the server
+    assert store.cached(t)
+
+
+def test_two_replicas_agree_on_one_template(fake_kube):
+    a, b = (TemplateStore(api_client_for_host(fake_kube.url)) for _ in range(2))
+    a.ensure(template())
+    b.ensure(template())
+    assert len([k for k in fake_kube.objects if k[1] == RCT]) == 1
+
+
+def test_server_error_raises_and_is_not_cached(fake_kube):
+    fake_kube.faults.append(Fault(status=500))
+    store = TemplateStore(api_client_for_host(fake_kube.url))
+    t = template()
+    with pytest.raises(TemplateEnsureError, match="500"):
+        store.ensure(t)
+    assert not store.cached(t)
+    store.ensure(t)  # recovers on the next pod
+    assert store.cached(t)
+
+
+def test_timeout_raises_within_the_budget(fake_kube):
+    fake_kube.faults.append(Fault(delay_s=2.0))
+    store = TemplateStore(api_client_for_host(fake_kube.url), timeout_s=0.3)
+    started = time.monotonic()
+    with pytest.raises(TemplateEnsureError, match="unreachable or too slow"):
+        store.ensure(template())
+    assert time.monotonic() - started < 1.5
+
+
+def test_unreachable_api_raises():
+    store = TemplateStore(api_client_for_host("http://127.0.0.1:9"), timeout_s=0.5)
+    with pytest.raises(TemplateEnsureError):
+        store.ensure(template())
+
+
+def test_kubeconfig_file_is_honoured(fake_kube, tmp_path):
+    api = api_client(fake_kube.kubeconfig(tmp_path / "kubeconfig"))
+    TemplateStore(api).ensure(template(ns="from-kubeconfig"))
+    assert fake_kube.writes()[0].path.startswith("/apis/resource.k8s.io/v1/namespaces/from-kubeconfig/")
+
+
+def test_namespace_labels_are_read_and_cached(fake_kube):
+    fake_kube.namespaces["ml"] = {"team": "ml"}
+    labels = NamespaceLabels(api_client_for_host(fake_kube.url))
+    assert labels.get("ml") == {"team": "ml"}
+    assert labels.get("ml") == {"team": "ml"}
+    assert len(fake_kube.requests) == 1
+    assert labels.get("missing") == {}
