@@ -89,6 +89,14 @@ class _Request:
         return {"name": self.name, "exactly": exactly}
 
 
+def deep_copy(obj: dict) -> dict:
+    """JSON-shaped copy; several times faster than copy.deepcopy on admission objects."""
+    try:
+        return orjson.loads(orjson.dumps(obj))
+    except TypeError:  # YAML input may hold values JSON cannot (huge ints)
+        return copy.deepcopy(obj)
+
+
 def uses_dra(spec: dict) -> bool:
     if spec.get("resourceClaims"):
         return True
@@ -153,7 +161,7 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None) -
     if total > MAX_DEVICES_PER_CLAIM:
         raise _Unmigratable(f"{total} devices exceed the DRA limit of {MAX_DEVICES_PER_CLAIM} per claim")
 
-    planned = copy.deepcopy(pod)
+    planned = deep_copy(pod)
     planned_spec = planned["spec"]
     rewritten: dict = {"containers": {}}
     for ask in asks:

@@ -6,11 +6,15 @@ in the webhook, and its outcome is passed in.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
+
+import orjson
 
 from app import admission, patch
 from app.migrate import MIGRATION_ANNOTATION, Plan, plan_pod
-from app.policy import Effective, Policy
+from app.policy import Effective, MigrationRules, Policy
 
 
 @dataclass
@@ -18,6 +22,7 @@ class MutationPlan:
     request: admission.Request
     settings: Effective | None
     plan: Plan
+    patch: bytes | None = None
 
     @property
     def templates(self) -> list[dict]:
@@ -28,14 +33,65 @@ class MutationPlan:
         return self.plan.status
 
 
-def plan_request(req: admission.Request, policy: Policy, namespace_labels: dict[str, str]) -> MutationPlan:
+def _planner_input(pod: dict) -> dict:
+    # The planner reads and rewrites only these: the patch from this view equals the full one.
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    view_meta = {"annotations": meta["annotations"]} if "annotations" in meta else {}
+    return {"metadata": view_meta, "spec": pod.get("spec")}
+
+
+class PlanCache:
+    """Pods of one workload differ only in name and labels: plan each shape once.
+
+    Keyed by the planner's whole input (rules, namespace, spec, annotations), so a hit is
+    exactly what planning again would return. Bounded LRU.
+    """
+
+    def __init__(self, size: int = 4096):
+        self.size = size
+        self._items: OrderedDict[tuple, tuple[Plan, bytes | None]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def plan(self, pod: dict, rules: MigrationRules, namespace: str | None) -> tuple[Plan, bytes | None]:
+        view = _planner_input(pod)
+        try:
+            key = (id(rules), namespace, orjson.dumps(view, option=orjson.OPT_SORT_KEYS))
+        except TypeError:
+            return _plan_and_patch(view, rules, namespace)
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return found
+        result = _plan_and_patch(view, rules, namespace)
+        with self._lock:
+            self.misses += 1
+            self._items[key] = result
+            if len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return result
+
+
+def _plan_and_patch(view: dict, rules: MigrationRules, namespace: str | None) -> tuple[Plan, bytes | None]:
+    plan = plan_pod(view, rules, namespace)
+    return plan, (patch.diff(view, plan.pod) if plan.status == "migrated" else None)
+
+
+_DEFAULT_CACHE = PlanCache()
+
+
+def plan_request(req: admission.Request, policy: Policy, namespace_labels: dict[str, str],
+                 cache: PlanCache = _DEFAULT_CACHE) -> MutationPlan:
     if req.kind != "Pod" or req.operation != "CREATE" or req.obj is None:
         # Pod UPDATE is never mutated: most pod spec fields are immutable after creation.
         return MutationPlan(req, None, Plan("unchanged", reason=f"{req.kind} {req.operation} is not mutated"))
     settings = policy.for_namespace(req.namespace, namespace_labels)
     if not settings.migrate:
         return MutationPlan(req, settings, Plan("unchanged", reason="migration disabled for this namespace"))
-    return MutationPlan(req, settings, plan_pod(req.obj, policy.migration, req.namespace or None))
+    plan, patch_bytes = cache.plan(req.obj, policy.migration, req.namespace or None)
+    return MutationPlan(req, settings, plan, patch_bytes)
 
 
 def respond(mp: MutationPlan, ensure_error: str | None = None) -> dict:
@@ -56,5 +112,5 @@ def respond(mp: MutationPlan, ensure_error: str | None = None) -> dict:
             f"pod admitted unmigrated: could not create ResourceClaimTemplate ({ensure_error})"])
     template = plan.rewritten.get("template", "")
     return admission.response(
-        req.uid, True, patch=patch.diff(req.obj, plan.pod), warnings=plan.warnings,
+        req.uid, True, patch=mp.patch, warnings=plan.warnings,
         audit={MIGRATION_ANNOTATION.split("/")[1]: template or "removed-zero-count-requests"})

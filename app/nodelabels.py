@@ -31,7 +31,7 @@ class NodeConstraints:
     mig_gaps: list[str] = field(default_factory=list)  # labels with no MIG-device meaning
     notes: list[str] = field(default_factory=list)
     translated: list[str] = field(default_factory=list)  # "nodeSelector[key]" and friends
-    spec_after: dict | None = None  # pod spec with translated labels removed
+    spec_after: dict | None = None  # nodeSelector/affinity after translated labels are removed
 
 
 def _ints(values: list[str], label: str) -> list[int]:
@@ -194,7 +194,8 @@ def translate(spec: dict, rules: MigrationRules) -> NodeConstraints:
     """Translate nodeSelector and required node affinity; never mutates `spec`."""
     tr = _Translator(rules)
     result = NodeConstraints()
-    after = copy.deepcopy(spec)
+    # Only these two fields are rewritten; copy them, not the whole spec.
+    after = {k: copy.deepcopy(spec[k]) for k in ("nodeSelector", "affinity") if k in spec}
     remove = rules.removeTranslatedLabels
 
     node_selector = spec.get("nodeSelector")

@@ -70,7 +70,12 @@ def test_corpus_workload_migrates_cleanly(filename, obj, where, holder):
     assert filename not in NOT_GPU_RESOURCES
     assert mp.plan.status == "migrated", mp.plan.reason
     migrated = patch.apply(pod, base64.b64decode(resp["patch"]))
-    assert migrated == mp.plan.pod
+    # The patch is computed on the planner's view (spec + annotations); on the whole pod it
+    # must change exactly those and leave the rest (name, labels, ...) alone.
+    assert migrated["spec"] == mp.plan.pod["spec"]
+    assert migrated["metadata"]["annotations"] == mp.plan.pod["metadata"]["annotations"]
+    assert {k: v for k, v in migrated["metadata"].items() if k != "annotations"} == \
+        {k: v for k, v in pod["metadata"].items() if k != "annotations"}
     assert legacy_resources(migrated["spec"], POLICY.migration) == []
     _validate(migrated)
 

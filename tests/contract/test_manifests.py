@@ -1,0 +1,119 @@
+"""manifests/: renders with kustomize, validates against the OpenAPI schemas, least privilege."""
+
+import shutil
+import subprocess
+
+import celpy
+import kubernetes_validate
+import pytest
+import yaml
+
+from app.documents import read_objects
+from app.migrate import legacy_resources
+from app.policy import default_policy, load_policy
+from app.workloads import pod_templates
+from tests.conftest import ROOT
+
+KUBECTL = shutil.which("kubectl")
+# Each verb we grant, and the call in app/ that needs it.
+GRANTED = {
+    ("resource.k8s.io", "resourceclaimtemplates", "create"): "kube.TemplateStore.ensure",
+    ("", "namespaces", "get"): "kube.NamespaceLabels.get (policy namespace selectors)",
+}
+
+
+def render(path: str) -> list[dict]:
+    if KUBECTL is None:
+        pytest.skip("kubectl not installed: cannot render kustomize")
+    out = subprocess.run([KUBECTL, "kustomize", str(ROOT / path)], check=True, capture_output=True, text=True)
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+@pytest.fixture(scope="module")
+def objects():
+    return render("manifests")
+
+
+def by_kind(objects, kind):
+    return [o for o in objects if o["kind"] == kind]
+
+
+def test_renders_every_component(objects):
+    kinds = sorted(o["kind"] for o in objects)
+    assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
+                            "Deployment", "PodDisruptionBudget", "Service", "MutatingWebhookConfiguration"])
+
+
+def test_every_object_validates_against_the_schema(objects):
+    for obj in objects:
+        kubernetes_validate.validate(obj, "1.34.0", strict=True)
+
+
+def test_mutating_webhook_contract(objects):
+    [config] = by_kind(objects, "MutatingWebhookConfiguration")
+    [hook] = config["webhooks"]
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert hook["sideEffects"] == "NoneOnDryRun"
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["timeoutSeconds"] <= 10
+    assert hook["rules"] == [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                              "resources": ["pods"], "scope": "Namespaced"}]
+    excluded = [e for e in hook["namespaceSelector"]["matchExpressions"] if e["operator"] == "NotIn"]
+    assert excluded == [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["dra-bridge"]}]
+    svc = hook["clientConfig"]["service"]
+    assert (svc["name"], svc["namespace"], svc["path"]) == ("dra-bridge", "dra-bridge", "/mutate")
+
+
+def test_rbac_grants_only_what_the_code_uses(objects):
+    [role] = by_kind(objects, "ClusterRole")
+    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"]
+               for r in rule["resources"] for v in rule["verbs"]}
+    assert granted == set(GRANTED), f"unexplained grants: {granted - set(GRANTED)}"
+    assert not by_kind(objects, "Role")
+
+
+def test_deployment_is_hardened_and_highly_available(objects):
+    [deploy] = by_kind(objects, "Deployment")
+    spec = deploy["spec"]["template"]["spec"]
+    assert deploy["spec"]["replicas"] == 2
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["affinity"]["podAntiAffinity"]
+    [c] = spec["containers"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    [pdb] = by_kind(objects, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+
+
+def test_shipped_policy_configmap_is_a_valid_policy(objects, tmp_path):
+    [cm] = by_kind(objects, "ConfigMap")
+    path = tmp_path / "policy.yaml"
+    path.write_text(cm["data"]["policy.yaml"])
+    load_policy(str(path))
+
+
+def test_cert_manager_overlay_injects_ca(objects):
+    rendered = render("manifests/cert-manager")
+    [config] = by_kind(rendered, "MutatingWebhookConfiguration")
+    assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "dra-bridge/dra-bridge"
+    assert by_kind(rendered, "Certificate")[0]["spec"]["secretName"] == "dra-bridge-tls"
+
+
+def test_match_condition_selects_exactly_the_pods_we_migrate(objects, corpus):
+    [config] = by_kind(objects, "MutatingWebhookConfiguration")
+    [condition] = config["webhooks"][0]["matchConditions"]
+    env = celpy.Environment()
+    program = env.program(env.compile(condition["expression"]))
+    rules = default_policy().migration
+    seen = {True: 0, False: 0}
+    for folder in ("legacy", "hami", "dra-claims"):
+        for path in sorted((corpus / folder).glob("*.yaml")):
+            for _line, obj in read_objects(str(path)):
+                for _where, holder in pod_templates(obj):
+                    expected = bool(legacy_resources(holder["spec"], rules))
+                    got = bool(program.evaluate({"object": celpy.json_to_cel({"spec": holder["spec"]})}))
+                    assert got == expected, f"{path.name}: matchCondition {got}, planner {expected}"
+                    seen[got] += 1
+    assert seen[True] > 20 and seen[False] > 5

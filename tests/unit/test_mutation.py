@@ -1,0 +1,74 @@
+import base64
+
+import orjson
+
+from app import admission, mutation, patch
+from app.mutation import PlanCache
+from app.policy import default_policy, parse_policy
+from tests.helpers import container, pod, review
+
+POLICY = default_policy()
+
+
+def request(obj, **kw):
+    return admission.parse_review(orjson.dumps(review(obj, **kw)))
+
+
+def test_pods_of_one_workload_are_planned_once_and_get_the_same_patch():
+    cache = PlanCache()
+    a, b = pod([container("w", {"nvidia.com/gpu": 1})]), pod([container("w", {"nvidia.com/gpu": 1})])
+    b["metadata"]["name"] = "other-replica"
+    b["metadata"]["labels"] = {"pod-template-hash": "x"}
+    first = mutation.plan_request(request(a), POLICY, {}, cache)
+    second = mutation.plan_request(request(b), POLICY, {}, cache)
+    assert (cache.misses, cache.hits) == (1, 1)
+    assert first.patch == second.patch
+    applied = patch.apply(b, second.patch)
+    assert applied["metadata"]["name"] == "other-replica"
+    assert applied["metadata"]["labels"] == {"pod-template-hash": "x"}
+
+
+def test_cache_key_covers_spec_annotations_namespace_and_rules():
+    cache = PlanCache()
+    base = pod([container("w", {"nvidia.com/gpu": 1})])
+    annotated = pod([container("w", {"nvidia.com/gpu": 1})])
+    annotated["metadata"]["annotations"] = {"nvidia.com/use-gputype": "H100"}
+    other_rules = parse_policy("migration:\n  claimName: gpus\n  resources: []\n").migration.model_copy(
+        update={"resources": POLICY.migration.resources})
+    cache.plan(base, POLICY.migration, "a")
+    cache.plan(annotated, POLICY.migration, "a")
+    cache.plan(base, POLICY.migration, "b")
+    plan, _ = cache.plan(base, other_rules, "a")
+    assert cache.misses == 4 and cache.hits == 0
+    assert plan.pod["spec"]["resourceClaims"][0]["name"] == "gpus"
+
+
+def test_cache_is_bounded():
+    cache = PlanCache(size=3)
+    for n in range(1, 6):
+        cache.plan(pod([container("w", {"nvidia.com/gpu": n})]), POLICY.migration, "a")
+    assert len(cache._items) == 3
+
+
+def test_response_for_migrated_pod_carries_patch_warnings_and_audit():
+    mp = mutation.plan_request(request(pod([container("w", {"nvidia.com/gpu": 2})])), POLICY, {}, PlanCache())
+    resp = mutation.respond(mp)["response"]
+    ops = orjson.loads(base64.b64decode(resp["patch"]))
+    assert any(o["path"] == "/spec/containers/0/resources/limits" and o["op"] == "remove" for o in ops)
+    assert all(w.startswith("dra-bridge: ") and len(w) <= 256 for w in resp["warnings"])
+    assert resp["auditAnnotations"]["migration"].startswith("dra-bridge-")
+
+
+def test_namespace_can_opt_out_of_migration():
+    policy = parse_policy("namespaces:\n- names: [legacy]\n  migrate: false\n")
+    mp = mutation.plan_request(request(pod(), namespace="legacy"), policy, {}, PlanCache())
+    assert mutation.respond(mp)["response"] == {"uid": "uid-1", "allowed": True}
+
+
+def test_namespace_label_selector_picks_settings():
+    policy = parse_policy("namespaces:\n- selector:\n    matchLabels: {tier: prod}\n  onUnmigratable: deny\n")
+    bad = pod([container("w", {"nvidia.com/gpu": "1.5"})])
+    prod = mutation.plan_request(request(bad), policy, {"tier": "prod"}, PlanCache())
+    dev = mutation.plan_request(request(bad), policy, {"tier": "dev"}, PlanCache())
+    assert mutation.respond(prod)["response"]["allowed"] is False
+    assert mutation.respond(dev)["response"]["allowed"] is True
