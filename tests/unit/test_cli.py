@@ -1,0 +1,86 @@
+import base64
+import shutil
+import subprocess
+import sys
+
+import kubernetes_validate
+import pytest
+import yaml
+from cryptography import x509
+
+from app.cli import main
+from tests.conftest import ROOT
+from tests.http import server as srv
+
+
+def run(*args, cwd=None, stdin=None):
+    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, input=stdin, timeout=60)
+
+
+def test_certs_have_service_sans_and_chain_to_ca(tmp_path):
+    assert main(["certs", "--service", "hook", "--namespace", "gpu", "--out", str(tmp_path)]) == 0
+    cert = x509.load_pem_x509_certificate((tmp_path / "tls.crt").read_bytes())
+    ca = x509.load_pem_x509_certificate((tmp_path / "ca.crt").read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert {"hook", "hook.gpu", "hook.gpu.svc"} <= set(sans)
+    cert.verify_directly_issued_by(ca)
+    assert oct((tmp_path / "tls.key").stat().st_mode & 0o777) == "0o600"
+
+
+def test_certs_inject_ca_bundle_into_webhook_configurations(tmp_path):
+    manifests = tmp_path / "manifests"
+    shutil.copytree(ROOT / "manifests", manifests)
+    assert main(["certs", "--out", str(tmp_path / "c"), "--inject", str(manifests)]) == 0
+    hook = yaml.safe_load((manifests / "base" / "mutatingwebhook.yaml").read_text())
+    bundle = base64.b64decode(hook["webhooks"][0]["clientConfig"]["caBundle"])
+    assert bundle == (tmp_path / "c" / "ca.crt").read_bytes()
+    # Comments and layout survive the injection.
+    assert "# Only pods that ask for a legacy GPU resource" in (manifests / "base" / "mutatingwebhook.yaml").read_text()
+
+
+def test_serve_refuses_a_bad_initial_policy_naming_the_field(tmp_path):
+    bad = tmp_path / "policy.yaml"
+    bad.write_text("migration:\n  claimName: Not_A_Label\n  resources: []\n")
+    result = run("serve", "--policy", str(bad), "--port", "0", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "migration.claimName" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_serve_with_no_flags_generates_dev_certs_and_starts(tmp_path):
+    server = srv.start(tmp_path, certs=False)
+    try:
+        assert (tmp_path / "certs" / "ca.crt").exists()
+        with server.client() as c:
+            assert c.get("/readyz").json()["checks"] == {"certificates": True, "inventory": True}
+        assert "bundled example inventory" in server.log()
+    finally:
+        server.stop()
+
+
+def test_plan_yaml_output_is_applyable(corpus, tmp_path):
+    result = run("plan", "-f", str(corpus / "legacy" / "deepops-gfd-affinity-family-memory.yaml"),
+                 "-f", str(corpus / "hami" / "volcano-vgpu-deployment-odd-indent.yaml"), "-n", "team-a")
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    kinds = [d["kind"] for d in docs]
+    assert kinds.count("ResourceClaimTemplate") == 2 and "Pod" in kinds and "Deployment" in kinds
+    for doc in docs:
+        kubernetes_validate.validate(doc, "1.34.0", strict=True)
+    assert "summary: migrated 2" in result.stderr
+
+
+def test_plan_reads_stdin_and_reports_needs_attention():
+    manifest = yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                               "spec": {"containers": [{"name": "c", "image": "i",
+                                                        "resources": {"limits": {"nvidia.com/gpu": "0.5"}}}]}})
+    result = run("plan", "-f", "-", "-o", "json", stdin=manifest)
+    assert result.returncode == 0
+    assert "needs attention: Pod/p" in result.stderr and "not a whole number" in result.stderr
+
+
+@pytest.mark.parametrize("text, where", [("a: [1,\n", "<stdin>:"), ("- just\n- a list\n", "<stdin>")])
+def test_plan_bad_input_exits_2_naming_the_source(text, where):
+    result = run("plan", "-f", "-", stdin=text)
+    assert result.returncode == 2
+    assert where in result.stderr and "Traceback" not in result.stderr
