@@ -74,6 +74,24 @@ def _add_plan(sub) -> None:
     p.add_argument("-o", "--output", choices=["yaml", "json", "diff"], default="yaml")
 
 
+def _add_reporter(sub) -> None:
+    p = sub.add_parser("reporter", help="publish this node's GPUs as ResourceSlices")
+    p.add_argument("--backend", default=env("backend", "nvml"), help="'nvml' or 'fake:FILE' (GPU description YAML)")
+    p.add_argument("--node-name", default=env("node_name", os.environ.get("NODE_NAME", "")),
+                   help="this node (default: $NODE_NAME)")
+    p.add_argument("--mode", choices=["publish", "shadow"], default=env("mode", "publish"))
+    p.add_argument("--driver-name", default=env("driver_name"),
+                   help="driver in published slices (default gpu.nvidia.com; shadow.gpu.dra-bridge.io in shadow)")
+    p.add_argument("--interval", type=float, default=float(env("interval", "30")), help="seconds between refreshes")
+    p.add_argument("--cleanup-on-exit", action="store_true", help="delete our slices on shutdown")
+    p.add_argument("--once", action="store_true", help="print the slices and exit")
+    p.add_argument("-o", "--output", choices=["yaml"], default="yaml")
+    p.add_argument("--kubeconfig", default=env("kubeconfig"))
+    p.add_argument("--health-port", type=int, default=int(env("health_port", "8081")), help="0 disables")
+    p.add_argument("--max-rounds", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--log-format", choices=["json", "text"], default=env("log_format", "text"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dra-bridge", description=__doc__)
     parser.add_argument("--version", action="version", version=f"dra-bridge {__version__}")
@@ -81,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(sub)
     _add_certs(sub)
     _add_plan(sub)
+    _add_reporter(sub)
     return parser
 
 
@@ -91,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
             return serve(args)
         if args.command == "certs":
             return certs(args)
+        if args.command == "reporter":
+            from app import reporter
+            setup_logging(args.log_format)
+            if not args.node_name:
+                raise InputError("--node-name", "required (or set NODE_NAME)")
+            return reporter.run(args)
         if args.command == "plan":
             from app.plancli import run_plan
             return run_plan(args)

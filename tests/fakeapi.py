@@ -11,10 +11,31 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
+from urllib.parse import parse_qs
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 _NAMESPACED = re.compile(r"^/(?:api|apis/[^/]+)/[^/]+/namespaces/(?P<ns>[^/]+)/(?P<res>[^/]+)(?:/(?P<name>[^/?]+))?$")
 _NAMESPACE = re.compile(r"^/api/v1/namespaces/(?P<name>[^/?]+)$")
+_CLUSTER = re.compile(r"^/(?:api|apis/[^/]+)/[^/]+/(?P<res>resourceslices|deviceclasses|nodes)(?:/(?P<name>[^/?]+))?$")
+
+
+def _field(obj: dict, path: str):
+    for part in path.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else None
+    return obj
+
+
+def _selected(obj: dict, query: dict) -> bool:
+    for term in filter(None, (query.get("fieldSelector") or "").split(",")):
+        key, _, value = term.partition("=")
+        if str(_field(obj, key)) != value:
+            return False
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    for term in filter(None, (query.get("labelSelector") or "").split(",")):
+        key, _, value = term.partition("=")
+        if labels.get(key) != value:
+            return False
+    return True
 
 
 @dataclass
@@ -31,6 +52,7 @@ class Recorded:
     method: str
     path: str
     body: dict | None
+    query: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -42,6 +64,7 @@ class FakeKube:
 
     def __post_init__(self):
         self._lock = threading.Lock()
+        self._rv = 100
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -65,9 +88,10 @@ class FakeKube:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 body = json.loads(raw) if raw else None
-                path = self.path.split("?", 1)[0]
+                path, _, query_text = self.path.partition("?")
+                query = {k: v[0] for k, v in parse_qs(query_text).items()}
                 with fake._lock:
-                    fake.requests.append(Recorded(method, path, body))
+                    fake.requests.append(Recorded(method, path, body, query))
                     fault = fake._take_fault(method)
                 if fault:
                     if fault.delay_s:
@@ -79,7 +103,7 @@ class FakeKube:
                     if fault.status:
                         self._send(fault.status, _status(fault.status, "injected fault"))
                         return
-                status, payload = fake._route(method, path, body)
+                status, payload = fake._route(method, path, body, query)
                 self._send(status, payload)
 
             def do_GET(self):
@@ -87,6 +111,9 @@ class FakeKube:
 
             def do_POST(self):
                 self._handle("POST")
+
+            def do_PUT(self):
+                self._handle("PUT")
 
             def do_DELETE(self):
                 self._handle("DELETE")
@@ -126,7 +153,10 @@ class FakeKube:
                 return fault
         return None
 
-    def _route(self, method: str, path: str, body: dict | None) -> tuple[int, dict]:
+    def _route(self, method: str, path: str, body: dict | None, query: dict | None = None) -> tuple[int, dict]:
+        cluster = _CLUSTER.match(path)
+        if cluster:
+            return self._cluster(method, cluster["res"], cluster["name"], body, query or {})
         ns_match = _NAMESPACE.match(path)
         if ns_match and method == "GET":
             name = ns_match["name"]
@@ -154,6 +184,43 @@ class FakeKube:
                 obj = self.objects.pop((ns, res, name), None)
                 return (200, obj) if obj else (404, _status(404, "not found", "NotFound"))
         return 405, _status(405, "method not allowed", "MethodNotAllowed")
+
+
+    def _cluster(self, method: str, res: str, name: str | None, body: dict | None, query: dict):
+        with self._lock:
+            if method == "GET" and name is None:
+                items = [o for (ns, r, _n), o in sorted(self.objects.items()) if ns == "" and r == res
+                         and _selected(o, query)]
+                return 200, {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": str(self._rv)},
+                             "items": items}
+            key = ("", res, name or (body.get("metadata") or {}).get("name"))
+            if method == "POST" and name is None:
+                if key in self.objects:
+                    return 409, _status(409, f'{res} "{key[2]}" already exists', "AlreadyExists")
+                return 201, self._store(key, body)
+            if key not in self.objects:
+                return 404, _status(404, f'{res} "{key[2]}" not found', "NotFound")
+            if method == "GET":
+                return 200, self.objects[key]
+            if method == "PUT":
+                sent = (body.get("metadata") or {}).get("resourceVersion")
+                if sent and sent != self.objects[key]["metadata"].get("resourceVersion"):
+                    return 409, _status(409, "the object has been modified", "Conflict")
+                return 200, self._store(key, body)
+            if method == "DELETE":
+                return 200, self.objects.pop(key)
+        return 405, _status(405, "method not allowed", "MethodNotAllowed")
+
+    def _store(self, key: tuple, obj: dict) -> dict:
+        self._rv += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
+        obj["metadata"].setdefault("uid", f"uid-{key[2]}")
+        self.objects[key] = obj
+        return obj
+
+    def add_cluster_object(self, res: str, obj: dict) -> dict:
+        with self._lock:
+            return self._store(("", res, obj["metadata"]["name"]), obj)
 
 
 def _status(code: int, message: str, reason: str = "InternalError") -> dict:
