@@ -15,10 +15,19 @@ from app.workloads import pod_templates
 from tests.conftest import ROOT
 
 KUBECTL = shutil.which("kubectl")
-# Each verb we grant, and the call in app/ that needs it.
+# Each verb we grant, per ClusterRole, and the call in app/ that needs it.
 GRANTED = {
-    ("resource.k8s.io", "resourceclaimtemplates", "create"): "kube.TemplateStore.ensure",
-    ("", "namespaces", "get"): "kube.NamespaceLabels.get (policy namespace selectors)",
+    "dra-bridge": {
+        ("resource.k8s.io", "resourceclaimtemplates", "create"): "kube.TemplateStore.ensure",
+        ("", "namespaces", "get"): "kube.NamespaceLabels.get (policy namespace selectors)",
+    },
+    "dra-bridge-reporter": {
+        ("resource.k8s.io", "resourceslices", "list"): "publish.SlicePublisher._ours",
+        ("resource.k8s.io", "resourceslices", "create"): "publish.SlicePublisher.publish (new slice)",
+        ("resource.k8s.io", "resourceslices", "update"): "publish.SlicePublisher.publish (generation bump)",
+        ("resource.k8s.io", "resourceslices", "delete"): "publish.SlicePublisher.remove_all / shrink",
+        ("", "nodes", "get"): "publish.SlicePublisher.node_uid (owner reference)",
+    },
 }
 
 
@@ -41,7 +50,8 @@ def by_kind(objects, kind):
 def test_renders_every_component(objects):
     kinds = sorted(o["kind"] for o in objects)
     assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
-                            "Deployment", "PodDisruptionBudget", "Service", "MutatingWebhookConfiguration"])
+                            "Deployment", "PodDisruptionBudget", "Service", "MutatingWebhookConfiguration",
+                            "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet"])
 
 
 def test_every_object_validates_against_the_schema(objects):
@@ -65,15 +75,30 @@ def test_mutating_webhook_contract(objects):
 
 
 def test_rbac_grants_only_what_the_code_uses(objects):
-    [role] = by_kind(objects, "ClusterRole")
-    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"]
-               for r in rule["resources"] for v in rule["verbs"]}
-    assert granted == set(GRANTED), f"unexplained grants: {granted - set(GRANTED)}"
+    roles = {r["metadata"]["name"]: r for r in by_kind(objects, "ClusterRole")}
+    assert set(roles) == set(GRANTED)
+    for name, role in roles.items():
+        granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"]
+                   for r in rule["resources"] for v in rule["verbs"]}
+        assert granted == set(GRANTED[name]), f"{name}: unexplained grants {granted - set(GRANTED[name])}"
     assert not by_kind(objects, "Role")
+    bindings = {b["roleRef"]["name"]: b["subjects"][0]["name"] for b in by_kind(objects, "ClusterRoleBinding")}
+    assert bindings == {"dra-bridge": "dra-bridge", "dra-bridge-reporter": "dra-bridge-reporter"}
+
+
+def test_reporter_daemonset_runs_on_gpu_nodes_unprivileged(objects):
+    [ds] = by_kind(objects, "DaemonSet")
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    [c] = spec["containers"]
+    assert c["args"][0] == "reporter" and "--mode=shadow" in c["args"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert any(e["name"] == "NODE_NAME" for e in c["env"])
 
 
 def test_deployment_is_hardened_and_highly_available(objects):
-    [deploy] = by_kind(objects, "Deployment")
+    [deploy] = by_kind(objects, "Deployment")  # the webhook
     spec = deploy["spec"]["template"]["spec"]
     assert deploy["spec"]["replicas"] == 2
     assert spec["securityContext"]["runAsNonRoot"] is True

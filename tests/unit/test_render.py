@@ -1,0 +1,105 @@
+import dataclasses
+import pathlib
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from app import render
+from app.errors import InputError
+from app.gpuinfo import node_from_description
+
+FAKES = sorted((pathlib.Path(__file__).resolve().parents[2] / "app" / "data" / "fake").glob("*.yaml"))
+
+
+def load(path):
+    return node_from_description(yaml.safe_load(path.read_text()), path.name)
+
+
+@pytest.mark.parametrize("path", FAKES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("qualify", [False, True], ids=["publish", "shadow"])
+def test_rendered_slices_validate_and_respect_limits(path, qualify):
+    for s in render.slices(load(path), "gpu-node-1", "gpu.nvidia.com", 3, "uid-1", qualify):
+        kubernetes_validate.validate(s, "1.34.0", strict=True)
+        assert len(s["spec"]["devices"]) <= render.MAX_DEVICES_PER_SLICE
+        names = [d["name"] for d in s["spec"]["devices"]]
+        assert len(names) == len(set(names))
+        for d in s["spec"]["devices"]:
+            assert len(d["name"]) <= 63
+            assert len(d["attributes"]) + len(d["capacity"]) <= 32
+            for value in d["attributes"].values():
+                assert len(str(next(iter(value.values())))) <= 64
+        assert s["spec"]["pool"] == {"name": "gpu-node-1", "generation": 3, "resourceSliceCount": 1}
+        assert s["metadata"]["ownerReferences"][0]["kind"] == "Node"
+
+
+def test_gpu_attributes_follow_nvidia_schema():
+    node = load(next(p for p in FAKES if p.stem == "h100x8"))
+    [s] = render.slices(node, "n", "gpu.nvidia.com", 1)
+    gpu0 = s["spec"]["devices"][0]
+    attrs = gpu0["attributes"]
+    assert attrs["type"] == {"string": "gpu"}
+    assert attrs["productName"] == {"string": "NVIDIA H100 80GB HBM3"}
+    assert attrs["architecture"] == {"string": "Hopper"}
+    assert attrs["cudaComputeCapability"] == {"version": "9.0.0"}
+    assert attrs["driverVersion"] == {"version": "580.95.5"}
+    assert attrs["cudaDriverVersion"] == {"version": "13.0.0"}
+    assert attrs["resource.kubernetes.io/pciBusID"] == {"string": "0000:18:00.0"}
+    assert attrs["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:18"}
+    assert attrs["dra-bridge.io/numaNode"] == {"int": 0}
+    assert attrs["dra-bridge.io/nvlinkPeers"] == {"int": 7}
+    assert gpu0["capacity"]["memory"] == {"value": "81559Mi"}
+
+
+def test_mig_enabled_gpus_publish_their_mig_devices_instead():
+    node = load(next(p for p in FAKES if p.stem == "a100-mig"))
+    devices = render.devices(node)
+    migs = [d for d in devices if d["attributes"]["type"]["string"] == "mig"]
+    gpus = [d for d in devices if d["attributes"]["type"]["string"] == "gpu"]
+    assert len(migs) == 10 and len(gpus) == 6
+    m = migs[0]["attributes"]
+    assert m["profile"] == {"string": "1g.10gb"} and m["parentIndex"] == {"int": 0}
+    assert m["parentUUID"]["string"].startswith("GPU-")
+    assert migs[0]["capacity"]["multiprocessors"] == {"value": "14"}
+    assert migs[0]["capacity"]["memory"] == {"value": "9728Mi"}
+
+
+def test_shadow_mode_names_the_nvidia_domain_explicitly():
+    node = load(FAKES[0])
+    attrs = render.devices(node, qualify=True)[0]["attributes"]
+    assert "gpu.nvidia.com/productName" in attrs and "productName" not in attrs
+    assert "resource.kubernetes.io/pciBusID" in attrs
+
+
+def test_large_nodes_split_into_several_slices_of_one_pool():
+    node = load(next(p for p in FAKES if p.stem == "l4x4"))
+    many = dataclasses.replace(node, gpus=tuple(dataclasses.replace(node.gpus[0], index=i, uuid=f"GPU-{i}")
+                                               for i in range(300)))
+    out = render.slices(many, "big", "gpu.nvidia.com", 2)
+    assert [len(s["spec"]["devices"]) for s in out] == [128, 128, 44]
+    assert {s["spec"]["pool"]["resourceSliceCount"] for s in out} == {3}
+    assert len({s["metadata"]["name"] for s in out}) == 3
+
+
+def test_unhealthy_gpus_are_left_out():
+    node = load(next(p for p in FAKES if p.stem == "h100x8"))
+    sick = dataclasses.replace(node, gpus=(dataclasses.replace(node.gpus[0], healthy=False),) + node.gpus[1:])
+    assert len(render.devices(sick)) == len(render.devices(node)) - 1
+
+
+@pytest.mark.parametrize("text, field", [
+    ("driverVersion: '1'\ncudaDriverVersion: '1'\ngpus: [{index: 0}]\n", "gpus[0].uuid"),
+    ("driverVersion: '1'\ncudaDriverVersion: '1'\ngpus: [{index: x}]\n", "gpus[0].index"),
+    ("driverVersion: '1'\ngpus: []\n", "cudaDriverVersion"),
+    ("driverVersion: '1'\ncudaDriverVersion: '1'\ngpus: []\nextra: 1\n", "extra"),
+])
+def test_bad_fake_descriptions_name_the_field(text, field):
+    with pytest.raises(InputError) as err:
+        node_from_description(yaml.safe_load(text), "f.yaml")
+    assert field in str(err.value)
+
+
+def test_semver_normalises_nvml_versions():
+    assert render.semver("580.95.05") == "580.95.5"
+    assert render.semver("13.0") == "13.0.0"
+    assert render.semver("9") == "9.0.0"

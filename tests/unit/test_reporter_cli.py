@@ -1,0 +1,78 @@
+import subprocess
+import sys
+
+import yaml
+
+from app import inventory, render
+from app.gpuinfo import node_from_description
+from app.nvml import EXIT_NO_GPUS, EXIT_NO_LIBRARY
+from tests.conftest import ROOT
+from tests.fakeapi import FakeKube
+
+FAKE = ROOT / "app" / "data" / "fake"
+
+
+def run(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "app", "reporter", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60, env=env)
+
+
+def test_once_prints_slices_that_load_as_inventory(tmp_path):
+    result = run("--once", "-o", "yaml", "--backend", f"fake:{FAKE / 'a100-mig.yaml'}", "--node-name", "n1")
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "slices.yaml"
+    out.write_text(result.stdout)
+    inv = inventory.load_file(str(out))
+    assert len(inv.slices) == 1 and inv.device_count == 16
+
+
+def test_no_nvml_library_is_one_clear_line_and_exit_code():
+    result = run("--once", "--node-name", "n1", "--backend", "nvml")
+    # This machine has no NVIDIA driver; on a GPU node this would print slices instead.
+    if result.returncode == 0:
+        return
+    assert result.returncode == EXIT_NO_LIBRARY
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "libnvidia-ml.so" in result.stderr
+
+
+def test_zero_gpus_and_bad_descriptions_have_their_own_exit_codes(tmp_path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("driverVersion: '580.1'\ncudaDriverVersion: '13.0'\ngpus: []\n")
+    assert run("--once", "--node-name", "n1", "--backend", f"fake:{empty}").returncode == EXIT_NO_GPUS
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("driverVersion: '580.1'\ncudaDriverVersion: '13.0'\ngpus: [{index: 0}]\n")
+    result = run("--once", "--node-name", "n1", "--backend", f"fake:{bad}")
+    assert result.returncode == 2 and "gpus[0].uuid" in result.stderr
+
+
+def test_node_name_is_required():
+    result = run("--once", "--backend", f"fake:{FAKE / 'l4x4.yaml'}", env={"PATH": "/usr/bin:/bin"})
+    assert result.returncode == 2 and "--node-name" in result.stderr
+
+
+def test_publish_loop_against_fake_api_then_cleanup(tmp_path):
+    fake = FakeKube().start()
+    try:
+        fake.add_cluster_object("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u1"}})
+        result = run("--backend", f"fake:{FAKE / 'l4x4.yaml'}", "--node-name", "n1", "--mode", "shadow",
+                     "--kubeconfig", fake.kubeconfig(tmp_path / "kc"), "--interval", "0.1", "--max-rounds", "3",
+                     "--health-port", "0", "--cleanup-on-exit")
+        assert result.returncode == 0, result.stderr
+        created = [w for w in fake.writes() if w.method == "POST"]
+        assert len(created) == 1
+        assert created[0].body["spec"]["driver"] == "shadow.gpu.dra-bridge.io"
+        assert "gpu.nvidia.com/productName" in created[0].body["spec"]["devices"][0]["attributes"]
+        assert [w.method for w in fake.writes()] == ["POST", "DELETE"]  # rounds 2-3 changed nothing
+    finally:
+        fake.stop()
+
+
+def test_bundled_example_inventory_is_the_reporters_rendering():
+    inv = inventory.load_example()
+    expected = []
+    for node, fake in (("gpu-h100-0", "h100x8"), ("gpu-a100-0", "a100-mig"), ("gpu-l4-0", "l4x4")):
+        desc = node_from_description(yaml.safe_load((FAKE / f"{fake}.yaml").read_text()), fake)
+        expected += render.slices(desc, node, "gpu.nvidia.com", 1)
+    assert inv.slices == expected
+    assert set(inv.classes) == {"gpu.nvidia.com", "mig.nvidia.com"}
