@@ -7,7 +7,7 @@ from app import inventory, render
 from app.gpuinfo import node_from_description
 from app.nvml import EXIT_NO_GPUS, EXIT_NO_LIBRARY
 from tests.conftest import ROOT
-from tests.fakeapi import FakeKube
+from tests.fakeapi import FakeKube, Fault
 
 FAKE = ROOT / "app" / "data" / "fake"
 
@@ -76,3 +76,44 @@ def test_bundled_example_inventory_is_the_reporters_rendering():
         expected += render.slices(desc, node, "gpu.nvidia.com", 1)
     assert inv.slices == expected
     assert set(inv.classes) == {"gpu.nvidia.com", "mig.nvidia.com"}
+
+
+def test_health_and_metrics_endpoints_while_publishing(tmp_path):
+    import signal
+    import time
+
+    import httpx
+
+    from tests.http.server import free_port
+
+    fake = FakeKube().start()
+    fake.add_cluster_object("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u1"}})
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "app", "reporter", "--backend", f"fake:{FAKE / 'h100x8.yaml'}",
+                             "--node-name", "n1", "--kubeconfig", fake.kubeconfig(tmp_path / "kc"),
+                             "--interval", "0.2", "--health-port", str(port)],
+                            cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        else:
+            raise AssertionError("reporter never became healthy")
+        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+        assert 'dra_bridge_reporter_gpus{health="healthy"} 8.0' in metrics
+        assert "dra_bridge_reporter_devices 8.0" in metrics
+        assert "dra_bridge_reporter_publish_errors_total 0.0" in metrics
+        fake.faults.append(Fault(status=500, times=1000))
+        deadline = time.monotonic() + 15
+        while httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 503
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+        fake.stop()
