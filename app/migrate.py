@@ -289,8 +289,9 @@ def _resolve_device(ask: _Ask, rules: MigrationRules, constraints: NodeConstrain
     selectors = [_format(s, ask.groups) for s in rule.selectors]
     if ask.device_type == "gpu" and constraints.mig_profile:
         ask.device_class, ask.device_type = rules.migDeviceClass, "mig"
-        selectors.append(f"{celgen.attribute(rules.driverDomain, 'profile')} == "
-                         f"{celgen.literal(constraints.mig_profile)}")
+        selectors.append(celgen.guarded_attribute(
+            rules.driverDomain, "profile",
+            f"{celgen.attribute(rules.driverDomain, 'profile')} == {celgen.literal(constraints.mig_profile)}"))
         notes.append(f"container {ask.container}: MIG single strategy; asks for "
                      f"{constraints.mig_profile} MIG devices")
     if ask.memory is not None:

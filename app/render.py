@@ -42,8 +42,7 @@ class _Attrs:
         self.out: dict = {}
 
     def put(self, name: str, kind: str, value) -> None:
-        key = f"{NVIDIA_DOMAIN}/{name}" if self.qualify and "/" not in name else name
-        self.out[key] = {kind: value}
+        self.out[_qualified(name, self.qualify)] = {kind: value}
 
 
 def _common(attrs: _Attrs, gpu: Gpu, node: NodeGpus) -> None:
@@ -67,9 +66,13 @@ def gpu_device(gpu: Gpu, node: NodeGpus, qualify: bool) -> dict:
     attrs.put("minor", "int", gpu.minor)
     _common(attrs, gpu, node)
     attrs.put(f"{EXTRA_DOMAIN}/nvlinkPeers", "int", len(gpu.nvlink_peers))
-    return {"name": f"gpu-{gpu.index}", "attributes": attrs.out,
-            "capacity": {"memory": {"value": f"{gpu.memory_mib}Mi"},
-                         f"{EXTRA_DOMAIN}/multiprocessors": {"value": str(gpu.multiprocessors)}}}
+    capacity = {_qualified("memory", qualify): {"value": f"{gpu.memory_mib}Mi"},
+                f"{EXTRA_DOMAIN}/multiprocessors": {"value": str(gpu.multiprocessors)}}
+    return {"name": f"gpu-{gpu.index}", "attributes": attrs.out, "capacity": capacity}
+
+
+def _qualified(name: str, qualify: bool) -> str:
+    return f"{NVIDIA_DOMAIN}/{name}" if qualify and "/" not in name else name
 
 
 def mig_device(gpu: Gpu, mig: MigDevice, node: NodeGpus, qualify: bool) -> dict:
@@ -87,7 +90,8 @@ def mig_device(gpu: Gpu, mig: MigDevice, node: NodeGpus, qualify: bool) -> dict:
     profile = re.sub(r"[^a-z0-9]+", "", mig.profile.lower())
     return {"name": f"gpu-{gpu.index}-mig-{profile}-{mig.placement_start}-{mig.placement_size}",
             "attributes": attrs.out,
-            "capacity": {k: {"value": f"{v}Mi" if k == "memory" else str(v)} for k, v in capacity.items()}}
+            "capacity": {_qualified(k, qualify): {"value": f"{v}Mi" if k == "memory" else str(v)}
+                         for k, v in capacity.items()}}
 
 
 def devices(node: NodeGpus, qualify: bool = False) -> list[dict]:

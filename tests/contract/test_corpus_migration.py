@@ -112,3 +112,30 @@ def test_gfd_affinity_corpus_pod_moves_labels_into_cel(corpus):
     assert any("architecture.lowerAscii() in ['ampere']" in e for e in exprs)
     assert any("compareTo(quantity('16384Mi')) > 0" in e for e in exprs)
     assert "affinity" not in mp.plan.pod["spec"]
+
+
+def _inventory_devices():
+    from app import cel
+    from app.inventory import load_example
+
+    return [cel.device_variable(s["spec"]["driver"], d) for s in load_example().slices for d in s["spec"]["devices"]]
+
+
+def test_every_generated_selector_compiles_and_evaluates_without_error(corpus):
+    """Guards make missing attributes a plain 'no match', never a runtime error."""
+    from app import cel
+
+    devices = _inventory_devices()
+    checked = 0
+    for case in _cases():
+        _filename, _obj, _where, holder = case.values
+        plan = mutation.plan_request(admission.parse_review(orjson.dumps(review(_as_pod(holder, "p")))),
+                                     POLICY, {}).plan
+        for template in plan.templates:
+            for request in template["spec"]["spec"]["devices"]["requests"]:
+                for sel in request["exactly"].get("selectors", []):
+                    compiled = cel.compile_selector(sel["cel"]["expression"])
+                    for device in devices:
+                        assert isinstance(compiled.matches(device), bool)
+                    checked += 1
+    assert checked >= 10

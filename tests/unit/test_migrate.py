@@ -107,7 +107,8 @@ def test_mig_mixed_strategy_names_map_to_mig_class_with_profile_selector():
     req = only_request(result)
     assert req["exactly"]["deviceClassName"] == "mig.nvidia.com"
     assert req["exactly"]["count"] == 2
-    assert "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'" in selectors(req)
+    assert "'profile' in device.attributes['gpu.nvidia.com'] && " \
+           "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'" in selectors(req)
 
 
 def test_mig_single_strategy_product_label_turns_gpu_into_mig_request():

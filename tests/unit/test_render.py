@@ -69,6 +69,7 @@ def test_shadow_mode_names_the_nvidia_domain_explicitly():
     attrs = render.devices(node, qualify=True)[0]["attributes"]
     assert "gpu.nvidia.com/productName" in attrs and "productName" not in attrs
     assert "resource.kubernetes.io/pciBusID" in attrs
+    assert "gpu.nvidia.com/memory" in render.devices(node, qualify=True)[0]["capacity"]
 
 
 def test_large_nodes_split_into_several_slices_of_one_pool():
