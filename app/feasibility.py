@@ -1,0 +1,380 @@
+"""Can the devices in an Index satisfy a claim? Pure.
+
+Per request: devices matching its DeviceClass selectors AND its own selectors. Then per node
+(node-local devices plus devices reachable from every node): can all requests be given
+distinct devices at once, honouring count, allocationMode All, firstAvailable,
+matchAttribute and distinctAttribute? Nodes with the same device signature are decided once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+from app import cel
+from app.index import IDENTITY_ATTRIBUTES, Index
+
+MAX_ALTERNATIVES = 64  # firstAvailable combinations tried per node
+MAX_MATCH_VALUES = 256  # matchAttribute values tried per node
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass
+class Request:
+    name: str
+    device_class: str
+    selectors: list[str]
+    mode: str = "ExactCount"
+    count: int = 1
+    admin: bool = False
+    path: str = ""
+
+
+@dataclass
+class ClaimSpec:
+    requests: list[list[Request]]  # each entry: alternatives in priority order (one for `exactly`)
+    constraints: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class Verdict:
+    status: str  # satisfiable | unsatisfiable-now | never | invalid
+    message: str = ""
+    nodes: int = 0
+    example_node: str | None = None
+    failed_request: str | None = None
+    closest: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # (path, message) of CEL problems
+
+
+class ClaimError(Exception):
+    def __init__(self, path: str, message: str):
+        super().__init__(f"{path}: {message}")
+        self.path, self.message = path, message
+
+
+def _request(raw: dict, path: str, name: str) -> Request:
+    if not isinstance(raw, dict):
+        raise ClaimError(path, "must be an object")
+    device_class = raw.get("deviceClassName")
+    if not isinstance(device_class, str) or not device_class:
+        raise ClaimError(f"{path}.deviceClassName", "required")
+    selectors = []
+    for i, sel in enumerate(raw.get("selectors") or []):
+        expr = ((sel or {}).get("cel") or {}).get("expression") if isinstance(sel, dict) else None
+        if not isinstance(expr, str):
+            raise ClaimError(f"{path}.selectors[{i}].cel.expression", "required")
+        selectors.append(expr)
+    mode = raw.get("allocationMode") or "ExactCount"
+    if mode not in ("ExactCount", "All"):
+        raise ClaimError(f"{path}.allocationMode", f"unknown mode {mode!r}")
+    count = raw.get("count", 1)
+    if mode == "ExactCount" and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
+        raise ClaimError(f"{path}.count", "must be a whole number of at least 1")
+    return Request(name, device_class, selectors, mode, count if mode == "ExactCount" else 0,
+                   bool(raw.get("adminAccess")), path)
+
+
+def parse_claim_spec(spec: dict, path: str = "spec") -> ClaimSpec:
+    """The `spec` of a ResourceClaim (or `spec.spec` of a template), v1 shape."""
+    devices = (spec or {}).get("devices") or {}
+    requests = []
+    for i, raw in enumerate(devices.get("requests") or []):
+        where = f"{path}.devices.requests[{i}]"
+        name = (raw or {}).get("name") if isinstance(raw, dict) else None
+        if not isinstance(name, str) or not name:
+            raise ClaimError(f"{where}.name", "required")
+        if raw.get("exactly") is not None:
+            requests.append([_request(raw["exactly"], f"{where}.exactly", name)])
+        elif raw.get("firstAvailable"):
+            requests.append([_request(sub, f"{where}.firstAvailable[{j}]", f"{name}/{(sub or {}).get('name')}")
+                             for j, sub in enumerate(raw["firstAvailable"])])
+        else:
+            raise ClaimError(where, "needs 'exactly' or 'firstAvailable'")
+    constraints = [c for c in devices.get("constraints") or [] if isinstance(c, dict)]
+    return ClaimSpec(requests, constraints)
+
+
+def from_v1beta1(spec: dict) -> dict:
+    """v1beta1 put request fields at the top level; v1 wraps them in `exactly`."""
+    devices = dict((spec or {}).get("devices") or {})
+    out = []
+    for raw in devices.get("requests") or []:
+        if isinstance(raw, dict) and "exactly" not in raw and "firstAvailable" not in raw:
+            body = {k: v for k, v in raw.items() if k != "name"}
+            out.append({"name": raw.get("name"), "exactly": body})
+        else:
+            out.append(raw)
+    devices["requests"] = out
+    return {**(spec or {}), "devices": devices}
+
+
+def _mentions_identity(expression: str) -> bool:
+    return any(word in IDENTITY_ATTRIBUTES for word in _WORD.findall(expression))
+
+
+class _Evaluator:
+    """Selector results per shape (or per device when identity attributes are involved)."""
+
+    def __init__(self, index: Index):
+        self.index = index
+        self.errors: list[str] = []
+        self._cache: dict[tuple, list[bool]] = {}
+
+    def compiled(self, expr: str, path: str):
+        try:
+            return cel.compile_selector(expr)
+        except cel.CelError as exc:
+            self.errors.append(f"{path}: {exc}")
+            return None
+
+    def matches(self, expr: str, path: str) -> list[bool] | None:
+        """Per device, does `expr` hold? None when it does not compile."""
+        key = (expr,)
+        if key in self._cache:
+            return self._cache[key]
+        selector = self.compiled(expr, path)
+        if selector is None:
+            return None
+        per_device = _mentions_identity(expr)
+        targets = self.index.devices if per_device else self.index.shapes
+        results = []
+        first_error = None
+        for target in targets:
+            variable = target.variable if per_device else target
+            try:
+                results.append(selector.matches(variable))
+            except cel.CelError as exc:
+                results.append(False)  # the scheduler would report it; the device does not match
+                first_error = first_error or str(exc)
+        if first_error:
+            self.errors.append(f"{path}: runtime error on some devices: {first_error}")
+        if not per_device:
+            results = [results[d.shape] for d in self.index.devices]
+        self._cache[key] = results
+        return results
+
+    def candidates(self, req: Request) -> tuple[set[int] | None, list[tuple[str, list[bool]]]]:
+        """Devices matching class and request selectors, and each selector's results (for hints)."""
+        device_class = self.index.classes.get(req.device_class)
+        if device_class is None:
+            return None, []
+        parts = []
+        for i, sel in enumerate((device_class.get("spec") or {}).get("selectors") or []):
+            expr = ((sel or {}).get("cel") or {}).get("expression", "")
+            parts.append((f"DeviceClass {req.device_class} selector {i}", expr,
+                          f"deviceclasses/{req.device_class}.spec.selectors[{i}]"))
+        for i, expr in enumerate(req.selectors):
+            parts.append((f"{req.path}.selectors[{i}]", expr, f"{req.path}.selectors[{i}].cel.expression"))
+        results = []
+        for label, expr, path in parts:
+            r = self.matches(expr, path)
+            if r is None:
+                return set(), []
+            results.append((label, r))
+        chosen = {i for i in range(len(self.index.devices)) if all(r[i] for _l, r in results)}
+        return chosen, results
+
+
+def _max_flow(requests: list[tuple[int, set[int]]], distinct_groups: dict[int, object] | None) -> bool:
+    """Give each request its count of distinct devices; distinct_groups maps device -> value that may
+    be used at most once (distinctAttribute)."""
+    need = sum(c for c, _ in requests)
+    graph: dict = {}
+
+    def edge(a, b, cap):
+        graph.setdefault(a, {})[b] = graph.get(a, {}).get(b, 0) + cap
+        graph.setdefault(b, {}).setdefault(a, 0)
+
+    for r, (count, devices) in enumerate(requests):
+        edge("s", ("r", r), count)
+        for d in devices:
+            edge(("r", r), ("d", d), 1)
+    for d in set().union(*[devs for _c, devs in requests]) if requests else ():
+        if distinct_groups is not None and d in distinct_groups:
+            edge(("d", d), ("v", distinct_groups[d]), 1)
+            edge(("v", distinct_groups[d]), "t", 1)
+        else:
+            edge(("d", d), "t", 1)
+    flow = 0
+    while flow < need:
+        parent = {"s": None}
+        queue = deque(["s"])
+        while queue and "t" not in parent:
+            u = queue.popleft()
+            for v, cap in graph.get(u, {}).items():
+                if cap > 0 and v not in parent:
+                    parent[v] = u
+                    queue.append(v)
+        if "t" not in parent:
+            return False
+        v = "t"
+        while parent[v] is not None:
+            u = parent[v]
+            graph[u][v] -= 1
+            graph[v][u] += 1
+            v = u
+        flow += 1
+    return True
+
+
+def _fits(chosen: list[Request], cands: list[set[int]], reachable: set[int], constraints: list[dict],
+          index: Index, usable) -> bool:
+    local = []
+    for req, devs in zip(chosen, cands):
+        mine = {d for d in devs & reachable if usable(d, req)}
+        if req.mode == "All":
+            everything = devs & reachable
+            if not everything or mine != everything:
+                return False  # All needs every matching device, none taken
+            local.append((len(mine), mine))
+        else:
+            local.append((req.count, mine))
+    names = [r.name.split("/")[0] for r in chosen]
+    match_attrs, distinct = [], None
+    for c in constraints:
+        members = [i for i, n in enumerate(names) if not c.get("requests") or n in c["requests"]
+                   or any(n == q.split("/")[0] for q in c.get("requests") or [])]
+        if c.get("matchAttribute"):
+            match_attrs.append((c["matchAttribute"], members))
+        elif c.get("distinctAttribute"):
+            distinct = (c["distinctAttribute"], members)
+    if distinct:
+        attr, members = distinct
+        for i in members:
+            count, devs = local[i]
+            local[i] = (count, {d for d in devs if attr in index.devices[d].flat})
+    distinct_groups = None
+    if distinct:
+        distinct_groups = {d: index.devices[d].flat[distinct[0]] for i in distinct[1] for d in local[i][1]}
+    if not match_attrs:
+        return _max_flow(local, distinct_groups)
+    value_sets = []
+    for attr, members in match_attrs:
+        values = {index.devices[d].flat[attr] for i in members for d in local[i][1] if attr in index.devices[d].flat}
+        value_sets.append(sorted(values, key=repr)[:MAX_MATCH_VALUES])
+    for combo in itertools.islice(itertools.product(*value_sets), MAX_MATCH_VALUES):
+        narrowed = list(local)
+        for (attr, members), value in zip(match_attrs, combo):
+            for i in members:
+                count, devs = narrowed[i]
+                narrowed[i] = (count, {d for d in devs if index.devices[d].flat.get(attr) == value})
+        if _max_flow(narrowed, distinct_groups):
+            return True
+    return False
+
+
+def _signature(reachable: list[int], index: Index, attrs: list[str], per_device: bool) -> tuple:
+    if per_device:
+        return tuple(reachable)  # identity matters: no grouping
+    rows = []
+    for d in reachable:
+        dev = index.devices[d]
+        rows.append((dev.shape, dev.key in index.allocated, dev.complete_pool,
+                     tuple(repr(dev.flat.get(a)) for a in attrs)))
+    rows.sort()
+    # Relabel constraint values by first appearance: only equality within a node matters.
+    labels: dict = {}
+    out = []
+    for shape, taken, complete, values in rows:
+        out.append((shape, taken, complete, tuple(labels.setdefault((i, v), len(labels)) for i, v in enumerate(values))))
+    return tuple(out)
+
+
+def check(spec: ClaimSpec, index: Index) -> Verdict:
+    ev = _Evaluator(index)
+    cands: list[list[set[int]]] = []
+    hints: dict[str, list] = {}
+    for alternatives in spec.requests:
+        row = []
+        for req in alternatives:
+            chosen, results = ev.candidates(req)
+            if chosen is None:
+                return Verdict("never", f"{req.path}.deviceClassName: DeviceClass {req.device_class!r} does not exist",
+                               failed_request=req.name, errors=ev.errors)
+            row.append(chosen)
+            hints[req.name] = results
+        cands.append(row)
+    if ev.errors and any("runtime error" not in e for e in ev.errors):
+        return Verdict("invalid", ev.errors[0], errors=ev.errors)
+    attrs = [c.get("matchAttribute") or c.get("distinctAttribute") for c in spec.constraints]
+    attrs = [a for a in attrs if a]
+    per_device = any(_mentions_identity(e) for alts in spec.requests for r in alts for e in r.selectors)
+
+    def decide(usable) -> tuple[int, str | None]:
+        seen: dict[tuple, bool] = {}
+        count, example = 0, None
+        for node, reachable in index.locations():
+            sig = _signature(reachable, index, attrs, per_device)
+            if sig not in seen:
+                reach = set(reachable)
+                seen[sig] = any(
+                    _fits([alts[i] for alts, i in zip(spec.requests, combo)],
+                          [row[i] for row, i in zip(cands, combo)], reach, spec.constraints, index, usable)
+                    for combo in itertools.islice(itertools.product(*[range(len(a)) for a in spec.requests]),
+                                                  MAX_ALTERNATIVES))
+            if seen[sig]:
+                count += 1
+                example = example or node
+        return count, example
+
+    def now(d, req):
+        dev = index.devices[d]
+        return dev.complete_pool and (req.admin or dev.key not in index.allocated)
+
+    nodes, example = decide(now)
+    if nodes:
+        return Verdict("satisfiable", f"satisfiable on {nodes} node(s), e.g. {example}", nodes, example,
+                       errors=ev.errors)
+    ever_nodes, ever_example = decide(lambda d, req: True)
+    if ever_nodes:
+        return Verdict("unsatisfiable-now", f"devices exist on {ever_nodes} node(s) (e.g. {ever_example}) but are "
+                       "allocated or their pool is incomplete", errors=ev.errors)
+    return _never(spec, cands, hints, index, ev)
+
+
+def _describe(index: Index, shape: int) -> str:
+    v = index.shapes[shape]
+    attrs = v["attributes"].get(v["driver"], {})
+    for domain in v["attributes"].values():
+        attrs = {**domain, **attrs}
+    label = attrs.get("productName") or v["driver"]
+    kind = attrs.get("type")
+    profile = attrs.get("profile")
+    memory = (v["capacity"].get(v["driver"]) or {}).get("memory")
+    parts = [str(label)] + ([f"type {kind}"] if kind else []) + ([f"profile {profile}"] if profile else [])
+    if memory:
+        parts.append(f"memory {memory['_quantity']} bytes")
+    return ", ".join(parts)
+
+
+def _never(spec: ClaimSpec, cands, hints, index: Index, ev: _Evaluator) -> Verdict:
+    for alternatives, row in zip(spec.requests, cands):
+        if all(not c for c in row):
+            req = alternatives[0]
+            results = hints.get(req.name, [])
+            scored = []
+            for shape, members in enumerate(index.shape_members):
+                d = members[0]
+                failed = [label for label, r in results if not r[d]]
+                scored.append((len(failed), shape, failed, len(members)))
+            scored.sort()
+            closest = [f"{_describe(index, s)} ({n} devices): fails {', '.join(f)}" for _k, s, f, n in scored[:3]]
+            first_fail = scored[0][2][0] if scored and scored[0][2] else "its selectors"
+            return Verdict("never", f"request {req.name}: no device matches ({first_fail})", failed_request=req.name,
+                           closest=closest, errors=ev.errors)
+    # Each request matches something, but never all together on one node.
+    best = []
+    for node, reachable in index.locations():
+        reach = set(reachable)
+        counts = [max(len(c & reach) for c in row) for row in cands]
+        best.append((sum(counts), node, counts))
+    best.sort(reverse=True)
+    wanted = [alts[0].count if alts[0].mode == "ExactCount" else "all" for alts in spec.requests]
+    _total, node, counts = best[0] if best else (0, None, [])
+    names = [alts[0].name for alts in spec.requests]
+    detail = ", ".join(f"{n}: {c} matching (needs {w})" for n, c, w in zip(names, counts, wanted))
+    return Verdict("never", f"no single node can hold all requests with their constraints; best node {node}: {detail}",
+                   failed_request=None, closest=[detail], errors=ev.errors)
