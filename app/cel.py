@@ -191,13 +191,23 @@ _FUNCTIONS = {
 KNOWN_FUNCTIONS = _CEL_BUILTINS | set(_FUNCTIONS)
 
 
+_DOMAIN_LOOKUP = re.compile(r"device\s*\.\s*(attributes|capacity)\s*\[\s*(['\"])([^'\"]+)\2\s*\]")
+
+
 @dataclass(frozen=True)
 class Selector:
     expression: str
     program: object
+    domains: tuple = ()  # (attributes|capacity, domain) the expression looks up
 
     def matches(self, device: dict) -> bool:
         """True/False for one device (a dict from `device_variable`); CelError on runtime errors."""
+        missing = [(kind, d) for kind, d in self.domains if d not in device[kind]]
+        if missing:
+            # As upstream: a domain the device does not have reads as an empty map.
+            device = {**device, "attributes": dict(device["attributes"]), "capacity": dict(device["capacity"])}
+            for kind, domain in missing:
+                device[kind][domain] = {}
         context = _context()
         context.add_variable("device", device)
         try:
@@ -247,7 +257,8 @@ def compile_selector(expression: str) -> Selector:
     stray = sorted(set(program.variables()) - {"device"} - bound)
     if stray:
         raise CelError(f"undeclared reference to {stray[0]!r} (only 'device' is defined)")
-    return Selector(expression, program)
+    domains = tuple(sorted({(m[1], m[3]) for m in _DOMAIN_LOOKUP.finditer(expression)}))
+    return Selector(expression, program, domains)
 
 
 def _attribute_value(raw: dict):

@@ -130,9 +130,10 @@ class _Evaluator:
             self.errors.append(f"{path}: {exc}")
             return None
 
-    def matches(self, expr: str, path: str) -> list[bool] | None:
-        """Per device, does `expr` hold? None when it does not compile."""
-        key = (expr,)
+    def matches(self, expr: str, path: str, only: list[bool] | None = None) -> list[bool] | None:
+        """Per device, does `expr` hold? None when it does not compile. With `only`, devices
+        outside it are not evaluated (the scheduler checks class selectors first)."""
+        key = (expr, None if only is None else tuple(only))
         if key in self._cache:
             return self._cache[key]
         selector = self.compiled(expr, path)
@@ -142,8 +143,13 @@ class _Evaluator:
         targets = self.index.devices if per_device else self.index.shapes
         results = []
         first_error = None
-        for target in targets:
+        if only is not None and not per_device:
+            wanted_shapes = {self.index.devices[i].shape for i, ok in enumerate(only) if ok}
+        for position, target in enumerate(targets):
             variable = target.variable if per_device else target
+            if only is not None and not (only[position] if per_device else position in wanted_shapes):
+                results.append(False)
+                continue
             try:
                 results.append(selector.matches(variable))
             except cel.CelError as exc:
@@ -169,11 +175,15 @@ class _Evaluator:
         for i, expr in enumerate(req.selectors):
             parts.append((f"{req.path}.selectors[{i}]", expr, f"{req.path}.selectors[{i}].cel.expression"))
         results = []
+        passing = None
         for label, expr, path in parts:
-            r = self.matches(expr, path)
+            is_class = label.startswith("DeviceClass")
+            r = self.matches(expr, path, None if is_class else passing)
             if r is None:
                 return set(), []
             results.append((label, r))
+            if is_class:
+                passing = r if passing is None else [a and b for a, b in zip(passing, r)]
         chosen = {i for i in range(len(self.index.devices)) if all(r[i] for _l, r in results)}
         return chosen, results
 
@@ -192,10 +202,14 @@ def _max_flow(requests: list[tuple[int, set[int]]], distinct_groups: dict[int, o
         edge("s", ("r", r), count)
         for d in devices:
             edge(("r", r), ("d", d), 1)
+    values_linked = set()
     for d in set().union(*[devs for _c, devs in requests]) if requests else ():
         if distinct_groups is not None and d in distinct_groups:
-            edge(("d", d), ("v", distinct_groups[d]), 1)
-            edge(("v", distinct_groups[d]), "t", 1)
+            value = ("v", repr(distinct_groups[d]))
+            edge(("d", d), value, 1)
+            if value not in values_linked:  # each value may be used once
+                edge(value, "t", 1)
+                values_linked.add(value)
         else:
             edge(("d", d), "t", 1)
     flow = 0
