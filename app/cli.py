@@ -74,6 +74,13 @@ def _add_plan(sub) -> None:
     p.add_argument("-o", "--output", choices=["yaml", "json", "diff"], default="yaml")
 
 
+def _add_check(sub) -> None:
+    p = sub.add_parser("check", help="validate ResourceClaims/Templates against an inventory offline")
+    p.add_argument("-f", "--filename", action="append", required=True, help="file, folder or - (repeatable)")
+    p.add_argument("--inventory", help="ResourceSlices + DeviceClasses file (default: bundled example)")
+    p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+
+
 def _add_reporter(sub) -> None:
     p = sub.add_parser("reporter", help="publish this node's GPUs as ResourceSlices")
     p.add_argument("--backend", default=env("backend", "nvml"), help="'nvml' or 'fake:FILE' (GPU description YAML)")
@@ -100,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_certs(sub)
     _add_plan(sub)
     _add_reporter(sub)
+    _add_check(sub)
     return parser
 
 
@@ -116,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
             if not args.node_name:
                 raise InputError("--node-name", "required (or set NODE_NAME)")
             return reporter.run(args)
+        if args.command == "check":
+            from app.checkcli import run_check
+            return run_check(args)
         if args.command == "plan":
             from app.plancli import run_plan
             return run_plan(args)
@@ -155,6 +166,7 @@ def serve(args) -> int:
         policy=holder, templates=kube.TemplateStore(api, timeout_s=args.api_timeout),
         namespace_labels=kube.NamespaceLabels(api, timeout_s=args.api_timeout), metrics=metrics,
         inventory=inv, certs=reloader, reload_interval_s=args.reload_interval)
+    state.index()  # build the device index before the first review, not during it
     config = uvicorn.Config(create_app(state), host=args.host, port=args.port, log_config=None,
                             access_log=False, ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
                             timeout_graceful_shutdown=5)

@@ -173,7 +173,8 @@ class _Evaluator:
             parts.append((f"DeviceClass {req.device_class} selector {i}", expr,
                           f"deviceclasses/{req.device_class}.spec.selectors[{i}]"))
         for i, expr in enumerate(req.selectors):
-            parts.append((f"{req.path}.selectors[{i}]", expr, f"{req.path}.selectors[{i}].cel.expression"))
+            parts.append((f"{req.path}.selectors[{i}] `{_short(expr)}`", expr,
+                          f"{req.path}.selectors[{i}].cel.expression"))
         results = []
         passing = None
         for label, expr, path in parts:
@@ -349,6 +350,18 @@ def check(spec: ClaimSpec, index: Index) -> Verdict:
     return _never(spec, cands, hints, index, ev)
 
 
+def _bytes(amount: int) -> str:
+    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20)):
+        if amount >= size and amount % size == 0:
+            return f"{amount // size}{unit}"
+    return f"{amount / 2**30:.1f}Gi" if amount >= 2**30 else str(amount)
+
+
+def _short(expr: str, limit: int = 70) -> str:
+    expr = " ".join(expr.split())
+    return expr if len(expr) <= limit else expr[: limit - 3] + "..."
+
+
 def _describe(index: Index, shape: int) -> str:
     v = index.shapes[shape]
     attrs = v["attributes"].get(v["driver"], {})
@@ -360,7 +373,7 @@ def _describe(index: Index, shape: int) -> str:
     memory = (v["capacity"].get(v["driver"]) or {}).get("memory")
     parts = [str(label)] + ([f"type {kind}"] if kind else []) + ([f"profile {profile}"] if profile else [])
     if memory:
-        parts.append(f"memory {memory['_quantity']} bytes")
+        parts.append(f"memory {_bytes(int(float(memory['_quantity'])))}")
     return ", ".join(parts)
 
 

@@ -16,6 +16,8 @@ class Metrics:
                                  ["endpoint"], buckets=LATENCY_BUCKETS, registry=self.registry)
         self.migrations = Counter("dra_bridge_migrations_total", "Pods planned, by result",
                                   ["result"], registry=self.registry)
+        self.validations = Counter("dra_bridge_validations_total", "Claims and pods validated",
+                                   ["kind", "result", "mode"], registry=self.registry)
         self.template_errors = Counter("dra_bridge_template_ensure_errors_total",
                                        "ResourceClaimTemplate creations the API did not confirm",
                                        registry=self.registry)

@@ -123,6 +123,10 @@ class NamespaceSettings(_Strict):
     onUnmigratable: Optional[Decision] = None
     onTemplateError: Optional[Decision] = None
     forbidLegacy: Optional[bool] = None
+    allowedDeviceClasses: Optional[list[str]] = None
+    maxDevicesPerRequest: Optional[int] = Field(default=None, ge=1)
+    maxDevicesPerClaim: Optional[int] = Field(default=None, ge=1)
+    allowAdminAccess: Optional[bool] = None
 
 
 class Defaults(_Strict):
@@ -131,6 +135,10 @@ class Defaults(_Strict):
     onUnmigratable: Decision = "allow"
     onTemplateError: Decision = "allow"
     forbidLegacy: bool = False
+    allowedDeviceClasses: Optional[list[str]] = None  # None: any class
+    maxDevicesPerRequest: Optional[int] = Field(default=None, ge=1)
+    maxDevicesPerClaim: Optional[int] = Field(default=None, ge=1)
+    allowAdminAccess: bool = False
 
 
 class LabelSelectorRequirement(_Strict):
@@ -183,6 +191,10 @@ class Effective(_Strict):
     onUnmigratable: Decision
     onTemplateError: Decision
     forbidLegacy: bool
+    allowedDeviceClasses: Optional[list[str]] = None
+    maxDevicesPerRequest: Optional[int] = None
+    maxDevicesPerClaim: Optional[int] = None
+    allowAdminAccess: bool = False
 
 
 class Policy(_Strict):

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 
 from app.errors import PolicyError
+from app.index import build as build_index
 from app.inventory import Inventory
 from app.kube import NamespaceLabels, TemplateStore
 from app.metrics import Metrics
@@ -63,6 +64,14 @@ class ServiceState:
     certs: CertReloader | None = None
     reload_interval_s: float = 5.0
     extra: dict = field(default_factory=dict)
+
+    def index(self):
+        """Device index of the inventory, built once per inventory object."""
+        cached = self.extra.get("index")
+        if cached is None or cached[0] is not self.inventory:
+            cached = (self.inventory, build_index(self.inventory))
+            self.extra["index"] = cached
+        return cached[1]
 
     def readiness(self) -> tuple[bool, dict]:
         checks = {

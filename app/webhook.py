@@ -12,7 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
-from app import admission, mutation
+from app import admission, mutation, validation
 from app.errors import InputError, TemplateEnsureError
 from app.service import ServiceState
 
@@ -55,30 +55,34 @@ def create_app(state: ServiceState) -> FastAPI:
     app.state.service = state
     metrics = state.metrics
 
-    @app.post("/mutate")
-    async def mutate(request: Request) -> Response:
-        started = time.perf_counter()
-        kind, outcome = "", "error"
-        try:
+    def review_endpoint(endpoint: str, handler):
+        async def endpoint_fn(request: Request) -> Response:
+            started = time.perf_counter()
+            kind, outcome = "", "error"
             try:
-                body = await read_body(request)
-                req = admission.parse_review(body)
-            except BodyTooLarge:
-                outcome = "too_large"
-                return _json({"error": f"request body exceeds {MAX_BODY} bytes"}, 413)
-            except InputError as exc:
-                outcome = "bad_request"
-                return _json({"error": str(exc), "field": exc.field}, 400)
-            kind = req.kind
-            try:
-                review, outcome = await _mutate(state, req)
-            except Exception:  # a bug must not block pod creation: fail open, loudly
-                log.exception("mutation failed for %s/%s uid=%s", req.namespace, req.name, req.uid)
-                review = admission.response(req.uid, True, warnings=["internal error; pod admitted unchanged"])
-            return _json(review)
-        finally:
-            metrics.requests.labels("mutate", kind, outcome).inc()
-            metrics.latency.labels("mutate").observe(time.perf_counter() - started)
+                try:
+                    req = admission.parse_review(await read_body(request))
+                except BodyTooLarge:
+                    outcome = "too_large"
+                    return _json({"error": f"request body exceeds {MAX_BODY} bytes"}, 413)
+                except InputError as exc:
+                    outcome = "bad_request"
+                    return _json({"error": str(exc), "field": exc.field}, 400)
+                kind = req.kind
+                try:
+                    review, outcome = await handler(state, req)
+                except Exception:  # a bug must not block admission: fail open, loudly
+                    log.exception("%s failed for %s/%s uid=%s", endpoint, req.namespace, req.name, req.uid)
+                    review = admission.response(req.uid, True, warnings=["internal error; admitted unchanged"])
+                return _json(review)
+            finally:
+                metrics.requests.labels(endpoint, kind, outcome).inc()
+                metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
+
+        app.post(f"/{endpoint}")(endpoint_fn)
+
+    review_endpoint("mutate", _mutate)
+    review_endpoint("validate", _validate)
 
     @app.get("/healthz")
     async def healthz() -> Response:
@@ -122,6 +126,28 @@ async def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict, st
         log.info("mutate %s/%s uid=%s outcome=%s dryRun=%s", req.namespace, req.name or "(generated)",
                  req.uid, outcome, req.dry_run)
     return review, outcome
+
+
+async def _validate(state: ServiceState, req: admission.Request) -> tuple[dict, str]:
+    if not validation.applies(req):
+        return admission.response(req.uid, True), "skipped"
+    policy = state.policy.policy
+    labels = {}
+    if policy.needs_namespace_labels and req.namespace:
+        labels = await run_in_threadpool(state.namespace_labels.get, req.namespace)
+    settings = policy.for_namespace(req.namespace, labels)
+    if req.kind == "Pod":
+        outcome = validation.evaluate_pod(req.obj, settings, policy)
+    else:
+        outcome = validation.evaluate_claim(req.obj, settings, state.index())
+    review = validation.respond(req, outcome, settings)
+    result = "denied" if not review["response"]["allowed"] else ("violation" if outcome.violations else "allowed")
+    if not req.dry_run:  # a dry run leaves no trace beyond its answer
+        state.metrics.validations.labels(req.kind, result, settings.mode).inc()
+        if outcome.violations:
+            log.info("validate %s %s/%s uid=%s mode=%s result=%s: %s", req.kind, req.namespace, req.name, req.uid,
+                     settings.mode, result, "; ".join(outcome.violations)[:500])
+    return review, result
 
 
 def _ensure_all(state: ServiceState, templates: list[dict]) -> None:

@@ -51,7 +51,8 @@ def test_renders_every_component(objects):
     kinds = sorted(o["kind"] for o in objects)
     assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
                             "Deployment", "PodDisruptionBudget", "Service", "MutatingWebhookConfiguration",
-                            "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet"])
+                            "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet",
+                            "ValidatingWebhookConfiguration"])
 
 
 def test_every_object_validates_against_the_schema(objects):
@@ -72,6 +73,27 @@ def test_mutating_webhook_contract(objects):
     assert excluded == [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["dra-bridge"]}]
     svc = hook["clientConfig"]["service"]
     assert (svc["name"], svc["namespace"], svc["path"]) == ("dra-bridge", "dra-bridge", "/mutate")
+
+
+def test_validating_webhook_contract(objects):
+    [config] = by_kind(objects, "ValidatingWebhookConfiguration")
+    [hook] = config["webhooks"]
+    assert hook["admissionReviewVersions"] == ["v1"] and hook["sideEffects"] == "NoneOnDryRun"
+    assert hook["clientConfig"]["service"]["path"] == "/validate"
+    resources = {r for rule in hook["rules"] for r in rule["resources"]}
+    assert resources == {"resourceclaims", "resourceclaimtemplates", "pods"}
+    assert {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["dra-bridge"]} in \
+        hook["namespaceSelector"]["matchExpressions"]
+
+
+def test_ca_bundle_injection_reaches_both_webhooks(tmp_path):
+    import shutil
+
+    from app.cli import inject_ca_bundle
+
+    shutil.copytree(ROOT / "manifests", tmp_path / "m")
+    changed = inject_ca_bundle(str(tmp_path / "m"), "Q0E=")
+    assert sorted(p.rsplit("/", 1)[1] for p in changed) == ["mutatingwebhook.yaml", "validatingwebhook.yaml"]
 
 
 def test_rbac_grants_only_what_the_code_uses(objects):

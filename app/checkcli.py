@@ -1,0 +1,57 @@
+"""`dra-bridge check`: validate ResourceClaims and ResourceClaimTemplates offline against an inventory."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from app import feasibility, index, inventory
+from app.plancli import _inputs
+
+CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
+SUPPORTED = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
+
+
+def claim_spec(obj: dict) -> dict:
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "ResourceClaimTemplate":
+        spec = spec.get("spec") or {}
+    if obj.get("apiVersion") == "resource.k8s.io/v1beta1":
+        spec = feasibility.from_v1beta1(spec)
+    return spec
+
+
+def check_object(obj: dict, ix: index.Index) -> feasibility.Verdict:
+    if obj.get("apiVersion") not in SUPPORTED:
+        return feasibility.Verdict("invalid", f"apiVersion {obj.get('apiVersion')!r} is not supported")
+    try:
+        parsed = feasibility.parse_claim_spec(claim_spec(obj), "spec.spec" if obj["kind"] == "ResourceClaimTemplate"
+                                              else "spec")
+    except feasibility.ClaimError as exc:
+        return feasibility.Verdict("invalid", str(exc))
+    return feasibility.check(parsed, ix)
+
+
+def run_check(args) -> int:
+    inv = inventory.load_file(args.inventory) if args.inventory else inventory.load_example()
+    ix = index.build(inv)
+    rows = []
+    for source, objects in _inputs(args.filename):
+        for line, obj in objects:
+            if obj.get("kind") not in CLAIM_KINDS:
+                continue
+            meta = obj.get("metadata") or {}
+            verdict = check_object(obj, ix)
+            rows.append({"source": f"{source}:{line}", "kind": obj["kind"], "name": meta.get("name", "?"),
+                         "status": verdict.status, "message": verdict.message, "closest": verdict.closest,
+                         "warnings": verdict.errors})
+    if args.output == "json":
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    else:
+        for row in rows:
+            sys.stdout.write(f"{row['status']:18s} {row['kind']}/{row['name']} ({row['source']}): {row['message']}\n")
+            for hint in row["closest"]:
+                sys.stdout.write(f"{'':18s}   closest: {hint}\n")
+    if not rows:
+        sys.stderr.write("no ResourceClaim or ResourceClaimTemplate found\n")
+    return 0 if all(r["status"] == "satisfiable" for r in rows) else 1

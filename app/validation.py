@@ -1,0 +1,116 @@
+"""/validate decisions: claim or pod + policy + inventory -> verdict -> AdmissionReview response. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app import admission, feasibility
+from app.index import Index
+from app.migrate import legacy_resources
+from app.policy import Effective, Policy
+
+CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
+SUPPORTED_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
+
+
+@dataclass
+class Finding:
+    severity: str  # violation (mode decides) | warning (never denies)
+    message: str
+
+
+@dataclass
+class Outcome:
+    findings: list[Finding] = field(default_factory=list)
+    verdict: feasibility.Verdict | None = None
+
+    @property
+    def violations(self) -> list[str]:
+        return [f.message for f in self.findings if f.severity == "violation"]
+
+
+def _claim_spec(obj: dict) -> tuple[dict, str]:
+    spec = obj.get("spec") or {}
+    prefix = "spec"
+    if obj.get("kind") == "ResourceClaimTemplate":
+        spec, prefix = spec.get("spec") or {}, "spec.spec"
+    if obj.get("apiVersion") == "resource.k8s.io/v1beta1":
+        spec = feasibility.from_v1beta1(spec)
+    return spec, prefix
+
+
+def _policy_rules(parsed: feasibility.ClaimSpec, settings: Effective) -> list[Finding]:
+    out = []
+    total = 0
+    for alternatives in parsed.requests:
+        most = 0
+        for req in alternatives:
+            if settings.allowedDeviceClasses is not None and req.device_class not in settings.allowedDeviceClasses:
+                out.append(Finding("violation", f"{req.path}.deviceClassName: DeviceClass {req.device_class!r} is not "
+                                                f"allowed here (allowed: {', '.join(settings.allowedDeviceClasses)})"))
+            if req.admin and not settings.allowAdminAccess:
+                out.append(Finding("violation", f"{req.path}.adminAccess: not allowed in this namespace"))
+            if settings.maxDevicesPerRequest and req.mode == "ExactCount" and req.count > settings.maxDevicesPerRequest:
+                out.append(Finding("violation", f"{req.path}.count: {req.count} exceeds the limit of "
+                                                f"{settings.maxDevicesPerRequest} devices per request"))
+            most = max(most, req.count)
+        total += most
+    if settings.maxDevicesPerClaim and total > settings.maxDevicesPerClaim:
+        out.append(Finding("violation", f"spec: {total} devices exceed the limit of {settings.maxDevicesPerClaim} "
+                                        "per claim"))
+    return out
+
+
+def evaluate_claim(obj: dict, settings: Effective, index: Index) -> Outcome:
+    outcome = Outcome()
+    if obj.get("apiVersion") not in SUPPORTED_VERSIONS:
+        outcome.findings.append(Finding("violation", f"apiVersion: {obj.get('apiVersion')!r} is not supported"))
+        return outcome
+    spec, prefix = _claim_spec(obj)
+    try:
+        parsed = feasibility.parse_claim_spec(spec, prefix)
+    except feasibility.ClaimError as exc:
+        outcome.findings.append(Finding("violation", str(exc)))
+        return outcome
+    outcome.findings.extend(_policy_rules(parsed, settings))
+    verdict = feasibility.check(parsed, index)
+    outcome.verdict = verdict
+    if verdict.status in ("invalid", "never"):
+        hint = f" Closest devices: {'; '.join(verdict.closest)}" if verdict.closest else ""
+        outcome.findings.append(Finding("violation", f"{verdict.message}.{hint}" if verdict.status == "never"
+                                        else verdict.message))
+    elif verdict.status == "unsatisfiable-now":
+        outcome.findings.append(Finding("warning", f"not satisfiable now: {verdict.message}"))
+    outcome.findings.extend(Finding("warning", e) for e in verdict.errors if "runtime error" in e)
+    return outcome
+
+
+def evaluate_pod(obj: dict, settings: Effective, policy: Policy) -> Outcome:
+    outcome = Outcome()
+    legacy = legacy_resources((obj or {}).get("spec") or {}, policy.migration)
+    if legacy and settings.forbidLegacy:
+        names = ", ".join(f"{c}: {r}" for c, r in legacy)
+        outcome.findings.append(Finding("violation", f"spec.containers: legacy GPU requests are no longer allowed in "
+                                                     f"this namespace ({names}); use resourceClaims"))
+    return outcome
+
+
+def applies(req: admission.Request) -> bool:
+    if req.kind in CLAIM_KINDS:
+        return req.operation in ("CREATE", "UPDATE") and req.obj is not None
+    return req.kind == "Pod" and req.operation == "CREATE" and req.obj is not None
+
+
+def respond(req: admission.Request, outcome: Outcome, settings: Effective) -> dict:
+    warnings = [f.message for f in outcome.findings if f.severity == "warning"]
+    violations = outcome.violations
+    if not violations:
+        return admission.response(req.uid, True, warnings=warnings or None)
+    subject = f"{req.kind} {req.namespace}/{req.name or '(generated)'}"
+    text = f"dra-bridge: {subject}: " + " | ".join(violations)
+    if settings.mode == "enforce":
+        return admission.response(req.uid, False, code=422, message=text[:4000], warnings=warnings or None)
+    if settings.mode == "warn":
+        return admission.response(req.uid, True, warnings=violations + warnings)
+    return admission.response(req.uid, True, warnings=warnings or None,
+                              audit={"validation": text[:1000]})

@@ -1,0 +1,80 @@
+"""/validate on the real server process, inventory from a file."""
+
+import orjson
+import pytest
+import yaml
+
+from tests.helpers import review
+from tests.http import server as srv
+from tests.inventory import build_inventory
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("validate")
+    inv = build_inventory()
+    (tmp / "inventory.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List",
+                                                        "items": inv.slices + list(inv.classes.values())}))
+    (tmp / "policy.yaml").write_text("namespaces:\n- names: [strict]\n  mode: enforce\n  forbidLegacy: true\n")
+    server = srv.start(tmp, "--inventory", str(tmp / "inventory.yaml"), "--policy", str(tmp / "policy.yaml"))
+    yield server
+    server.stop()
+
+
+def claim(count):
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"},
+            "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                                                            "count": count}}]}}}
+
+
+def post(client, payload):
+    return client.post("/validate", content=orjson.dumps(payload))
+
+
+def test_unsatisfiable_claim_denied_in_enforce_namespace(running):
+    with running.client() as c:
+        resp = post(c, review(claim(64), kind="ResourceClaim", namespace="strict")).json()["response"]
+        assert resp["allowed"] is False and "needs 64" in resp["status"]["message"]
+        ok = post(c, review(claim(8), kind="ResourceClaim", namespace="strict")).json()["response"]
+        assert ok == {"uid": "uid-1", "allowed": True}
+
+
+def test_warn_namespace_gets_warning(running):
+    with running.client() as c:
+        resp = post(c, review(claim(64), kind="ResourceClaim")).json()["response"]
+        assert resp["allowed"] is True and any("needs 64" in w for w in resp["warnings"])
+
+
+def _denied_count(client) -> float:
+    key = 'dra_bridge_validations_total{kind="ResourceClaim",mode="enforce",result="denied"}'
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(key):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_dry_run_answer_is_identical_and_leaves_no_metric(running):
+    with running.client() as c:
+        before = _denied_count(c)
+        dry = post(c, review(claim(64), kind="ResourceClaim", namespace="strict", dry_run=True, uid="same"))
+        assert _denied_count(c) == before
+        real = post(c, review(claim(64), kind="ResourceClaim", namespace="strict", uid="same"))
+        assert _denied_count(c) == before + 1
+        assert dry.content == real.content
+
+
+def test_legacy_pod_denied_after_migration(running):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+    with running.client() as c:
+        resp = post(c, review(pod, namespace="strict")).json()["response"]
+        assert resp["allowed"] is False and "legacy GPU requests are no longer allowed" in resp["status"]["message"]
+
+
+def test_corpus_claims_through_the_endpoint(running, corpus):
+    from app.documents import read_objects
+    [(_, template)] = [o for o in read_objects(str(corpus / "dra-claims" / "nvidia-dra-gpu-test4-mig-matchattr.yaml"))
+                       if o[1]["kind"] == "ResourceClaimTemplate"]
+    with running.client() as c:
+        resp = post(c, review(template, kind="ResourceClaimTemplate", namespace="strict")).json()["response"]
+        assert resp == {"uid": "uid-1", "allowed": True}
