@@ -115,13 +115,36 @@ def _mentions_identity(expression: str) -> bool:
     return any(word in IDENTITY_ATTRIBUTES for word in _WORD.findall(expression))
 
 
-class _Evaluator:
-    """Selector results per shape (or per device when identity attributes are involved)."""
+@dataclass
+class _Match:
+    """Selector results per shape, or per device when the selector reads identity attributes."""
 
+    per_device: bool
+    values: list[bool]
+    index: Index
+
+    def holds(self, d: int) -> bool:
+        return self.values[d] if self.per_device else self.values[self.index.devices[d].shape]
+
+
+@dataclass
+class _Candidates:
+    parts: list[tuple[str, _Match]]  # (label, results) for class and request selectors
+
+    def holds(self, d: int) -> bool:
+        return all(m.holds(d) for _label, m in self.parts)
+
+    def any(self, index: Index) -> bool:
+        if all(not m.per_device for _l, m in self.parts):
+            return any(members and self.holds(members[0]) for members in index.shape_members)
+        return any(self.holds(d) for d in range(len(index.devices)))
+
+
+class _Evaluator:
     def __init__(self, index: Index):
         self.index = index
         self.errors: list[str] = []
-        self._cache: dict[tuple, list[bool]] = {}
+        self._cache: dict[tuple, _Match] = {}
 
     def compiled(self, expr: str, path: str):
         try:
@@ -130,63 +153,67 @@ class _Evaluator:
             self.errors.append(f"{path}: {exc}")
             return None
 
-    def matches(self, expr: str, path: str, only: list[bool] | None = None) -> list[bool] | None:
-        """Per device, does `expr` hold? None when it does not compile. With `only`, devices
-        outside it are not evaluated (the scheduler checks class selectors first)."""
-        key = (expr, None if only is None else tuple(only))
+    def matches(self, expr: str, path: str, only: _Candidates | None = None) -> _Match | None:
+        """Does `expr` hold, per shape or device? None when it does not compile. With `only`,
+        targets outside it are not evaluated (the scheduler checks class selectors first)."""
+        key = (expr, None if only is None else tuple(label for label, _m in only.parts))
         if key in self._cache:
             return self._cache[key]
         selector = self.compiled(expr, path)
         if selector is None:
             return None
         per_device = _mentions_identity(expr)
-        targets = self.index.devices if per_device else self.index.shapes
-        results = []
+        index = self.index
+        count = len(index.devices) if per_device else len(index.shapes)
+        values = []
         first_error = None
-        if only is not None and not per_device:
-            wanted_shapes = {self.index.devices[i].shape for i, ok in enumerate(only) if ok}
-        for position, target in enumerate(targets):
-            variable = target.variable if per_device else target
-            if only is not None and not (only[position] if per_device else position in wanted_shapes):
-                results.append(False)
+        for position in range(count):
+            if per_device:
+                wanted = only is None or only.holds(position)
+            else:
+                members = index.shape_members[position]
+                wanted = bool(members) and (only is None or only.holds(members[0]))
+            if not wanted:
+                values.append(False)
                 continue
+            variable = index.devices[position].variable if per_device else index.shapes[position]
             try:
-                results.append(selector.matches(variable))
+                values.append(selector.matches(variable))
             except cel.CelError as exc:
-                results.append(False)  # the scheduler would report it; the device does not match
+                values.append(False)  # the scheduler would report it; the device does not match
                 first_error = first_error or str(exc)
         if first_error:
             self.errors.append(f"{path}: runtime error on some devices: {first_error}")
-        if not per_device:
-            results = [results[d.shape] for d in self.index.devices]
-        self._cache[key] = results
-        return results
+        match = _Match(per_device, values, index)
+        self._cache[key] = match
+        return match
 
-    def candidates(self, req: Request) -> tuple[set[int] | None, list[tuple[str, list[bool]]]]:
-        """Devices matching class and request selectors, and each selector's results (for hints)."""
+    def candidates(self, req: Request) -> _Candidates | None:
+        """Devices matching class and request selectors; None when the class does not exist."""
         device_class = self.index.classes.get(req.device_class)
         if device_class is None:
-            return None, []
-        parts = []
+            return None
+        class_parts, request_parts = [], []
         for i, sel in enumerate((device_class.get("spec") or {}).get("selectors") or []):
             expr = ((sel or {}).get("cel") or {}).get("expression", "")
-            parts.append((f"DeviceClass {req.device_class} selector {i}", expr,
-                          f"deviceclasses/{req.device_class}.spec.selectors[{i}]"))
+            class_parts.append((f"DeviceClass {req.device_class} selector {i}", expr,
+                                f"deviceclasses/{req.device_class}.spec.selectors[{i}]"))
         for i, expr in enumerate(req.selectors):
-            parts.append((f"{req.path}.selectors[{i}] `{_short(expr)}`", expr,
-                          f"{req.path}.selectors[{i}].cel.expression"))
-        results = []
-        passing = None
-        for label, expr, path in parts:
-            is_class = label.startswith("DeviceClass")
-            r = self.matches(expr, path, None if is_class else passing)
-            if r is None:
-                return set(), []
-            results.append((label, r))
-            if is_class:
-                passing = r if passing is None else [a and b for a, b in zip(passing, r)]
-        chosen = {i for i in range(len(self.index.devices)) if all(r[i] for _l, r in results)}
-        return chosen, results
+            request_parts.append((f"{req.path}.selectors[{i}] `{_short(expr)}`", expr,
+                                  f"{req.path}.selectors[{i}].cel.expression"))
+        out = _Candidates([])
+        for label, expr, path in class_parts:
+            match = self.matches(expr, path)
+            if match is None:
+                return _Candidates([("does not compile", _Match(False, [False] * len(self.index.shapes), self.index))])
+            out.parts.append((label, match))
+        passing = _Candidates(list(out.parts)) if out.parts else None
+        for label, expr, path in request_parts:
+            match = self.matches(expr, path, passing)
+            if match is None:
+                return _Candidates([("does not compile", _Match(False, [False] * len(self.index.shapes), self.index))])
+            out.parts.append((label, match))
+        return out
 
 
 def _max_flow(requests: list[tuple[int, set[int]]], distinct_groups: dict[int, object] | None) -> bool:
@@ -235,13 +262,13 @@ def _max_flow(requests: list[tuple[int, set[int]]], distinct_groups: dict[int, o
     return True
 
 
-def _fits(chosen: list[Request], cands: list[set[int]], reachable: set[int], constraints: list[dict],
-          index: Index, usable) -> bool:
+def _fits(chosen: list[Request], cands: list[set[int]], constraints: list[dict], index: Index, usable) -> bool:
+    """`cands`: per chosen request, its matching devices reachable from this node."""
     local = []
     for req, devs in zip(chosen, cands):
-        mine = {d for d in devs & reachable if usable(d, req)}
+        mine = {d for d in devs if usable(d, req)}
         if req.mode == "All":
-            everything = devs & reachable
+            everything = devs
             if not everything or mine != everything:
                 return False  # All needs every matching device, none taken
             local.append((len(mine), mine))
@@ -300,39 +327,45 @@ def _signature(reachable: list[int], index: Index, attrs: list[str], per_device:
 
 def check(spec: ClaimSpec, index: Index) -> Verdict:
     ev = _Evaluator(index)
-    cands: list[list[set[int]]] = []
-    hints: dict[str, list] = {}
+    cands: list[list[_Candidates]] = []
     for alternatives in spec.requests:
         row = []
         for req in alternatives:
-            chosen, results = ev.candidates(req)
-            if chosen is None:
+            found = ev.candidates(req)
+            if found is None:
                 return Verdict("never", f"{req.path}.deviceClassName: DeviceClass {req.device_class!r} does not exist",
                                failed_request=req.name, errors=ev.errors)
-            row.append(chosen)
-            hints[req.name] = results
+            row.append(found)
         cands.append(row)
     if ev.errors and any("runtime error" not in e for e in ev.errors):
         return Verdict("invalid", ev.errors[0], errors=ev.errors)
-    attrs = [c.get("matchAttribute") or c.get("distinctAttribute") for c in spec.constraints]
-    attrs = [a for a in attrs if a]
-    per_device = any(_mentions_identity(e) for alts in spec.requests for r in alts for e in r.selectors)
+    attrs = [a for a in (c.get("matchAttribute") or c.get("distinctAttribute") for c in spec.constraints) if a]
+    per_device = any(m.per_device for row in cands for c in row for _l, m in c.parts)
+    combos = list(itertools.islice(itertools.product(*[range(len(a)) for a in spec.requests]), MAX_ALTERNATIVES))
+
+    def units():
+        if not attrs and not per_device:
+            yield from index.groups()  # interchangeable nodes decided once
+            return
+        for node, reachable in index.locations():
+            yield [node], reachable
 
     def decide(usable) -> tuple[int, str | None]:
         seen: dict[tuple, bool] = {}
         count, example = 0, None
-        for node, reachable in index.locations():
-            sig = _signature(reachable, index, attrs, per_device)
-            if sig not in seen:
-                reach = set(reachable)
-                seen[sig] = any(
-                    _fits([alts[i] for alts, i in zip(spec.requests, combo)],
-                          [row[i] for row, i in zip(cands, combo)], reach, spec.constraints, index, usable)
-                    for combo in itertools.islice(itertools.product(*[range(len(a)) for a in spec.requests]),
-                                                  MAX_ALTERNATIVES))
-            if seen[sig]:
-                count += 1
-                example = example or node
+        for nodes, reachable in units():
+            sig = _signature(reachable, index, attrs, per_device) if (attrs or per_device) else None
+            fits = seen.get(sig) if sig is not None else None
+            if fits is None:
+                local = [[{d for d in reachable if c.holds(d)} for c in row] for row in cands]
+                fits = any(_fits([alts[i] for alts, i in zip(spec.requests, combo)],
+                                 [row[i] for row, i in zip(local, combo)], spec.constraints, index, usable)
+                           for combo in combos)
+                if sig is not None:
+                    seen[sig] = fits
+            if fits:
+                count += len(nodes)
+                example = example or nodes[0]
         return count, example
 
     def now(d, req):
@@ -347,7 +380,7 @@ def check(spec: ClaimSpec, index: Index) -> Verdict:
     if ever_nodes:
         return Verdict("unsatisfiable-now", f"devices exist on {ever_nodes} node(s) (e.g. {ever_example}) but are "
                        "allocated or their pool is incomplete", errors=ev.errors)
-    return _never(spec, cands, hints, index, ev)
+    return _never(spec, cands, index, ev, units)
 
 
 def _bytes(amount: int) -> str:
@@ -377,15 +410,15 @@ def _describe(index: Index, shape: int) -> str:
     return ", ".join(parts)
 
 
-def _never(spec: ClaimSpec, cands, hints, index: Index, ev: _Evaluator) -> Verdict:
+def _never(spec: ClaimSpec, cands, index: Index, ev: _Evaluator, units) -> Verdict:
     for alternatives, row in zip(spec.requests, cands):
-        if all(not c for c in row):
-            req = alternatives[0]
-            results = hints.get(req.name, [])
+        if not any(c.any(index) for c in row):
+            req, results = alternatives[0], row[0].parts
             scored = []
             for shape, members in enumerate(index.shape_members):
-                d = members[0]
-                failed = [label for label, r in results if not r[d]]
+                if not members:
+                    continue
+                failed = [label for label, m in results if not m.holds(members[0])]
                 scored.append((len(failed), shape, failed, len(members)))
             scored.sort()
             closest = [f"{_describe(index, s)} ({n} devices): fails {', '.join(f)}" for _k, s, f, n in scored[:3]]
@@ -394,11 +427,10 @@ def _never(spec: ClaimSpec, cands, hints, index: Index, ev: _Evaluator) -> Verdi
                            closest=closest, errors=ev.errors)
     # Each request matches something, but never all together on one node.
     best = []
-    for node, reachable in index.locations():
-        reach = set(reachable)
-        counts = [max(len(c & reach) for c in row) for row in cands]
-        best.append((sum(counts), node, counts))
-    best.sort(reverse=True)
+    for nodes, reachable in units():
+        counts = [max(sum(1 for d in reachable if c.holds(d)) for c in row) for row in cands]
+        best.append((sum(counts), nodes[0], counts))
+    best.sort(key=lambda b: (-b[0], b[1]))
     wanted = [alts[0].count if alts[0].mode == "ExactCount" else "all" for alts in spec.requests]
     _total, node, counts = best[0] if best else (0, None, [])
     names = [alts[0].name for alts in spec.requests]

@@ -19,14 +19,33 @@ IDENTITY_ATTRIBUTES = frozenset({"uuid", "index", "minor", "pciBusID", "pcieRoot
 ANY_NODE = "(any node)"
 
 
-@dataclass
+@dataclass(eq=False)
 class Device:
+    """One device. Shape-wide facts live once in the Index; a device keeps only its identity."""
+
+    __slots__ = ("key", "node", "identity", "shape", "complete_pool", "_index")
     key: tuple  # (driver, pool, name)
     node: str | None  # None: reachable from every node (allNodes / nodeSelector slices)
-    variable: dict  # the CEL `device`
-    flat: dict  # "domain/name" -> value, for constraints
+    identity: dict  # (domain, name) -> value of identity attributes only
     shape: int
     complete_pool: bool
+    _index: "Index"
+
+    @property
+    def variable(self) -> dict:
+        """The CEL `device`: the shape's variable with this device's identity attributes."""
+        base = self._index.shapes[self.shape]
+        attributes = {d: dict(names) for d, names in base["attributes"].items()}
+        for (domain, name), value in self.identity.items():
+            attributes.setdefault(domain, {})[name] = value
+        return {**base, "attributes": attributes}
+
+    @property
+    def flat(self) -> dict:
+        """"domain/name" -> value, for matchAttribute / distinctAttribute."""
+        out = dict(self._index.shape_flat[self.shape])
+        out.update({f"{d}/{n}": v for (d, n), v in self.identity.items()})
+        return out
 
 
 @dataclass
@@ -36,9 +55,23 @@ class Index:
     shared: list[int] = field(default_factory=list)
     shapes: list[dict] = field(default_factory=list)  # representative CEL variable per shape
     shape_members: list[list[int]] = field(default_factory=list)
+    shape_flat: list[dict] = field(default_factory=list)
+    node_groups: dict[tuple, list[str]] = field(default_factory=dict)  # device signature -> nodes
     classes: dict[str, dict] = field(default_factory=dict)
     allocated: set = field(default_factory=set)
     incomplete_pools: set = field(default_factory=set)
+
+    def signature(self, local: list[int]) -> tuple:
+        """Nodes with equal signatures are interchangeable for claims that ignore identity."""
+        return tuple(sorted((self.devices[d].shape, self.devices[d].key in self.allocated,
+                             self.devices[d].complete_pool) for d in local))
+
+    def groups(self) -> list[tuple[list[str], list[int]]]:
+        """(nodes, devices reachable from the first of them) per node group."""
+        if not self.by_node:
+            return [([ANY_NODE], list(self.shared))] if self.shared else []
+        return [(sorted(nodes), self.by_node[sorted(nodes)[0]] + self.shared)
+                for _sig, nodes in sorted(self.node_groups.items(), key=lambda kv: min(kv[1]))]
 
     def locations(self) -> list[tuple[str, list[int]]]:
         """(node, device indices reachable from it). Only shared devices: one abstract location."""
@@ -47,10 +80,16 @@ class Index:
         return [(node, local + self.shared) for node, local in sorted(self.by_node.items())]
 
 
-def _shape_key(variable: dict) -> bytes:
-    attributes = {d: {k: v for k, v in names.items() if k not in IDENTITY_ATTRIBUTES}
-                  for d, names in variable["attributes"].items()}
-    return orjson.dumps({**variable, "attributes": attributes}, option=orjson.OPT_SORT_KEYS)
+def _split_identity(variable: dict) -> tuple[dict, dict]:
+    attributes, identity = {}, {}
+    for domain, names in variable["attributes"].items():
+        attributes[domain] = {}
+        for name, value in names.items():
+            if name in IDENTITY_ATTRIBUTES:
+                identity[(domain, name)] = value
+            else:
+                attributes[domain][name] = value
+    return {**variable, "attributes": attributes}, identity
 
 
 def build(inventory: Inventory, allocated: set | None = None) -> Index:
@@ -72,18 +111,16 @@ def build(inventory: Inventory, allocated: set | None = None) -> Index:
             spec = s["spec"]
             node = spec.get("nodeName") or None
             for raw in spec.get("devices") or []:
-                variable = cel.device_variable(driver, raw)
-                key = _shape_key(variable)
+                shape_variable, identity = _split_identity(cel.device_variable(driver, raw))
+                key = orjson.dumps(shape_variable, option=orjson.OPT_SORT_KEYS)
                 if key not in shape_ids:
                     shape_ids[key] = len(index.shapes)
-                    index.shapes.append(variable)
+                    index.shapes.append(shape_variable)
                     index.shape_members.append([])
-                flat = {}
-                for domain, names in variable["attributes"].items():
-                    for name, value in names.items():
-                        flat[f"{domain}/{name}"] = value
-                device = Device((driver, pool_name, raw.get("name")), node, variable, flat,
-                                shape_ids[key], complete)
+                    index.shape_flat.append({f"{d}/{n}": v for d, names in shape_variable["attributes"].items()
+                                             for n, v in names.items()})
+                device = Device((driver, pool_name, raw.get("name")), node, identity, shape_ids[key], complete,
+                                index)
                 position = len(index.devices)
                 index.devices.append(device)
                 index.shape_members[device.shape].append(position)
@@ -91,4 +128,6 @@ def build(inventory: Inventory, allocated: set | None = None) -> Index:
                     index.by_node.setdefault(node, []).append(position)
                 else:
                     index.shared.append(position)
+    for node, local in index.by_node.items():
+        index.node_groups.setdefault(index.signature(local), []).append(node)
     return index
