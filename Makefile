@@ -20,3 +20,4 @@ test: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) bench/mutate.py
+	$(PY) bench/validate.py

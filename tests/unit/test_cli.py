@@ -84,3 +84,22 @@ def test_plan_bad_input_exits_2_naming_the_source(text, where):
     result = run("plan", "-f", "-", stdin=text)
     assert result.returncode == 2
     assert where in result.stderr and "Traceback" not in result.stderr
+
+
+def test_check_reports_verdicts_and_exit_codes(corpus, tmp_path):
+    ok = run("check", "-f", str(corpus / "dra-claims" / "nvidia-dra-gpu-test1-v1.yaml"))
+    assert ok.returncode == 0 and ok.stdout.startswith("satisfiable")
+    bad = run("check", "-f", str(corpus / "dra-claims" / "nvidia-dra-gpu-test4-mig-matchattr.yaml"), "-o", "json")
+    assert bad.returncode == 1
+    [row] = __import__("json").loads(bad.stdout)
+    assert row["status"] == "never" and "mig-1g-5gb-0" in row["message"] and len(row["closest"]) == 3
+    slices = tmp_path / "slices.yaml"
+    slices.write_text(run("reporter", "--once", "--backend", f"fake:{ROOT / 'app/data/fake/h100x8.yaml'}",
+                          "--node-name", "n1").stdout + "---\n" + yaml.safe_dump(
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+         "spec": {"selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}}))
+    on_h100 = run("check", "-f", str(corpus / "dra-claims" / "nvidia-dra-gpu-test6-cel-a100.yaml"),
+                  "--inventory", str(slices))
+    assert on_h100.returncode == 1 and "productName" in on_h100.stdout  # an A100 selector on an H100-only node
+    missing = run("check", "-f", "/nonexistent.yaml")
+    assert missing.returncode == 2 and "no such file" in missing.stderr
