@@ -63,10 +63,13 @@ class ServiceState:
     inventory: Inventory | None = None
     certs: CertReloader | None = None
     reload_interval_s: float = 5.0
+    live: object | None = None  # app.live.LiveInventory when --inventory live
     extra: dict = field(default_factory=dict)
 
     def index(self):
-        """Device index of the inventory, built once per inventory object."""
+        """Device index of the inventory, built once per inventory object (live: per change)."""
+        if self.live is not None:
+            return self.live.index()
         cached = self.extra.get("index")
         if cached is None or cached[0] is not self.inventory:
             cached = (self.inventory, build_index(self.inventory))
@@ -76,7 +79,7 @@ class ServiceState:
     def readiness(self) -> tuple[bool, dict]:
         checks = {
             "certificates": self.certs is None or self.certs.loaded,
-            "inventory": self.inventory is not None,
+            "inventory": self.live.ready if self.live is not None else self.inventory is not None,
         }
         return all(checks.values()), checks
 

@@ -11,12 +11,12 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from urllib.parse import parse_qs
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
 
 _NAMESPACED = re.compile(r"^/(?:api|apis/[^/]+)/[^/]+/namespaces/(?P<ns>[^/]+)/(?P<res>[^/]+)(?:/(?P<name>[^/?]+))?$")
 _NAMESPACE = re.compile(r"^/api/v1/namespaces/(?P<name>[^/?]+)$")
-_CLUSTER = re.compile(r"^/(?:api|apis/[^/]+)/[^/]+/(?P<res>resourceslices|deviceclasses|nodes)(?:/(?P<name>[^/?]+))?$")
+_CLUSTER = re.compile(r"^/(?:api|apis/[^/]+)/[^/]+/(?P<res>resourceslices|deviceclasses|resourceclaims|nodes)(?:/(?P<name>[^/?]+))?$")
 
 
 def _field(obj: dict, path: str):
@@ -65,6 +65,10 @@ class FakeKube:
     def __post_init__(self):
         self._lock = threading.Lock()
         self._rv = 100
+        self.events: list = []  # (resourceVersion, resource, type, object)
+        self.compacted_rv = 0
+        self.drop_generation = 0
+        self.stopping = False
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -103,8 +107,38 @@ class FakeKube:
                     if fault.status:
                         self._send(fault.status, _status(fault.status, "injected fault"))
                         return
+                if method == "GET" and query.get("watch") in ("1", "true") and _CLUSTER.match(path):
+                    self._watch(_CLUSTER.match(path)["res"], query)
+                    return
                 status, payload = fake._route(method, path, body, query)
                 self._send(status, payload)
+
+            def _watch(self, res: str, query: dict) -> None:
+                since = int(query.get("resourceVersion") or 0)
+                deadline = time.monotonic() + float(query.get("timeoutSeconds") or 30)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.close_connection = True
+                if since and since < fake.compacted_rv:
+                    gone = {"type": "ERROR", "object": _status(410, "too old resource version", "Expired")}
+                    self.wfile.write(json.dumps(gone).encode() + b"\n")
+                    return
+                generation = fake.drop_generation
+                sent = since
+                try:
+                    while time.monotonic() < deadline and not fake.stopping:
+                        if fake.drop_generation != generation:
+                            return  # drop mid-stream
+                        with fake._lock:
+                            pending = [e for e in fake.events if e[0] > sent and e[1] == res]
+                        for rv, _res, kind, obj in pending:
+                            self.wfile.write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+                            self.wfile.flush()
+                            sent = rv
+                        time.sleep(0.02)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
             def do_GET(self):
                 self._handle("GET")
@@ -131,6 +165,7 @@ class FakeKube:
         return self
 
     def stop(self) -> None:
+        self.stopping = True
         self._server.shutdown()
         self._server.server_close()
 
@@ -208,15 +243,36 @@ class FakeKube:
                     return 409, _status(409, "the object has been modified", "Conflict")
                 return 200, self._store(key, body)
             if method == "DELETE":
-                return 200, self.objects.pop(key)
+                obj = self.objects.pop(key)
+                self._rv += 1
+                self.events.append((self._rv, res, "DELETED", json.loads(json.dumps(obj))))
+                return 200, obj
         return 405, _status(405, "method not allowed", "MethodNotAllowed")
 
     def _store(self, key: tuple, obj: dict) -> dict:
         self._rv += 1
+        kind = "MODIFIED" if key in self.objects else "ADDED"
         obj.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
         obj["metadata"].setdefault("uid", f"uid-{key[2]}")
         self.objects[key] = obj
+        self.events.append((self._rv, key[1], kind, json.loads(json.dumps(obj))))
         return obj
+
+    def delete_cluster_object(self, res: str, name: str) -> None:
+        with self._lock:
+            obj = self.objects.pop(("", res, name))
+            self._rv += 1
+            obj = json.loads(json.dumps(obj))
+            obj["metadata"]["resourceVersion"] = str(self._rv)
+            self.events.append((self._rv, res, "DELETED", obj))
+
+    def compact(self) -> None:
+        """Forget history: watches from older resourceVersions get 410 Gone."""
+        with self._lock:
+            self.compacted_rv = self._rv + 1
+
+    def drop_watches(self) -> None:
+        self.drop_generation += 1
 
     def add_cluster_object(self, res: str, obj: dict) -> dict:
         with self._lock:

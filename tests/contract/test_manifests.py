@@ -20,6 +20,8 @@ GRANTED = {
     "dra-bridge": {
         ("resource.k8s.io", "resourceclaimtemplates", "create"): "kube.TemplateStore.ensure",
         ("", "namespaces", "get"): "kube.NamespaceLabels.get (policy namespace selectors)",
+        **{("resource.k8s.io", r, v): "live.LiveInventory list + watch"
+           for r in ("resourceslices", "deviceclasses", "resourceclaims") for v in ("list", "watch")},
     },
     "dra-bridge-reporter": {
         ("resource.k8s.io", "resourceslices", "list"): "publish.SlicePublisher._ours",

@@ -1,5 +1,7 @@
 """/validate on the real server process, inventory from a file."""
 
+import time
+
 import orjson
 import pytest
 import yaml
@@ -78,3 +80,34 @@ def test_corpus_claims_through_the_endpoint(running, corpus):
     with running.client() as c:
         resp = post(c, review(template, kind="ResourceClaimTemplate", namespace="strict")).json()["response"]
         assert resp == {"uid": "uid-1", "allowed": True}
+
+
+def test_live_inventory_server_is_ready_only_after_sync(tmp_path):
+    from tests.fakeapi import FakeKube
+    from tests.kube.test_live_inventory import CLASS, slice_obj
+
+    fake = FakeKube().start()
+    try:
+        fake.add_cluster_object("resourceslices", slice_obj("n1-s", "n1", 2))
+        fake.add_cluster_object("deviceclasses", CLASS)
+        server = srv.start(tmp_path, "--inventory", "live", "--kubeconfig", fake.kubeconfig(tmp_path / "kc"))
+        try:
+            with server.client() as c:
+                deadline = time.monotonic() + 10
+                while c.get("/readyz").status_code != 200 and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                assert c.get("/readyz").json()["checks"]["inventory"] is True
+                assert post(c, review(claim(2), kind="ResourceClaim")).json()["response"] == \
+                    {"uid": "uid-1", "allowed": True}
+                fake.add_cluster_object("resourceslices", slice_obj("n1-s", "n1", 4))
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    if post(c, review(claim(4), kind="ResourceClaim")).json()["response"].get("warnings") is None:
+                        break
+                    time.sleep(0.2)
+                assert post(c, review(claim(4), kind="ResourceClaim")).json()["response"] == \
+                    {"uid": "uid-1", "allowed": True}
+        finally:
+            server.stop()
+    finally:
+        fake.stop()

@@ -1,0 +1,184 @@
+"""Live inventory: list + watch ResourceSlices, DeviceClasses and ResourceClaims. IO.
+
+Resumes each watch from its last resourceVersion, relists on 410 Gone, and reports
+readiness false until every list has synced and while a watch has been failing for longer
+than `stale_after_s`. The Index is rebuilt lazily, at most once per `rebuild_interval_s`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import orjson
+import urllib3
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from app import index as index_mod
+from app.inventory import Inventory
+
+log = logging.getLogger("dra_bridge.live")
+RESOURCES = ("resourceslices", "deviceclasses", "resourceclaims")
+
+
+class _Gone(Exception):
+    pass
+
+
+def allocated_devices(claims: dict[str, dict]) -> set[tuple]:
+    out = set()
+    for claim in claims.values():
+        results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
+        for r in results:
+            if not r.get("adminAccess"):
+                out.add((r.get("driver"), r.get("pool"), r.get("device")))
+    return out
+
+
+class LiveInventory:
+    def __init__(self, api: client.ApiClient, watch_timeout_s: int = 300, stale_after_s: float = 60.0,
+                 rebuild_interval_s: float = 1.0, backoff_s: float = 1.0):
+        self.api = api
+        self.watch_timeout_s, self.stale_after_s = watch_timeout_s, stale_after_s
+        self.rebuild_interval_s, self.backoff_s = rebuild_interval_s, backoff_s
+        self.objects: dict[str, dict[str, dict]] = {r: {} for r in RESOURCES}
+        self.synced: dict[str, bool] = {r: False for r in RESOURCES}
+        self.failing_since: dict[str, float | None] = {r: None for r in RESOURCES}
+        self.relists = 0
+        self._lock = threading.Lock()
+        self._version = 0
+        self._built: tuple[int, index_mod.Index] | None = None
+        self._built_at = 0.0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # -- readiness and data -------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        now = time.monotonic()
+        return all(self.synced.values()) and not any(
+            since is not None and now - since > self.stale_after_s for since in self.failing_since.values())
+
+    def inventory(self) -> Inventory:
+        with self._lock:
+            return Inventory(slices=list(self.objects["resourceslices"].values()),
+                             classes={c["metadata"]["name"]: c for c in self.objects["deviceclasses"].values()},
+                             source="live")
+
+    def index(self) -> index_mod.Index:
+        with self._lock:
+            version = self._version
+        built = self._built
+        if built is None or (built[0] != version and time.monotonic() - self._built_at >= self.rebuild_interval_s):
+            with self._lock:
+                claims = dict(self.objects["resourceclaims"])
+            built = (version, index_mod.build(self.inventory(), allocated_devices(claims)))
+            self._built, self._built_at = built, time.monotonic()
+        return built[1]
+
+    @property
+    def device_count(self) -> int:
+        return sum(len((s.get("spec") or {}).get("devices") or []) for s in self.objects["resourceslices"].values())
+
+    # -- list and watch -----------------------------------------------------------------
+    def _path(self, resource: str) -> str:
+        return f"/apis/resource.k8s.io/v1/{resource}"
+
+    def _get(self, resource: str, query: list, stream: bool):
+        """The raw urllib3 response: JSON is decoded here, not into generated model objects."""
+        method, url, headers, body, _post = self.api.param_serialize(
+            "GET", self._path(resource), query_params=query, header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"])
+        response = self.api.call_api(method, url, header_params=headers, body=body,
+                                     _request_timeout=(5, self.watch_timeout_s + 10) if stream else 10)
+        if response.status >= 400:
+            text = response.read()[:200]
+            raise ApiException(status=response.status, reason=text.decode(errors="replace"))
+        return response.response
+
+    def list_once(self, resource: str) -> str:
+        response = self._get(resource, [], stream=False)
+        data = orjson.loads(response.data)
+        items = {(i.get("metadata") or {}).get("namespace", "") + "/" + i["metadata"]["name"]: i
+                 for i in data.get("items") or []}
+        self.failing_since[resource] = None
+        with self._lock:
+            self.objects[resource] = items
+            self.synced[resource] = True
+            self._version += 1
+        return (data.get("metadata") or {}).get("resourceVersion", "")
+
+    def watch_once(self, resource: str, version: str) -> str:
+        """Apply watch events until the server ends the stream; returns the last resourceVersion."""
+        query = [("watch", "true"), ("resourceVersion", version), ("allowWatchBookmarks", "true"),
+                 ("timeoutSeconds", str(self.watch_timeout_s))]
+        response = self._get(resource, query, stream=True)
+        self.failing_since[resource] = None  # the API answered: not stale
+        buffer = b""
+        try:
+            while True:
+                chunk = response.read1(65536)  # what has arrived: events must not wait for a full buffer
+                if not chunk:
+                    break
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        version = self._apply(resource, orjson.loads(line), version)
+        finally:
+            response.release_conn()
+        return version
+
+    def _apply(self, resource: str, event: dict, version: str) -> str:
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise _Gone()
+            raise ApiException(status=obj.get("code") or 500, reason=obj.get("message"))
+        meta = obj.get("metadata") or {}
+        if kind != "BOOKMARK":
+            key = meta.get("namespace", "") + "/" + meta.get("name", "")
+            with self._lock:
+                if kind == "DELETED":
+                    self.objects[resource].pop(key, None)
+                else:
+                    self.objects[resource][key] = obj
+                self._version += 1
+        return meta.get("resourceVersion") or version
+
+    def _run(self, resource: str) -> None:
+        version = ""
+        while not self._stop.is_set():
+            try:
+                if not version:
+                    version = self.list_once(resource)
+                version = self.watch_once(resource, version)
+            except _Gone:
+                log.info("%s watch expired (410 Gone): relisting", resource)
+                self.relists += 1
+                version = ""
+            except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+                if self.failing_since[resource] is None:
+                    self.failing_since[resource] = time.monotonic()
+                log.warning("%s list/watch failed (%s); retrying", resource, type(exc).__name__)
+                self._stop.wait(self.backoff_s)
+
+    def start(self) -> "LiveInventory":
+        for resource in RESOURCES:
+            thread = threading.Thread(target=self._run, args=(resource,), daemon=True, name=f"watch-{resource}")
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def wait_synced(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if all(self.synced.values()):
+                return True
+            time.sleep(0.05)
+        return False

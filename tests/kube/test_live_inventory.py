@@ -1,0 +1,88 @@
+"""Live inventory against the fake API server: list, watch events, dropped watch, 410 Gone."""
+
+import time
+
+import pytest
+
+from app.kube import api_client_for_host
+from app.live import LiveInventory
+from tests.fakeapi import Fault
+
+
+def slice_obj(name, node, devices=1):
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"}},
+                                  "capacity": {"memory": {"value": "80Gi"}}} for i in range(devices)]}}
+
+
+CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+         "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}
+
+
+def eventually(check, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    raise AssertionError("condition not reached")
+
+
+@pytest.fixture
+def live(fake_kube):
+    fake_kube.add_cluster_object("resourceslices", slice_obj("n1-s", "n1", 2))
+    fake_kube.add_cluster_object("deviceclasses", CLASS)
+    inv = LiveInventory(api_client_for_host(fake_kube.url), watch_timeout_s=5, backoff_s=0.1,
+                        rebuild_interval_s=0, stale_after_s=0.5)
+    assert not inv.ready
+    inv.start()
+    assert inv.wait_synced(5)
+    yield inv
+    inv.stop()
+
+
+def test_initial_list_syncs_and_indexes(live):
+    assert live.ready
+    assert len(live.index().devices) == 2
+    assert set(live.index().classes) == {"gpu.nvidia.com"}
+
+
+def test_watch_add_modify_delete(live, fake_kube):
+    fake_kube.add_cluster_object("resourceslices", slice_obj("n2-s", "n2", 1))
+    eventually(lambda: len(live.index().devices) == 3)
+    fake_kube.add_cluster_object("resourceslices", slice_obj("n2-s", "n2", 4))  # MODIFIED
+    eventually(lambda: len(live.index().devices) == 6)
+    fake_kube.delete_cluster_object("resourceslices", "n1-s")
+    eventually(lambda: len(live.index().devices) == 4)
+
+
+def test_allocated_devices_come_from_claim_status(live, fake_kube):
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"},
+             "status": {"allocation": {"devices": {"results": [
+                 {"request": "r", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0"}]}}}}
+    fake_kube.add_cluster_object("resourceclaims", claim)
+    eventually(lambda: ("gpu.nvidia.com", "n1", "gpu-0") in live.index().allocated)
+
+
+def test_dropped_watch_resumes_without_losing_events(live, fake_kube):
+    fake_kube.drop_watches()
+    fake_kube.add_cluster_object("resourceslices", slice_obj("n3-s", "n3", 1))
+    eventually(lambda: len(live.index().devices) == 3)
+    assert live.relists == 0
+
+
+def test_410_gone_triggers_a_relist(live, fake_kube):
+    fake_kube.compact()
+    fake_kube.drop_watches()
+    fake_kube.add_cluster_object("resourceslices", slice_obj("n4-s", "n4", 1))
+    eventually(lambda: live.relists >= 1 and len(live.index().devices) == 3)
+
+
+def test_readiness_goes_stale_while_the_api_fails_and_recovers(live, fake_kube):
+    fake_kube.faults.append(Fault(status=500, method="GET", times=10_000))
+    fake_kube.drop_watches()
+    eventually(lambda: not live.ready, timeout=8)
+    fake_kube.faults.clear()
+    eventually(lambda: live.ready, timeout=8)
