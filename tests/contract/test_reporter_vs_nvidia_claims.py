@@ -1,0 +1,45 @@
+"""NVIDIA's demo claims are accepted by /validate's checks against slices our reporter renders."""
+
+import pytest
+import yaml
+
+from app import index, render, validation
+from app.documents import read_objects
+from app.gpuinfo import node_from_description
+from app.inventory import Inventory, load_example
+from app.policy import parse_policy
+from tests.conftest import ROOT
+
+SETTINGS = parse_policy("defaults:\n  mode: enforce\n").for_namespace("gpu-test", {})
+
+
+def rendered(*descriptions):
+    slices = []
+    for node, path in descriptions:
+        desc = node_from_description(yaml.safe_load(path.read_text()), path.name)
+        slices += render.slices(desc, node, "gpu.nvidia.com", 1)
+    return index.build(Inventory(slices=slices, classes=load_example().classes))
+
+
+FAKE = ROOT / "app" / "data" / "fake"
+H100_AND_MIG = [("h100", FAKE / "h100x8.yaml"), ("a100", FAKE / "a100-mig.yaml")]
+A100_40_MIG = [("a100-40", ROOT / "tests" / "data" / "a100-40gb-mig.yaml")]
+
+
+@pytest.mark.parametrize("filename, nodes", [
+    ("nvidia-dra-gpu-test1-v1.yaml", H100_AND_MIG),
+    ("nvidia-dra-gpu-test5-ts-mps.yaml", H100_AND_MIG),
+    ("nvidia-dra-gpu-test6-cel-a100.yaml", H100_AND_MIG),
+    ("nvidia-dra-bats-gpu-simple-mig-ts.yaml", H100_AND_MIG),
+    ("nvidia-dra-bats-two-claims-one-pod.yaml", H100_AND_MIG),
+    ("nvidia-dra-gpu-test4-mig-matchattr.yaml", A100_40_MIG),  # its profiles exist on A100 40GB only
+])
+def test_nvidia_demo_claims_are_accepted(corpus, filename, nodes):
+    ix = rendered(*nodes)
+    objects = [o for _l, o in read_objects(str(corpus / "dra-claims" / filename))
+               if o.get("kind") in ("ResourceClaim", "ResourceClaimTemplate")]
+    assert objects
+    for obj in objects:
+        outcome = validation.evaluate_claim(obj, SETTINGS, ix)
+        assert outcome.violations == [], f"{filename}: {outcome.violations}"
+        assert outcome.verdict.status == "satisfiable"
