@@ -22,6 +22,8 @@ import cel as _engine
 from app.quantity import parse_quantity
 
 MAX_EXPRESSION_LENGTH = 10 * 1024
+MAX_COST = 1_000_000  # resource.k8s.io CELSelectorExpressionMaxCost
+UNBOUNDED_RANGE = 64  # a comprehension over a value, not a literal: strings and splits cap at 64
 _Q, _V = "_quantity", "_semver"
 _SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z.-]+))?(?:\+([0-9A-Za-z.-]+))?$")
 _COMPREHENSION_VAR = re.compile(r"\.\s*(?:exists_one|exists|all|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,")
@@ -239,6 +241,77 @@ def _clean(message: str) -> str:
     return message.split("\n")[0][:300]
 
 
+_MACRO = re.compile(r"\.\s*(?:exists_one|exists|all|map|filter)\s*\(")
+_TOKEN = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\w+|[^\s\w]")
+
+
+def _closing(text: str, open_at: int) -> int:
+    depth, i, quote = 0, open_at, None
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return len(text)
+
+
+def _range_size(text: str, dot_at: int) -> int:
+    before = text[:dot_at].rstrip()
+    if before.endswith("]"):
+        # A list literal: count its top-level elements.
+        depth, start = 0, len(before) - 1
+        while start >= 0:
+            depth += {"]": 1, "[": -1}.get(before[start], 0)
+            if depth == 0:
+                break
+            start -= 1
+        inner = before[start + 1:-1]
+        if not inner.strip():
+            return 0
+        elements, level, quote = 1, 0, None
+        for c in inner:
+            if quote:
+                quote = None if c == quote else quote
+            elif c in "'\"":
+                quote = c
+            elif c in "([{":
+                level += 1
+            elif c in ")]}":
+                level -= 1
+            elif c == "," and level == 0:
+                elements += 1
+        return elements
+    return UNBOUNDED_RANGE
+
+
+def estimated_cost(expression: str) -> int:
+    """Upper bound in the spirit of the Kubernetes estimator: every token costs one, and a
+    comprehension multiplies what it contains by the size of what it iterates."""
+    spans = []
+    for match in _MACRO.finditer(expression):
+        open_at = match.end() - 1
+        spans.append((open_at, _closing(expression, open_at), _range_size(expression, match.start())))
+    cost = 0
+    for token in _TOKEN.finditer(expression):
+        factor = 1
+        for start, end, size in spans:
+            if start < token.start() < end:
+                factor *= max(size, 1)
+        cost += factor
+    return cost
+
+
 @lru_cache(maxsize=4096)
 def compile_selector(expression: str) -> Selector:
     """Compile once per distinct expression; CelError says what is wrong."""
@@ -246,6 +319,9 @@ def compile_selector(expression: str) -> Selector:
         raise CelError("expression is empty")
     if len(expression) > MAX_EXPRESSION_LENGTH:
         raise CelError(f"expression is {len(expression)} characters, more than the limit {MAX_EXPRESSION_LENGTH}")
+    cost = estimated_cost(expression)
+    if cost > MAX_COST:
+        raise CelError(f"estimated cost {cost} exceeds the limit {MAX_COST}: reduce nested comprehensions")
     try:
         program = _engine.compile(expression)
     except (ValueError, RuntimeError) as exc:

@@ -66,3 +66,14 @@ def test_non_boolean_result_is_an_error():
 
 def test_compile_is_cached():
     assert cel.compile_selector("device.driver == 'x'") is cel.compile_selector("device.driver == 'x'")
+
+
+def test_cost_limit_rejects_nested_comprehensions_over_large_ranges():
+    big = "[" + ", ".join(str(i) for i in range(100)) + "]"
+    nested = f"{big}.exists(a, {big}.exists(b, {big}.exists(c, a + b + c == 7)))"
+    with pytest.raises(cel.CelError, match="estimated cost"):
+        cel.compile_selector(nested)
+    assert cel.estimated_cost("device.driver == 'x'") < 20
+    assert cel.estimated_cost("['a', 'b'].exists(t, device.driver == t)") < 50
+    # Comprehensions over runtime values count as 64 elements.
+    assert cel.estimated_cost("device.driver.split('.').exists(p, p == 'x')") >= 64
