@@ -245,54 +245,46 @@ _MACRO = re.compile(r"\.\s*(?:exists_one|exists|all|map|filter)\s*\(")
 _TOKEN = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\w+|[^\s\w]")
 
 
-def _closing(text: str, open_at: int) -> int:
-    depth, i, quote = 0, open_at, None
-    while i < len(text):
-        c = text[i]
+def _structure(text: str):
+    """(position, char, depth) for characters outside string literals; depth excludes the char."""
+    depth, quote, escaped = 0, None, False
+    for i, c in enumerate(text):
         if quote:
-            if c == "\\":
-                i += 1
-            elif c == quote:
-                quote = None
-        elif c in "'\"":
+            escaped, quote = (False, quote) if escaped else (c == "\\", None if c == quote else quote)
+            continue
+        if c in "'\"":
             quote = c
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
+            continue
+        if c in ")]}":
             depth -= 1
-            if depth == 0:
-                return i
-        i += 1
+        yield i, c, depth
+        if c in "([{":
+            depth += 1
+
+
+def _closing(text: str, open_at: int) -> int:
+    for i, c, depth in _structure(text[open_at:]):
+        if c in ")]}" and depth == 0:
+            return open_at + i
     return len(text)
 
 
 def _range_size(text: str, dot_at: int) -> int:
+    """Elements of the list literal a comprehension iterates, else UNBOUNDED_RANGE."""
     before = text[:dot_at].rstrip()
-    if before.endswith("]"):
-        # A list literal: count its top-level elements.
-        depth, start = 0, len(before) - 1
-        while start >= 0:
-            depth += {"]": 1, "[": -1}.get(before[start], 0)
-            if depth == 0:
-                break
-            start -= 1
-        inner = before[start + 1:-1]
-        if not inner.strip():
-            return 0
-        elements, level, quote = 1, 0, None
-        for c in inner:
-            if quote:
-                quote = None if c == quote else quote
-            elif c in "'\"":
-                quote = c
-            elif c in "([{":
-                level += 1
-            elif c in ")]}":
-                level -= 1
-            elif c == "," and level == 0:
-                elements += 1
-        return elements
-    return UNBOUNDED_RANGE
+    if not before.endswith("]"):
+        return UNBOUNDED_RANGE
+    opened: list[int] = []
+    start = 0
+    for i, c, _depth in _structure(before):
+        if c in "([{":
+            opened.append(i)
+        elif c in ")]}" and opened:
+            start = opened.pop()
+    inner = before[start + 1:-1]
+    if not inner.strip():
+        return 0
+    return 1 + sum(1 for _i, c, depth in _structure(inner) if c == "," and depth == 0)
 
 
 def estimated_cost(expression: str) -> int:

@@ -5,28 +5,15 @@ from __future__ import annotations
 import json
 import sys
 
-from app import feasibility, index, inventory
+from app import feasibility, index, inventory, validation
 from app.plancli import _inputs
 
-CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
-SUPPORTED = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
-
-
-def claim_spec(obj: dict) -> dict:
-    spec = obj.get("spec") or {}
-    if obj.get("kind") == "ResourceClaimTemplate":
-        spec = spec.get("spec") or {}
-    if obj.get("apiVersion") == "resource.k8s.io/v1beta1":
-        spec = feasibility.from_v1beta1(spec)
-    return spec
-
-
 def check_object(obj: dict, ix: index.Index) -> feasibility.Verdict:
-    if obj.get("apiVersion") not in SUPPORTED:
+    if obj.get("apiVersion") not in validation.SUPPORTED_VERSIONS:
         return feasibility.Verdict("invalid", f"apiVersion {obj.get('apiVersion')!r} is not supported")
+    spec, prefix = validation.claim_spec(obj)
     try:
-        parsed = feasibility.parse_claim_spec(claim_spec(obj), "spec.spec" if obj["kind"] == "ResourceClaimTemplate"
-                                              else "spec")
+        parsed = feasibility.parse_claim_spec(spec, prefix)
     except feasibility.ClaimError as exc:
         return feasibility.Verdict("invalid", str(exc))
     return feasibility.check(parsed, ix)
@@ -38,7 +25,7 @@ def run_check(args) -> int:
     rows = []
     for source, objects in _inputs(args.filename):
         for line, obj in objects:
-            if obj.get("kind") not in CLAIM_KINDS:
+            if obj.get("kind") not in validation.CLAIM_KINDS:
                 continue
             meta = obj.get("metadata") or {}
             verdict = check_object(obj, ix)

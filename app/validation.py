@@ -29,7 +29,7 @@ class Outcome:
         return [f.message for f in self.findings if f.severity == "violation"]
 
 
-def _claim_spec(obj: dict) -> tuple[dict, str]:
+def claim_spec(obj: dict) -> tuple[dict, str]:
     spec = obj.get("spec") or {}
     prefix = "spec"
     if obj.get("kind") == "ResourceClaimTemplate":
@@ -66,7 +66,7 @@ def evaluate_claim(obj: dict, settings: Effective, index: Index) -> Outcome:
     if obj.get("apiVersion") not in SUPPORTED_VERSIONS:
         outcome.findings.append(Finding("violation", f"apiVersion: {obj.get('apiVersion')!r} is not supported"))
         return outcome
-    spec, prefix = _claim_spec(obj)
+    spec, prefix = claim_spec(obj)
     try:
         parsed = feasibility.parse_claim_spec(spec, prefix)
     except feasibility.ClaimError as exc:
