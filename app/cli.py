@@ -81,6 +81,15 @@ def _add_check(sub) -> None:
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
 
 
+def _add_audit(sub) -> None:
+    p = sub.add_parser("audit", help="list pods and workloads still on legacy GPU resources")
+    p.add_argument("-f", "--filename", action="append", help="audit files instead of the cluster (repeatable)")
+    p.add_argument("--kubeconfig", default=env("kubeconfig"))
+    p.add_argument("--inventory", help="'live' or a file: check each migration against it")
+    p.add_argument("--policy")
+    p.add_argument("-o", "--output", choices=["table", "json", "policyreport"], default="table")
+
+
 def _add_reporter(sub) -> None:
     p = sub.add_parser("reporter", help="publish this node's GPUs as ResourceSlices")
     p.add_argument("--backend", default=env("backend", "nvml"), help="'nvml' or 'fake:FILE' (GPU description YAML)")
@@ -108,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plan(sub)
     _add_reporter(sub)
     _add_check(sub)
+    _add_audit(sub)
     return parser
 
 
@@ -124,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
             if not args.node_name:
                 raise InputError("--node-name", "required (or set NODE_NAME)")
             return reporter.run(args)
+        if args.command == "audit":
+            from app.audit import run_audit
+            return run_audit(args)
         if args.command == "check":
             from app.checkcli import run_check
             return run_check(args)
@@ -135,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `| head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return EXIT_BAD_INPUT
 
 

@@ -1,0 +1,128 @@
+"""`plan`, `audit` and the kubectl plugin, end to end through the real executables."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+from tests.fakeapi import FakeKube
+
+INVENTORY = ROOT / "app" / "data" / "example-inventory.yaml"
+
+
+def run(*args, env=None, stdin=None):
+    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120, env=env, input=stdin)
+
+
+def test_plan_over_the_whole_corpus_accounts_for_every_object(corpus):
+    result = run("plan", "-f", str(corpus), "-o", "json", "--inventory", str(INVENTORY))
+    assert result.returncode == 1  # some corpus pods ask for MIG profiles or UUIDs this inventory lacks
+    report = json.loads(result.stdout)
+    statuses = {o["status"] for o in report["objects"]}
+    assert statuses <= {"migrated", "unchanged", "unsatisfiable", "needs-attention"}
+    total = sum(1 for _ in report["objects"])
+    assert f"(of {total} objects)" in result.stderr
+    kinds = {(o["kind"], o["status"]) for o in report["objects"]}
+    assert ("InferenceService", "needs-attention") in kinds  # GPUs outside any pod template
+    assert ("TrainJob", "needs-attention") in kinds
+    unsat = [o for o in report["objects"] if o["status"] == "unsatisfiable"]
+    assert unsat and all(any("never" in r or "unsatisfiable" in r for r in o["reasons"]) for o in unsat)
+
+
+def test_plan_yaml_of_whole_corpus_validates(corpus):
+    """Every object that was schema-valid before stays valid after migration, templates included."""
+    import kubernetes_validate
+
+    from app.plancli import _inputs, plan_objects
+    from app.policy import default_policy
+
+    def valid(doc):
+        try:
+            kubernetes_validate.validate(doc, "1.34.0", strict=True)
+            return True
+        except (kubernetes_validate.ValidationError, kubernetes_validate.SchemaNotFoundError):
+            return False
+
+    result = plan_objects(_inputs([str(corpus)]), default_policy().migration, "team-a")
+    checked = 0
+    for original, planned in result.objects:
+        if original != planned and valid(original):
+            assert valid(planned), f"{planned.get('kind')}/{planned['metadata'].get('name')}"
+            checked += 1
+    for template in result.templates.values():
+        kubernetes_validate.validate(template, "1.34.0", strict=True)
+    assert checked >= 20 and len(result.templates) >= 25
+    # The CLI emits exactly these documents.
+    out = run("plan", "-f", str(corpus / "legacy" / "nvdp-testdata-job-1.yaml"), "-o", "yaml")
+    assert [d["kind"] for d in yaml.safe_load_all(out.stdout) if d] == ["ResourceClaimTemplate", "Job"]
+
+
+def test_plan_diff_and_no_colour_when_not_a_terminal(corpus):
+    result = run("plan", "-f", str(corpus / "legacy" / "nvdp-readme-gpu-pod.yaml"), "-o", "diff")
+    assert "-        nvidia.com/gpu: 1" in result.stdout and "+  resourceClaims:" in result.stdout
+    assert "\x1b[" not in result.stderr
+
+
+def test_audit_from_files_as_policy_reports(corpus):
+    result = run("audit", "-f", str(corpus / "legacy" / "gke-kueue-job-generatename.yaml"),
+                 "-f", str(corpus / "legacy" / "nvdp-readme-gpu-pod.yaml"), "-o", "policyreport",
+                 "--inventory", str(INVENTORY))
+    assert result.returncode == 0, result.stderr
+    reports = {r["metadata"]["namespace"]: r for r in yaml.safe_load_all(result.stdout)}
+    assert set(reports) == {"team-a", "default"}
+    for r in reports.values():
+        assert r["apiVersion"] == "wgpolicyk8s.io/v1alpha2" and r["kind"] == "PolicyReport"
+        assert r["summary"]["warn"] == len(r["results"]) == 1
+        assert r["results"][0]["properties"]["inventoryChecked"] == "true"
+
+
+def test_audit_live_cluster_lists_workloads_and_bare_pods_only(tmp_path, corpus):
+    fake = FakeKube().start()
+    try:
+        [(_, deployment)] = [(i, o) for i, o in
+                             __import__("app.documents", fromlist=["x"]).read_objects(
+                                 str(corpus / "legacy" / "gke-triton-deployment.yaml")) if o["kind"] == "Deployment"]
+        deployment["metadata"]["namespace"] = "serving"
+        fake.add_cluster_object("deployments", deployment)
+        owned = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "triton-abc", "namespace": "serving",
+                 "ownerReferences": [{"kind": "ReplicaSet", "name": "x", "controller": True, "apiVersion": "apps/v1",
+                                      "uid": "u"}]},
+                 "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+        bare = json.loads(json.dumps(owned))
+        bare["metadata"] = {"name": "notebook", "namespace": "research"}
+        fake.add_cluster_object("pods", owned)
+        fake.add_cluster_object("pods", bare)
+        for line, obj in __import__("app.documents", fromlist=["x"]).read_objects(str(INVENTORY)):
+            fake.add_cluster_object("resourceslices" if obj["kind"] == "ResourceSlice" else "deviceclasses", obj)
+        result = run("audit", "--kubeconfig", fake.kubeconfig(tmp_path / "kc"), "--inventory", "live", "-o", "json")
+        assert result.returncode == 0, result.stderr
+        rows = json.loads(result.stdout)
+        assert rows["inventoryChecked"] is True
+        names = sorted((o["namespace"], o["kind"], o["name"], o["status"]) for o in rows["objects"])
+        assert names == [("research", "Pod", "notebook", "migrated"),
+                         ("serving", "Deployment", "triton-deployment", "migrated")]
+        assert not [w for w in fake.writes() if w.path.startswith("/api")]  # read-only
+    finally:
+        fake.stop()
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+def test_kubectl_plugin(corpus, tmp_path):
+    plugin_dir = os.path.dirname(shutil.which("kubectl-dra_bridge") or os.path.join(os.path.dirname(sys.executable),
+                                                                                     "kubectl-dra_bridge"))
+    if not os.path.exists(os.path.join(plugin_dir, "kubectl-dra_bridge")):
+        pytest.skip("kubectl-dra_bridge is not installed (pip install -e .)")
+    env = {**os.environ, "PATH": f"{plugin_dir}:{os.environ['PATH']}", "KUBECONFIG": str(tmp_path / "none")}
+    listed = subprocess.run(["kubectl", "plugin", "list"], capture_output=True, text=True, env=env, timeout=60)
+    assert "kubectl-dra_bridge" in listed.stdout
+    result = subprocess.run(["kubectl", "dra-bridge", "plan", "-f", str(corpus / "legacy" / "nvdp-readme-gpu-pod.yaml")],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    kinds = [d["kind"] for d in yaml.safe_load_all(result.stdout) if d]
+    assert kinds == ["ResourceClaimTemplate", "Pod"]
