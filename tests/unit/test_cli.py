@@ -76,7 +76,9 @@ def test_plan_reads_stdin_and_reports_needs_attention():
                                                         "resources": {"limits": {"nvidia.com/gpu": "0.5"}}}]}})
     result = run("plan", "-f", "-", "-o", "json", stdin=manifest)
     assert result.returncode == 0
-    assert "needs attention: Pod/p" in result.stderr and "not a whole number" in result.stderr
+    [row] = __import__("json").loads(result.stdout)["objects"]
+    assert row["status"] == "needs-attention" and "not a whole number" in row["reasons"][0]
+    assert "needs-attention  Pod/p" in result.stderr
 
 
 @pytest.mark.parametrize("text, where", [("a: [1,\n", "<stdin>:"), ("- just\n- a list\n", "<stdin>")])
