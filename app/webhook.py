@@ -121,7 +121,7 @@ async def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict, st
     review = mutation.respond(mp, error)
     if not review["response"]["allowed"]:
         outcome = "denied"
-    if mp.settings is not None:
+    if mp.settings is not None and not req.dry_run:  # a dry run leaves no trace beyond its answer
         state.metrics.migrations.labels(outcome).inc()
         log.info("mutate %s/%s uid=%s outcome=%s dryRun=%s", req.namespace, req.name or "(generated)",
                  req.uid, outcome, req.dry_run)
