@@ -62,7 +62,10 @@ def _request(raw: dict, path: str, name: str) -> Request:
     if not isinstance(device_class, str) or not device_class:
         raise ClaimError(f"{path}.deviceClassName", "required")
     selectors = []
-    for i, sel in enumerate(raw.get("selectors") or []):
+    raw_selectors = raw.get("selectors") or []
+    if not isinstance(raw_selectors, list):
+        raise ClaimError(f"{path}.selectors", "must be a list")
+    for i, sel in enumerate(raw_selectors):
         expr = ((sel or {}).get("cel") or {}).get("expression") if isinstance(sel, dict) else None
         if not isinstance(expr, str):
             raise ClaimError(f"{path}.selectors[{i}].cel.expression", "required")
@@ -79,9 +82,19 @@ def _request(raw: dict, path: str, name: str) -> Request:
 
 def parse_claim_spec(spec: dict, path: str = "spec") -> ClaimSpec:
     """The `spec` of a ResourceClaim (or `spec.spec` of a template), v1 shape."""
-    devices = (spec or {}).get("devices") or {}
+    if not isinstance(spec, dict):
+        raise ClaimError(path, "must be an object")
+    devices = spec.get("devices") or {}
+    if not isinstance(devices, dict):
+        raise ClaimError(f"{path}.devices", "must be an object")
+    raw_requests = devices.get("requests") or []
+    if not isinstance(raw_requests, list):
+        raise ClaimError(f"{path}.devices.requests", "must be a list")
+    for field_name in ("constraints", "config"):
+        if not isinstance(devices.get(field_name) or [], list):
+            raise ClaimError(f"{path}.devices.{field_name}", "must be a list")
     requests = []
-    for i, raw in enumerate(devices.get("requests") or []):
+    for i, raw in enumerate(raw_requests):
         where = f"{path}.devices.requests[{i}]"
         name = (raw or {}).get("name") if isinstance(raw, dict) else None
         if not isinstance(name, str) or not name:
@@ -89,6 +102,8 @@ def parse_claim_spec(spec: dict, path: str = "spec") -> ClaimSpec:
         if raw.get("exactly") is not None:
             requests.append([_request(raw["exactly"], f"{where}.exactly", name)])
         elif raw.get("firstAvailable"):
+            if not isinstance(raw["firstAvailable"], list):
+                raise ClaimError(f"{where}.firstAvailable", "must be a list")
             requests.append([_request(sub, f"{where}.firstAvailable[{j}]", f"{name}/{(sub or {}).get('name')}")
                              for j, sub in enumerate(raw["firstAvailable"])])
         else:
@@ -99,7 +114,10 @@ def parse_claim_spec(spec: dict, path: str = "spec") -> ClaimSpec:
 
 def from_v1beta1(spec: dict) -> dict:
     """v1beta1 put request fields at the top level; v1 wraps them in `exactly`."""
-    devices = dict((spec or {}).get("devices") or {})
+    if not isinstance(spec, dict) or not isinstance(spec.get("devices") or {}, dict) or \
+            not isinstance((spec.get("devices") or {}).get("requests") or [], list):
+        return spec  # parse_claim_spec names what is wrong
+    devices = dict(spec.get("devices") or {})
     out = []
     for raw in devices.get("requests") or []:
         if isinstance(raw, dict) and "exactly" not in raw and "firstAvailable" not in raw:

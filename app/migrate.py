@@ -15,6 +15,7 @@ import orjson
 
 from app import celgen
 from app.nodelabels import NodeConstraints, translate
+from app.podshape import pod_errors
 from app.policy import AnnotationRule, MigrationRules, ResourceRule
 from app.quantity import format_mebibytes, parse_count, parse_quantity
 
@@ -126,9 +127,10 @@ def legacy_resources(spec: dict, rules: MigrationRules) -> list[tuple[str, str]]
 
 def plan_pod(pod: dict, rules: MigrationRules, namespace: str | None = None) -> Plan:
     """Plan the migration of one Pod (or pod template shaped like one)."""
-    spec = pod.get("spec") if isinstance(pod, dict) else None
-    if not isinstance(spec, dict):
-        return Plan("unmigratable", reason="spec: expected a pod spec object")
+    errors = pod_errors(pod)
+    if errors:
+        return Plan("unmigratable", reason=errors[0], warnings=[f"pod left unchanged: {errors[0]}"])
+    spec = pod["spec"]
     legacy = legacy_resources(spec, rules)
     if uses_dra(spec):
         if legacy:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from app import admission, feasibility
 from app.index import Index
 from app.migrate import legacy_resources
+from app.podshape import pod_errors
 from app.policy import Effective, Policy
 
 CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
@@ -33,7 +34,7 @@ def claim_spec(obj: dict) -> tuple[dict, str]:
     spec = obj.get("spec") or {}
     prefix = "spec"
     if obj.get("kind") == "ResourceClaimTemplate":
-        spec, prefix = spec.get("spec") or {}, "spec.spec"
+        spec, prefix = (spec.get("spec") or {}) if isinstance(spec, dict) else spec, "spec.spec"
     if obj.get("apiVersion") == "resource.k8s.io/v1beta1":
         spec = feasibility.from_v1beta1(spec)
     return spec, prefix
@@ -87,7 +88,11 @@ def evaluate_claim(obj: dict, settings: Effective, index: Index) -> Outcome:
 
 def evaluate_pod(obj: dict, settings: Effective, policy: Policy) -> Outcome:
     outcome = Outcome()
-    legacy = legacy_resources((obj or {}).get("spec") or {}, policy.migration)
+    errors = pod_errors(obj)
+    if errors:
+        outcome.findings.append(Finding("warning", f"pod not checked: {errors[0]}"))
+        return outcome
+    legacy = legacy_resources(obj["spec"], policy.migration)
     if legacy and settings.forbidLegacy:
         names = ", ".join(f"{c}: {r}" for c, r in legacy)
         outcome.findings.append(Finding("violation", f"spec.containers: legacy GPU requests are no longer allowed in "

@@ -282,7 +282,7 @@ def test_pods_without_gpu_requests_are_unchanged_silently():
 
 
 @pytest.mark.parametrize("value, fragment", [
-    ("0.5", "not a whole number"), (-1, "negative"), ("abc", "not a valid quantity"), (True, "boolean"),
+    ("0.5", "not a whole number"), (-1, "negative"), ("abc", "not a valid quantity"), (True, "expected a quantity"),
 ])
 def test_bad_counts_leave_the_pod_unchanged_naming_the_field(value, fragment):
     result = plan(pod([container("a", {"nvidia.com/gpu": value})]))

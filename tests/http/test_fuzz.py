@@ -1,0 +1,74 @@
+"""Generated malformed and hostile reviews: never a 5xx, always an answer naming the problem."""
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from starlette.testclient import TestClient
+
+from app import kube
+from app.inventory import load_example
+from app.metrics import Metrics
+from app.service import PolicyHolder, ServiceState
+from app.webhook import create_app
+from tests.strategies import RAW_BODIES, claims, pods, reviews
+
+OUTCOMES = {}
+
+
+@pytest.fixture(scope="module")
+def client():
+    metrics = Metrics()
+    state = ServiceState(policy=PolicyHolder(None, metrics), templates=kube.TemplateStore(None),
+                         namespace_labels=kube.NamespaceLabels(None), metrics=metrics, inventory=load_example())
+    with TestClient(create_app(state)) as c:
+        yield c
+
+
+def check(client, path, body):
+    r = client.post(path, content=body)
+    assert r.status_code in (200, 400, 413), (r.status_code, body[:200])
+    payload = r.json()
+    if r.status_code == 200:
+        sent = json.loads(body)
+        assert payload["response"]["uid"] == sent["request"]["uid"]
+        assert isinstance(payload["response"]["allowed"], bool)
+        # The fail-open net must not be what answered: that would be a crash we hid.
+        assert not any("internal error" in w for w in payload["response"].get("warnings", [])), body[:500]
+    else:
+        assert payload["error"] and "field" in payload
+    OUTCOMES[(path, r.status_code)] = OUTCOMES.get((path, r.status_code), 0) + 1
+
+
+SETTINGS = dict(max_examples=700, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                        HealthCheck.function_scoped_fixture])
+
+
+@settings(**SETTINGS)
+@given(body=reviews(pods()))
+def test_mutate_pods(client, body):
+    check(client, "/mutate", body)
+
+
+@settings(**SETTINGS)
+@given(body=reviews(claims()))
+def test_validate_claims(client, body):
+    check(client, "/validate", body)
+
+
+@settings(**SETTINGS)
+@given(body=reviews(pods()))
+def test_validate_pods(client, body):
+    check(client, "/validate", body)
+
+
+@settings(**SETTINGS)
+@given(body=RAW_BODIES)
+def test_raw_bodies(client, body):
+    for path in ("/mutate", "/validate"):
+        check(client, path, body)
+
+
+def test_outcomes_cover_both_answers():
+    assert OUTCOMES.get(("/mutate", 200)) and OUTCOMES.get(("/mutate", 400))
+    assert OUTCOMES.get(("/validate", 200)) and OUTCOMES.get(("/validate", 400))
