@@ -5,6 +5,8 @@ import json
 import os
 import socket
 import ssl
+import subprocess
+import sys
 import time
 
 import httpx
@@ -270,3 +272,73 @@ def test_rotated_certificate_is_served_without_restart(running):
             c.get(running.url + "/healthz")
     # Later tests verify with running.ca: point it at the new CA.
     os.replace(bundle.ca_cert, running.ca)
+
+
+def _client_ca_and_cert(folder):
+    """A CA and a clientAuth certificate it signed, as the API server would present."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "client-ca")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(1).not_valid_before(now - datetime.timedelta(minutes=1))
+          .not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(ca_key, hashes.SHA256()))
+    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "apiserver")]))
+            .issuer_name(ca_name).public_key(key.public_key()).serial_number(2)
+            .not_valid_before(now - datetime.timedelta(minutes=1)).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    (folder / "client-ca.crt").write_bytes(ca.public_bytes(pem))
+    (folder / "client.crt").write_bytes(cert.public_bytes(pem))
+    (folder / "client.key").write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                                          serialization.NoEncryption()))
+
+
+def test_client_certificates_are_required_when_a_client_ca_is_set(tmp_path):
+    _client_ca_and_cert(tmp_path)
+    server_ca = tmp_path / "certs" / "ca.crt"
+    tls.write_bundle(str(tmp_path / "certs"), ["localhost", "127.0.0.1"])
+    port = srv.free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port),
+                             "--tls-cert", str(tmp_path / "certs/tls.crt"), "--tls-key", str(tmp_path / "certs/tls.key"),
+                             "--client-ca", str(tmp_path / "client-ca.crt")],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with_cert = ssl.create_default_context(cafile=str(server_ca))
+        with_cert.load_cert_chain(str(tmp_path / "client.crt"), str(tmp_path / "client.key"))
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with httpx.Client(verify=with_cert) as c:
+                    assert c.get(f"https://localhost:{port}/healthz").status_code == 200
+                break
+            except httpx.ConnectError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        with pytest.raises(httpx.HTTPError):
+            with httpx.Client(verify=ssl.create_default_context(cafile=str(server_ca))) as c:
+                c.get(f"https://localhost:{port}/healthz")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_missing_certificate_files_keep_the_last_good_one(tmp_path):
+    bundle = tls.write_bundle(str(tmp_path), ["localhost"])
+    reloader = tls.CertReloader(tls.server_context(), bundle.cert, bundle.key)
+    assert reloader.check() and reloader.loaded
+    os.rename(bundle.cert, bundle.cert + ".away")
+    assert reloader.check() is False and reloader.loaded and "missing" in reloader.last_error
+    os.rename(bundle.cert + ".away", bundle.cert)
+    fresh = tls.write_bundle(str(tmp_path), ["localhost"])
+    assert reloader.check() is True and reloader.reloads == 2 and reloader.last_error is None
+    assert fresh.cert == bundle.cert
