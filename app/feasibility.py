@@ -162,7 +162,8 @@ class _Evaluator:
     def __init__(self, index: Index):
         self.index = index
         self.errors: list[str] = []
-        self._cache: dict[tuple, _Match] = {}
+        # Results depend only on the index's (immutable) shapes: share them across checks.
+        self._cache: dict[tuple, tuple[_Match, str | None]] = index.selector_cache
 
     def compiled(self, expr: str, path: str):
         try:
@@ -176,7 +177,10 @@ class _Evaluator:
         targets outside it are not evaluated (the scheduler checks class selectors first)."""
         key = (expr, None if only is None else tuple(label for label, _m in only.parts))
         if key in self._cache:
-            return self._cache[key]
+            match, first_error = self._cache[key]
+            if first_error:
+                self.errors.append(f"{path}: runtime error on some devices: {first_error}")
+            return match
         selector = self.compiled(expr, path)
         if selector is None:
             return None
@@ -203,7 +207,8 @@ class _Evaluator:
         if first_error:
             self.errors.append(f"{path}: runtime error on some devices: {first_error}")
         match = _Match(per_device, values, index)
-        self._cache[key] = match
+        if len(self._cache) < 10_000:
+            self._cache[key] = (match, first_error)
         return match
 
     def candidates(self, req: Request) -> _Candidates | None:

@@ -57,6 +57,7 @@ class Index:
     shape_members: list[list[int]] = field(default_factory=list)
     shape_flat: list[dict] = field(default_factory=list)
     node_groups: dict[tuple, list[str]] = field(default_factory=dict)  # device signature -> nodes
+    selector_cache: dict = field(default_factory=dict)  # feasibility: (expression, mask) -> results
     classes: dict[str, dict] = field(default_factory=dict)
     allocated: set = field(default_factory=set)
     incomplete_pools: set = field(default_factory=set)

@@ -1,0 +1,106 @@
+"""Load: concurrent clients on /mutate and /validate over TLS, next to the echo floor, same run.
+
+Fixed request count per endpoint, closed loop with `hey` (C concurrent connections). Reports
+throughput, p50/p99, errors, and the server's RSS before and after (growth across the run).
+Usage: python bench/load.py [--requests 100000] [--concurrency 16]
+"""
+
+import argparse
+import os
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import httpx
+import orjson
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app import tls  # noqa: E402
+from bench.mutate import review  # noqa: E402
+
+CLAIM = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c", "namespace": "ml"},
+         "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+             "deviceClassName": "gpu.nvidia.com", "count": 2, "selectors": [{"cel": {"expression":
+                 "device.attributes['gpu.nvidia.com'].productName.lowerAscii().contains('h100')"}}]}}]}}}
+
+
+def validate_review() -> bytes:
+    return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "load", "kind": {"group": "resource.k8s.io", "version": "v1", "kind": "ResourceClaim"},
+        "operation": "CREATE", "namespace": "ml", "object": CLAIM}})
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def hey(url: str, body: bytes, requests: int, concurrency: int):
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
+        handle.write(body)
+    started = time.perf_counter()
+    out = subprocess.run(["hey", "-n", str(requests), "-c", str(concurrency), "-m", "POST", "-T", "application/json",
+                          "-D", handle.name, "-o", "csv", url], capture_output=True, text=True, check=True).stdout
+    elapsed = time.perf_counter() - started
+    latencies, errors = [], 0
+    for line in out.splitlines()[1:]:
+        fields = line.split(",")
+        latencies.append(float(fields[0]))
+        errors += fields[6] != "200"
+    return latencies, errors, elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=100_000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    args = parser.parse_args()
+    if shutil.which("hey") is None:
+        sys.exit("bench/load.py needs `hey` (apt-get install hey)")
+    tmp = tempfile.mkdtemp()
+    bundle = tls.write_bundle(tmp, ["localhost", "127.0.0.1"])
+    port = 19000 + os.getpid() % 1000
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_server.py"), str(port), bundle.cert, bundle.key],
+                            cwd=ROOT)
+    url = f"https://localhost:{port}"
+    try:
+        for _ in range(100):
+            try:
+                httpx.get(url + "/healthz", verify=bundle.ca_cert)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        bodies = {"/echo": review(0), "/mutate": review(0), "/validate": validate_review()}
+        for path, body in bodies.items():  # warm up
+            hey(url + path, body, 2000, args.concurrency)
+        before = rss_mb(proc.pid)
+        print(f"{args.requests} requests per endpoint, {args.concurrency} concurrent TLS keep-alive clients (hey), "
+              f"one uvicorn worker, 2-core machine shared with the load generator")
+        for path, body in bodies.items():
+            latencies, errors, elapsed = hey(url + path, body, args.requests, args.concurrency)
+            ordered = sorted(latencies)
+            print(f"{path:9s} {len(latencies) / elapsed:7.0f} req/s  p50 {statistics.median(ordered) * 1e3:6.2f} ms  "
+                  f"p99 {ordered[int(len(ordered) * 0.99) - 1] * 1e3:6.2f} ms  errors {errors}  "
+                  f"server RSS {rss_mb(proc.pid):.0f} MB")
+        after = rss_mb(proc.pid)
+        print(f"server RSS before {before:.0f} MB, after {after:.0f} MB ({after - before:+.1f} MB across "
+              f"{2 * args.requests} mutate+validate requests)")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+if __name__ == "__main__":
+    main()
