@@ -140,6 +140,11 @@ async def _validate(state: ServiceState, req: admission.Request) -> tuple[dict, 
         outcome = validation.evaluate_pod(req.obj, settings, policy)
     else:
         outcome = validation.evaluate_claim(req.obj, settings, state.index())
+        if not state.readiness()[1]["inventory"]:
+            # A verdict against a stale or unsynced inventory is advice, never a denial.
+            settings = settings.model_copy(update={"mode": "warn"})
+            outcome.findings.insert(0, validation.Finding(
+                "warning", "device inventory is not synced; this verdict may be stale and is not enforced"))
     review = validation.respond(req, outcome, settings)
     result = "denied" if not review["response"]["allowed"] else ("violation" if outcome.violations else "allowed")
     if not req.dry_run:  # a dry run leaves no trace beyond its answer

@@ -111,3 +111,27 @@ def test_live_inventory_server_is_ready_only_after_sync(tmp_path):
             server.stop()
     finally:
         fake.stop()
+
+
+def test_stale_inventory_never_denies(tmp_path):
+    from tests.fakeapi import Fault, FakeKube
+    from tests.kube.test_live_inventory import CLASS, slice_obj
+
+    fake = FakeKube().start()
+    try:
+        fake.add_cluster_object("resourceslices", slice_obj("n1-s", "n1", 1))
+        fake.add_cluster_object("deviceclasses", CLASS)
+        (tmp_path / "policy.yaml").write_text("defaults:\n  mode: enforce\n")
+        fake.faults.append(Fault(status=500, method="GET", times=100_000))  # never syncs
+        server = srv.start(tmp_path, "--inventory", "live", "--kubeconfig", fake.kubeconfig(tmp_path / "kc"),
+                           "--policy", str(tmp_path / "policy.yaml"))
+        try:
+            with server.client() as c:
+                assert c.get("/readyz").status_code == 503
+                resp = post(c, review(claim(64), kind="ResourceClaim")).json()["response"]
+                assert resp["allowed"] is True
+                assert any("not synced" in w for w in resp["warnings"])
+        finally:
+            server.stop()
+    finally:
+        fake.stop()
