@@ -1,6 +1,15 @@
 """Bench server: the real webhook app plus /echo (same parse and reply, no planning)."""
 
+import contextlib
+import os
+import pathlib
+import ssl
+import subprocess
 import sys
+import tempfile
+import time
+
+import httpx
 
 import orjson
 import uvicorn
@@ -32,6 +41,30 @@ def main(port: int, cert: str, key: str) -> None:
     context.load_cert_chain(cert, key)
     config.ssl = context
     uvicorn.Server(config).run()
+
+
+@contextlib.contextmanager
+def running():
+    """Start this server in a subprocess over fresh TLS certificates: yields (url, ca_path, process)."""
+    bundle = tls.write_bundle(tempfile.mkdtemp(), ["localhost", "127.0.0.1"])
+    port = 18000 + os.getpid() % 2000
+    proc = subprocess.Popen([sys.executable, __file__, str(port), bundle.cert, bundle.key],
+                            cwd=pathlib.Path(__file__).resolve().parents[1])
+    url = f"https://localhost:{port}"
+    try:
+        for _ in range(100):
+            try:
+                httpx.get(url + "/healthz", verify=ssl.create_default_context(cafile=bundle.ca_cert))
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield url, bundle.ca_cert, proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 if __name__ == "__main__":

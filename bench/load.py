@@ -6,7 +6,6 @@ Usage: python bench/load.py [--requests 100000] [--concurrency 16]
 """
 
 import argparse
-import os
 import pathlib
 import shutil
 import statistics
@@ -15,13 +14,12 @@ import sys
 import tempfile
 import time
 
-import httpx
 import orjson
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app import tls  # noqa: E402
+from bench._server import running  # noqa: E402
 from bench.mutate import review  # noqa: E402
 
 CLAIM = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c", "namespace": "ml"},
@@ -66,19 +64,7 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("hey") is None:
         sys.exit("bench/load.py needs `hey` (apt-get install hey)")
-    tmp = tempfile.mkdtemp()
-    bundle = tls.write_bundle(tmp, ["localhost", "127.0.0.1"])
-    port = 19000 + os.getpid() % 1000
-    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_server.py"), str(port), bundle.cert, bundle.key],
-                            cwd=ROOT)
-    url = f"https://localhost:{port}"
-    try:
-        for _ in range(100):
-            try:
-                httpx.get(url + "/healthz", verify=bundle.ca_cert)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+    with running() as (url, _ca, proc):
         bodies = {"/echo": review(0), "/mutate": review(0), "/validate": validate_review()}
         for path, body in bodies.items():  # warm up
             hey(url + path, body, 2000, args.concurrency)
@@ -94,12 +80,6 @@ def main() -> None:
         after = rss_mb(proc.pid)
         print(f"server RSS before {before:.0f} MB, after {after:.0f} MB ({after - before:+.1f} MB across "
               f"{2 * args.requests} mutate+validate requests)")
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ Prints median and p99 per endpoint and the ratio mutate/echo. Usage:
 """
 
 import argparse
-import os
 import pathlib
 import shutil
 import ssl
@@ -25,7 +24,7 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app import tls  # noqa: E402
+from bench._server import running  # noqa: E402
 
 POD = yaml.safe_load("""
 apiVersion: v1
@@ -152,27 +151,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rate", type=float, default=500)
     parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--server-flag", action="append", default=[])
     parser.add_argument("--generator", choices=["auto", "hey", "python"], default="auto")
     args = parser.parse_args()
     hey = shutil.which("hey") if args.generator in ("auto", "hey") else None
     if args.generator == "hey" and hey is None:
         parser.error("hey is not installed (apt-get install hey)")
-    tmp = tempfile.mkdtemp()
-    bundle = tls.write_bundle(tmp, ["localhost", "127.0.0.1"])
-    port = 18000 + os.getpid() % 1000
-    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_server.py"), str(port), bundle.cert, bundle.key, *args.server_flag],
-                            cwd=ROOT)
-    url = f"https://localhost:{port}"
-    try:
-        for _ in range(100):
-            try:
-                httpx.get(url + "/healthz", verify=ssl.create_default_context(cafile=bundle.ca_cert))
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        drive(url, bundle.ca_cert, "/mutate", args.rate, 1)  # warm up both paths and connections
-        drive(url, bundle.ca_cert, "/echo", args.rate, 1)
+    with running() as (url, ca, _proc):
+        drive(url, ca, "/mutate", args.rate, 1)  # warm up both paths and connections
+        drive(url, ca, "/echo", args.rate, 1)
         results = {}
         # Interleave rounds so drift in machine load hits both endpoints alike.
         for _round in range(2):
@@ -180,7 +166,7 @@ def main() -> None:
                 if hey:
                     lat, err = drive_hey(hey, url, path, args.rate, args.seconds / 2)
                 else:
-                    lat, err = drive(url, bundle.ca_cert, path, args.rate, args.seconds / 2)
+                    lat, err = drive(url, ca, path, args.rate, args.seconds / 2)
                 results.setdefault(path, ([], [0]))
                 results[path][0].extend(lat)
                 results[path][1][0] += err
@@ -195,12 +181,6 @@ def main() -> None:
         print(f"planner CPU per review in-process: cold {cold:.0f} us, cached shape {warm:.0f} us")
         print(f"ratio mutate/echo: median {rows['/mutate'][0] / rows['/echo'][0]:.2f}x, "
               f"p99 {rows['/mutate'][1] / rows['/echo'][1]:.2f}x")
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 if __name__ == "__main__":
