@@ -100,12 +100,16 @@ def create_app(state: ServiceState) -> FastAPI:
     return app
 
 
+async def _namespace_labels(state: ServiceState, policy, req: admission.Request) -> dict[str, str]:
+    """Only policies with namespace selectors need labels; the lookup is IO, off the event loop."""
+    if policy.needs_namespace_labels and req.namespace:
+        return await run_in_threadpool(state.namespace_labels.get, req.namespace)
+    return {}
+
+
 async def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict, str]:
     policy = state.policy.policy
-    labels = {}
-    if policy.needs_namespace_labels and req.namespace:
-        labels = await run_in_threadpool(state.namespace_labels.get, req.namespace)
-    mp = mutation.plan_request(req, policy, labels)
+    mp = mutation.plan_request(req, policy, await _namespace_labels(state, policy, req))
     outcome = mp.outcome
     error = None
     # dryRun: no write, and the answer is the one a successful write would give.
@@ -132,10 +136,7 @@ async def _validate(state: ServiceState, req: admission.Request) -> tuple[dict, 
     if not validation.applies(req):
         return admission.response(req.uid, True), "skipped"
     policy = state.policy.policy
-    labels = {}
-    if policy.needs_namespace_labels and req.namespace:
-        labels = await run_in_threadpool(state.namespace_labels.get, req.namespace)
-    settings = policy.for_namespace(req.namespace, labels)
+    settings = policy.for_namespace(req.namespace, await _namespace_labels(state, policy, req))
     if req.kind == "Pod":
         outcome = validation.evaluate_pod(req.obj, settings, policy)
     else:
