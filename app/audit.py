@@ -12,6 +12,7 @@ import time
 
 import orjson
 import yaml
+from kubernetes.client.exceptions import ApiException
 
 from app import index, inventory, kube
 from app.errors import BridgeError
@@ -27,13 +28,11 @@ INVENTORY_PATHS = [("/apis/resource.k8s.io/v1", "resourceslices"), ("/apis/resou
 
 
 def _list(api, prefix: str, resource: str) -> list[dict]:
-    method, url, headers, body, _post = api.param_serialize(
-        "GET", f"{prefix}/{resource}", header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
-    response = api.call_api(method, url, header_params=headers, body=body, _request_timeout=30)
-    data = response.read()
-    if response.status >= 400:
-        raise BridgeError(f"list {resource}: API answered {response.status}")
-    return orjson.loads(data).get("items") or []
+    try:
+        response = kube.raw_get(api, f"{prefix}/{resource}", timeout=30)
+    except ApiException as exc:
+        raise BridgeError(f"list {resource}: API answered {exc.status}") from None
+    return orjson.loads(response.data).get("items") or []
 
 
 def _controlled(obj: dict) -> bool:

@@ -42,6 +42,18 @@ def api_client_for_host(host: str) -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
+def raw_get(api: client.ApiClient, path: str, query: list | None = None, timeout=10):
+    """GET as raw urllib3 response (JSON decoded by the caller, or streamed for watches), not
+    generated model objects; ApiException on an error status."""
+    method, url, headers, body, _post = api.param_serialize(
+        "GET", path, query_params=query or [], header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"])
+    response = api.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
+    if response.status >= 400:
+        raise ApiException(status=response.status, reason=response.read()[:200].decode(errors="replace"))
+    return response.response
+
+
 class _TTLSet:
     def __init__(self, ttl_s: float, max_entries: int = 50_000):
         self.ttl_s, self.max_entries = ttl_s, max_entries

@@ -17,6 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from app import index as index_mod
+from app.kube import raw_get
 from app.inventory import Inventory
 
 log = logging.getLogger("dra_bridge.live")
@@ -81,25 +82,13 @@ class LiveInventory:
             self._built, self._built_at = built, time.monotonic()
         return built[1]
 
-    @property
-    def device_count(self) -> int:
-        return sum(len((s.get("spec") or {}).get("devices") or []) for s in self._decoded("resourceslices"))
-
     # -- list and watch -----------------------------------------------------------------
     def _path(self, resource: str) -> str:
         return f"/apis/resource.k8s.io/v1/{resource}"
 
     def _get(self, resource: str, query: list, stream: bool):
         """The raw urllib3 response: JSON is decoded here, not into generated model objects."""
-        method, url, headers, body, _post = self.api.param_serialize(
-            "GET", self._path(resource), query_params=query, header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"])
-        response = self.api.call_api(method, url, header_params=headers, body=body,
-                                     _request_timeout=(5, self.watch_timeout_s + 10) if stream else 10)
-        if response.status >= 400:
-            text = response.read()[:200]
-            raise ApiException(status=response.status, reason=text.decode(errors="replace"))
-        return response.response
+        return raw_get(self.api, self._path(resource), query, (5, self.watch_timeout_s + 10) if stream else 10)
 
     def list_once(self, resource: str) -> str:
         response = self._get(resource, [], stream=False)

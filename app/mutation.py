@@ -43,23 +43,28 @@ def _planner_input(pod: dict) -> dict:
 class PlanCache:
     """Pods of one workload differ only in name and labels: plan each shape once.
 
-    Keyed by the planner's whole input (rules, namespace, spec, annotations), so a hit is
-    exactly what planning again would return. Bounded LRU.
+    Keyed by the planner's whole input (namespace, spec, annotations) under one set of rules,
+    so a hit is exactly what planning again would return. New rules (a policy reload) empty it.
+    Bounded LRU.
     """
 
     def __init__(self, size: int = 4096):
         self.size = size
         self._items: OrderedDict[tuple, tuple[Plan, bytes | None]] = OrderedDict()
+        self._rules: MigrationRules | None = None
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
     def plan(self, pod: dict, rules: MigrationRules, namespace: str | None) -> tuple[Plan, bytes | None]:
         view = _planner_input(pod)
         try:
-            key = (id(rules), namespace, orjson.dumps(view, option=orjson.OPT_SORT_KEYS))
+            key = (namespace, orjson.dumps(view, option=orjson.OPT_SORT_KEYS))
         except TypeError:
             return _plan_and_patch(view, rules, namespace)
         with self._lock:
+            if self._rules is not rules:  # holding a reference: an id() could be reused after reload
+                self._items.clear()
+                self._rules = rules
             found = self._items.get(key)
             if found is not None:
                 self._items.move_to_end(key)
@@ -68,6 +73,8 @@ class PlanCache:
         result = _plan_and_patch(view, rules, namespace)
         with self._lock:
             self.misses += 1
+            if self._rules is not rules:
+                return result  # rules changed while we planned: do not file it under the new ones
             self._items[key] = result
             if len(self._items) > self.size:
                 self._items.popitem(last=False)

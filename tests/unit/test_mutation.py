@@ -72,3 +72,16 @@ def test_namespace_label_selector_picks_settings():
     dev = mutation.plan_request(request(bad), policy, {"tier": "dev"}, PlanCache())
     assert mutation.respond(prod)["response"]["allowed"] is False
     assert mutation.respond(dev)["response"]["allowed"] is True
+
+
+def test_new_rules_empty_the_cache_so_no_plan_outlives_its_policy():
+    cache = PlanCache()
+    first = POLICY.migration
+    renamed = first.model_copy(update={"claimName": "renamed"})
+    p = pod([container("w", {"nvidia.com/gpu": 1})])
+    cache.plan(p, first, "a")
+    plan, _ = cache.plan(p, renamed, "a")
+    assert plan.pod["spec"]["resourceClaims"][0]["name"] == "renamed"
+    assert len(cache._items) == 1  # the entries planned under `first` are gone
+    plan, _ = cache.plan(p, first, "a")
+    assert plan.pod["spec"]["resourceClaims"][0]["name"] == "dra-bridge-gpus"

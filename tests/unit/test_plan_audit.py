@@ -126,3 +126,16 @@ def test_kubectl_plugin(corpus, tmp_path):
     assert result.returncode == 0, result.stderr
     kinds = [d["kind"] for d in yaml.safe_load_all(result.stdout) if d]
     assert kinds == ["ResourceClaimTemplate", "Pod"]
+
+
+def test_audit_reports_api_errors_in_one_line(tmp_path):
+    from tests.fakeapi import Fault
+
+    fake = FakeKube().start()
+    try:
+        fake.faults.append(Fault(status=500, method="GET", times=100))
+        result = run("audit", "--kubeconfig", fake.kubeconfig(tmp_path / "kc"))
+        assert result.returncode == 2
+        assert "list pods: API answered 500" in result.stderr and "Traceback" not in result.stderr
+    finally:
+        fake.stop()
