@@ -71,8 +71,8 @@ class Index:
         """(nodes, devices reachable from the first of them) per node group."""
         if not self.by_node:
             return [([ANY_NODE], list(self.shared))] if self.shared else []
-        return [(sorted(nodes), self.by_node[sorted(nodes)[0]] + self.shared)
-                for _sig, nodes in sorted(self.node_groups.items(), key=lambda kv: min(kv[1]))]
+        # Built sorted (see build): nothing to sort on the validation path.
+        return [(nodes, self.by_node[nodes[0]] + self.shared) for nodes in self.node_groups.values()]
 
     def locations(self) -> list[tuple[str, list[int]]]:
         """(node, device indices reachable from it). Only shared devices: one abstract location."""
@@ -129,6 +129,8 @@ def build(inventory: Inventory, allocated: set | None = None) -> Index:
                     index.by_node.setdefault(node, []).append(position)
                 else:
                     index.shared.append(position)
-    for node, local in index.by_node.items():
+    for node, local in sorted(index.by_node.items()):
         index.node_groups.setdefault(index.signature(local), []).append(node)
+    # Groups in order of their first node, nodes sorted within: examples stay deterministic.
+    index.node_groups = dict(sorted(index.node_groups.items(), key=lambda kv: kv[1][0]))
     return index

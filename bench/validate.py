@@ -134,12 +134,21 @@ def main() -> None:
         t = time.perf_counter()
         verdict = feasibility.check(spec, ix)
         timings.append(time.perf_counter() - t)
+    cold = []
+    for _ in range(args.runs):
+        ix.selector_cache.clear()  # as for a claim whose selectors this index has not seen
+        t = time.perf_counter()
+        feasibility.check(spec, ix)
+        cold.append(time.perf_counter() - t)
     median, p99 = statistics.median(timings) * 1e3, percentile(timings, 0.99) * 1e3
     print(f"verdict: {verdict.status}, {verdict.message}")
-    print(f"indexed check: median {median:.2f} ms, p99 {p99:.2f} ms over {args.runs} runs")
+    print(f"indexed check, selectors already evaluated on this index: median {median:.2f} ms, p99 {p99:.2f} ms "
+          f"over {args.runs} runs")
+    print(f"indexed check, selectors new to the index: median {statistics.median(cold) * 1e3:.2f} ms, "
+          f"p99 {percentile(cold, 0.99) * 1e3:.2f} ms")
     naive = naive_per_device(ix, args.naive_sample)
     print(f"naive per-device evaluation (sampled {args.naive_sample}, scaled): {naive * 1e3:.0f} ms")
-    print(f"ratio naive/indexed (median): {naive * 1e3 / median:.0f}x")
+    print(f"ratio naive/indexed (median, new selectors): {naive / statistics.median(cold):.0f}x")
     engine_comparison(ix)
     print(f"RSS at end {rss_mb():.0f} MB")
 
