@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from app import index, inventory, kube
 from app.errors import BridgeError
-from app.plancli import ObjectReport, _inputs, plan_objects
+from app.plancli import ObjectReport, read_inputs, plan_objects
 from app.policy import load_policy
 
 # Workloads whose pod templates we read; bare pods are audited, pods owned by these are not.
@@ -95,7 +95,7 @@ def run_audit(args) -> int:
     rules = load_policy(args.policy).migration
     api = None
     if args.filename:
-        inputs = _inputs(args.filename)
+        inputs = read_inputs(args.filename)
     else:
         api = kube.api_client(args.kubeconfig, timeout_retries=True)
         if api is None:

@@ -6,7 +6,7 @@ import json
 import sys
 
 from app import feasibility, index, inventory, validation
-from app.plancli import _inputs
+from app.plancli import read_inputs
 
 def check_object(obj: dict, ix: index.Index) -> feasibility.Verdict:
     if obj.get("apiVersion") not in validation.SUPPORTED_VERSIONS:
@@ -23,7 +23,7 @@ def run_check(args) -> int:
     inv = inventory.load_file(args.inventory) if args.inventory else inventory.load_example()
     ix = index.build(inv)
     rows = []
-    for source, objects in _inputs(args.filename):
+    for source, objects in read_inputs(args.filename):
         for line, obj in objects:
             if obj.get("kind") not in validation.CLAIM_KINDS:
                 continue

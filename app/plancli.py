@@ -40,7 +40,7 @@ class PlanResult:
     reports: list[ObjectReport] = field(default_factory=list)
 
 
-def _inputs(paths: list[str]) -> list[tuple[str, list[tuple[int, dict]]]]:
+def read_inputs(paths: list[str]) -> list[tuple[str, list[tuple[int, dict]]]]:
     out = []
     for path in paths:
         if path == "-":
@@ -145,7 +145,7 @@ def summary_table(reports: list[ObjectReport], stream, colour: bool) -> None:
 def run_plan(args) -> int:
     rules = load_policy(args.policy).migration
     ix = index.build(inventory.load_file(args.inventory)) if args.inventory else None
-    result = plan_objects(_inputs(args.filename), rules, args.namespace, ix)
+    result = plan_objects(read_inputs(args.filename), rules, args.namespace, ix)
     out = sys.stdout
     if args.output == "yaml":
         docs = list(result.templates.values()) + [p for _o, p in result.objects]

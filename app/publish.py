@@ -79,14 +79,13 @@ class SlicePublisher:
     def publish(self, node: NodeGpus) -> PublishResult:
         existing = {s["metadata"]["name"]: s for s in self._ours()}
         generation = max([(s["spec"].get("pool") or {}).get("generation", 0) for s in existing.values()] or [0])
-        wanted_hash = render.content_hash(render.devices(node, self.qualify))
-        current_hashes = {((s["metadata"].get("labels") or {}).get(f"{render.EXTRA_DOMAIN}/content"))
-                          for s in existing.values()}
-        wanted_probe = render.slices(node, self.node_name, self.driver, generation or 1, None, self.qualify)
-        if existing and current_hashes == {wanted_hash} and set(existing) == {s["metadata"]["name"] for s in wanted_probe}:
+        # Rendered once: names and the content label do not depend on the generation.
+        wanted = render.slices(node, self.node_name, self.driver, generation + 1, self.node_uid(), self.qualify)
+        wanted_hash = wanted[0]["metadata"]["labels"][render.CONTENT_LABEL]
+        current_hashes = {(s["metadata"].get("labels") or {}).get(render.CONTENT_LABEL) for s in existing.values()}
+        if existing and current_hashes == {wanted_hash} and set(existing) == {s["metadata"]["name"] for s in wanted}:
             return PublishResult(generation, unchanged=True)
         generation += 1
-        wanted = render.slices(node, self.node_name, self.driver, generation, self.node_uid(), self.qualify)
         result = PublishResult(generation)
         for obj in wanted:
             name = obj["metadata"]["name"]

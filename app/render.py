@@ -20,6 +20,7 @@ NVIDIA_DOMAIN = "gpu.nvidia.com"
 EXTRA_DOMAIN = "dra-bridge.io"
 MAX_DEVICES_PER_SLICE = 128  # resource.k8s.io/v1 ResourceSliceMaxDevices
 MANAGED_LABEL = "app.kubernetes.io/managed-by"
+CONTENT_LABEL = f"{EXTRA_DOMAIN}/content"  # hash of the pool's devices: unchanged GPUs mean no write
 
 
 def semver(text: str) -> str:
@@ -120,7 +121,7 @@ def slices(node: NodeGpus, node_name: str, driver: str, generation: int, node_ui
     out = []
     for i, chunk in enumerate(chunks):
         metadata = {"name": f"{node_name}-{driver}-{i}"[:253],
-                    "labels": {MANAGED_LABEL: "dra-bridge", f"{EXTRA_DOMAIN}/content": content_hash(all_devices)}}
+                    "labels": {MANAGED_LABEL: "dra-bridge", CONTENT_LABEL: content_hash(all_devices)}}
         if node_uid:
             metadata["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node_name,
                                             "uid": node_uid, "controller": True}]

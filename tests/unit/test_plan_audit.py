@@ -39,7 +39,7 @@ def test_plan_yaml_of_whole_corpus_validates(corpus):
     """Every object that was schema-valid before stays valid after migration, templates included."""
     import kubernetes_validate
 
-    from app.plancli import _inputs, plan_objects
+    from app.plancli import read_inputs, plan_objects
     from app.policy import default_policy
 
     def valid(doc):
@@ -49,7 +49,7 @@ def test_plan_yaml_of_whole_corpus_validates(corpus):
         except (kubernetes_validate.ValidationError, kubernetes_validate.SchemaNotFoundError):
             return False
 
-    result = plan_objects(_inputs([str(corpus)]), default_policy().migration, "team-a")
+    result = plan_objects(read_inputs([str(corpus)]), default_policy().migration, "team-a")
     checked = 0
     for original, planned in result.objects:
         if original != planned and valid(original):
