@@ -10,23 +10,20 @@ import tempfile
 import time
 
 import httpx
-
 import orjson
 import uvicorn
 from fastapi import Request
 from fastapi.responses import Response
 
-from app import admission, kube, tls
-from app.inventory import load_example
-from app.metrics import Metrics
-from app.service import PolicyHolder, ServiceState
-from app.webhook import create_app, read_body
+from app import kube
+from app.cli import load_inventory
+from app.server import Metrics, PolicyHolder, ServiceState, admission, create_app, read_body, tls
 
 
 def main(port: int, cert: str, key: str) -> None:
     metrics = Metrics()
     state = ServiceState(policy=PolicyHolder(None, metrics), templates=kube.TemplateStore(None),
-                         namespace_labels=kube.NamespaceLabels(None), metrics=metrics, inventory=load_example())
+                         namespace_labels=kube.NamespaceLabels(None), metrics=metrics, inventory=load_inventory(None))
     app = create_app(state)
 
     @app.post("/echo")

@@ -18,11 +18,14 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
 from app import kube  # noqa: E402
-from app.inventory import load_example  # noqa: E402
-from app.metrics import Metrics  # noqa: E402
-from app.service import PolicyHolder, ServiceState  # noqa: E402
-from app.webhook import create_app  # noqa: E402
-from tests.strategies import RAW_BODIES, claims, pods, reviews  # noqa: E402
+from app.cli import load_inventory  # noqa: E402
+from app.server import (  # noqa: E402
+    Metrics,  # noqa: E402
+    PolicyHolder,
+    ServiceState,
+    create_app,  # noqa: E402
+)
+from tests.http.strategies import RAW_BODIES, claims, pods, reviews  # noqa: E402
 
 
 def main() -> None:
@@ -31,7 +34,7 @@ def main() -> None:
     args = parser.parse_args()
     metrics = Metrics()
     state = ServiceState(policy=PolicyHolder(None, metrics), templates=kube.TemplateStore(None),
-                         namespace_labels=kube.NamespaceLabels(None), metrics=metrics, inventory=load_example())
+                         namespace_labels=kube.NamespaceLabels(None), metrics=metrics, inventory=load_inventory(None))
     counts = collections.Counter()
     problems = []
     with TestClient(create_app(state)) as client:

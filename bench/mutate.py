@@ -127,8 +127,8 @@ def summary(latencies: list[float]) -> tuple[float, float]:
 
 def planner_cost(n: int = 2000) -> tuple[float, float]:
     """In-process CPU per review (parse + plan + patch + reply): cold (every pod new) vs cached."""
-    from app import admission, mutation
     from app.policy import default_policy
+    from app.server import admission, mutation
 
     policy = default_policy()
     bodies = []

@@ -1,6 +1,6 @@
 """Feasibility of a 3-request claim against 100,000 devices on 12,500 nodes.
 
-Prints index build time and RSS, the median and p99 of `feasibility.check`, and the same
+Prints index build time and RSS, the median and p99 of `dra.check`, and the same
 selectors evaluated naively per device (measured on a sample, scaled to the inventory) in
 the same run, with the ratio. Usage: python bench/validate.py [--nodes 12500] [--runs 200]
 """
@@ -19,9 +19,10 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app import cel, feasibility, index, render  # noqa: E402
-from app.gpuinfo import node_from_description  # noqa: E402
-from app.inventory import Inventory, load_example  # noqa: E402
+from app import dra  # noqa: E402
+from app.cli import load_inventory  # noqa: E402
+from app.dra import Inventory, cel  # noqa: E402
+from app.reporter import node_from_description, render  # noqa: E402
 
 CLAIM = {"devices": {"requests": [
     {"name": "trainer", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 4, "selectors": [
@@ -57,7 +58,7 @@ def inventory(nodes: int) -> Inventory:
         unique = dataclasses.replace(desc, gpus=tuple(dataclasses.replace(
             g, uuid=f"{g.uuid[:-6]}{n:06d}") for g in desc.gpus))
         slices.extend(render.slices(unique, f"node-{n:05d}", "gpu.nvidia.com", 1))
-    return Inventory(slices=slices, classes=load_example().classes)
+    return Inventory(slices=slices, classes=load_inventory(None).classes)
 
 
 def percentile(values, q):
@@ -65,7 +66,7 @@ def percentile(values, q):
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
-def naive_per_device(ix: index.Index, sample: int) -> float:
+def naive_per_device(ix: dra.Index, sample: int) -> float:
     """Seconds to evaluate class + request selectors on every device, from a sample."""
     exprs = [c["cel"]["expression"] for c in ix.classes["gpu.nvidia.com"]["spec"]["selectors"]]
     for req in CLAIM["devices"]["requests"]:
@@ -81,7 +82,7 @@ def naive_per_device(ix: index.Index, sample: int) -> float:
     return (time.perf_counter() - started) / len(picked) * len(ix.devices)
 
 
-def engine_comparison(ix: index.Index, runs: int = 2000) -> None:
+def engine_comparison(ix: dra.Index, runs: int = 2000) -> None:
     """Why common-expression-language: the same selector on the same device in both engines."""
     expr = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
     variable = ix.shapes[0]
@@ -117,7 +118,7 @@ def main() -> None:
     inv = inventory(args.nodes)
     generated = time.perf_counter()
     tracemalloc.start()
-    ix = index.build(inv)
+    ix = dra.build_index(inv)
     index_bytes = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     built = time.perf_counter()
@@ -127,18 +128,18 @@ def main() -> None:
     print(f"generate {generated - started:.1f}s, index build {built - generated:.1f}s (traced), "
           f"index memory {index_bytes / 2**20:.0f} MB (tracemalloc), process RSS {rss_mb():.0f} MB "
           f"incl. the generated slices (start {base_rss:.0f} MB)")
-    spec = feasibility.parse_claim_spec(CLAIM)
+    spec = dra.parse_claim_spec(CLAIM)
     timings = []
     verdict = None
     for _ in range(args.runs):
         t = time.perf_counter()
-        verdict = feasibility.check(spec, ix)
+        verdict = dra.check(spec, ix)
         timings.append(time.perf_counter() - t)
     cold = []
     for _ in range(args.runs):
         ix.selector_cache.clear()  # as for a claim whose selectors this index has not seen
         t = time.perf_counter()
-        feasibility.check(spec, ix)
+        dra.check(spec, ix)
         cold.append(time.perf_counter() - t)
     median, p99 = statistics.median(timings) * 1e3, percentile(timings, 0.99) * 1e3
     print(f"verdict: {verdict.status}, {verdict.message}")

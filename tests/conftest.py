@@ -2,7 +2,7 @@ import pathlib
 
 import pytest
 
-from tests.fakeapi import FakeKube
+from tests.kube.fakeapi import FakeKube
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"

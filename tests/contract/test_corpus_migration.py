@@ -8,11 +8,10 @@ import kubernetes_validate
 import orjson
 import pytest
 
-from app import admission, mutation, patch
-from app.documents import read_objects
-from app.migrate import MAX_DEVICES_PER_CLAIM, MAX_REQUESTS, legacy_resources
+from app.common import read_objects
+from app.migration import MAX_DEVICES_PER_CLAIM, MAX_REQUESTS, apply_patch, legacy_resources, pod_templates
 from app.policy import default_policy
-from app.workloads import pod_templates
+from app.server import admission, mutation
 from tests.conftest import CORPUS
 from tests.helpers import review
 
@@ -69,7 +68,7 @@ def test_corpus_workload_migrates_cleanly(filename, obj, where, holder):
         return
     assert filename not in NOT_GPU_RESOURCES
     assert mp.plan.status == "migrated", mp.plan.reason
-    migrated = patch.apply(pod, base64.b64decode(resp["patch"]))
+    migrated = apply_patch(pod, base64.b64decode(resp["patch"]))
     # The patch is computed on the planner's view (spec + annotations); on the whole pod it
     # must change exactly those and leave the rest (name, labels, ...) alone.
     assert migrated["spec"] == mp.plan.pod["spec"]
@@ -115,15 +114,15 @@ def test_gfd_affinity_corpus_pod_moves_labels_into_cel(corpus):
 
 
 def _inventory_devices():
-    from app import cel
-    from app.inventory import load_example
+    from app.cli import load_inventory
+    from app.dra import cel
 
-    return [cel.device_variable(s["spec"]["driver"], d) for s in load_example().slices for d in s["spec"]["devices"]]
+    return [cel.device_variable(s["spec"]["driver"], d) for s in load_inventory(None).slices for d in s["spec"]["devices"]]
 
 
 def test_every_generated_selector_compiles_and_evaluates_without_error(corpus):
     """Guards make missing attributes a plain 'no match', never a runtime error."""
-    from app import cel
+    from app.dra import cel
 
     devices = _inventory_devices()
     checked = 0

@@ -2,8 +2,9 @@
 
 import pytest
 
-from app import feasibility, index, inventory
-from app.errors import InputError
+from app import dra
+from app.cli import load_inventory
+from app.common import InputError
 
 
 @pytest.mark.parametrize("name, devices", [
@@ -12,7 +13,7 @@ from app.errors import InputError
     ("vks-nvidia-gpu-resourceslice-list.yaml", 2),
 ])
 def test_v1_slices_load_and_index(corpus, name, devices):
-    ix = index.build(inventory.load_file(str(corpus / "slices" / name)))
+    ix = dra.build_index(load_inventory(str(corpus / "slices" / name)))
     assert len(ix.devices) == devices
 
 
@@ -22,18 +23,18 @@ def test_v1_slices_load_and_index(corpus, name, devices):
 ])
 def test_older_versions_are_refused_with_the_way_out(corpus, name, version):
     with pytest.raises(InputError) as err:
-        inventory.load_file(str(corpus / "slices" / name))
+        load_inventory(str(corpus / "slices" / name))
     assert f"resource.k8s.io/{version}" in str(err.value) and "resourceslices.v1.resource.k8s.io" in str(err.value)
     assert f"{name}:" in str(err.value)  # file and line
 
 
 def test_real_nvidia_driver_slices_satisfy_a_one_gpu_claim(corpus):
-    inv = inventory.load_file(str(corpus / "slices" / "vks-nvidia-gpu-resourceslice-list.yaml"))
+    inv = load_inventory(str(corpus / "slices" / "vks-nvidia-gpu-resourceslice-list.yaml"))
     inv.classes["gpu.nvidia.com"] = {"metadata": {"name": "gpu.nvidia.com"}, "spec": {"selectors": [
         {"cel": {"expression": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}}
-    spec = feasibility.parse_claim_spec({"devices": {"requests": [{"name": "g", "exactly": {
+    spec = dra.parse_claim_spec({"devices": {"requests": [{"name": "g", "exactly": {
         "deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {"expression":
             "device.attributes['gpu.nvidia.com'].productName.matches('A100') && "
             "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('10Gi')) >= 0"}}]}}]}})
-    verdict = feasibility.check(spec, index.build(inv))
+    verdict = dra.check(spec, dra.build_index(inv))
     assert verdict.status == "satisfiable" and verdict.nodes == 2

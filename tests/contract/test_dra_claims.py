@@ -5,9 +5,9 @@ Each expectation says why, as the scheduler would decide it.
 
 import pytest
 
-from app import feasibility as fz
-from app.documents import read_objects
-from tests.inventory import build_index
+from app import dra
+from app.common import read_objects
+from tests.unit.device_inventory import build_index
 
 EXPECTED = {
     # file, line of the object: (verdict, why)
@@ -44,7 +44,7 @@ def claims(corpus):
             if obj.get("kind") in ("ResourceClaim", "ResourceClaimTemplate"):
                 spec = obj["spec"]["spec"] if obj["kind"] == "ResourceClaimTemplate" else obj["spec"]
                 if obj["apiVersion"] == "resource.k8s.io/v1beta1":
-                    spec = fz.from_v1beta1(spec)
+                    spec = dra.from_v1beta1(spec)
                 out[(path.name, line)] = spec
     return out
 
@@ -61,10 +61,10 @@ def test_every_claim_object_has_an_expectation(corpus):
 def test_claims_get_the_schedulers_verdict(corpus, index):
     for key, spec in claims(corpus).items():
         if key in INVALID:
-            with pytest.raises(fz.ClaimError, match=INVALID[key].replace("[", r"\[").replace("]", r"\]")):
-                fz.parse_claim_spec(spec)
+            with pytest.raises(dra.ClaimError, match=INVALID[key].replace("[", r"\[").replace("]", r"\]")):
+                dra.parse_claim_spec(spec)
             continue
-        verdict = fz.check(fz.parse_claim_spec(spec), index)
+        verdict = dra.check(dra.parse_claim_spec(spec), index)
         expected, why = EXPECTED[key]
         assert verdict.status == expected, f"{key}: {why}; got {verdict.status}: {verdict.message}"
         assert not verdict.errors, f"{key}: {verdict.errors}"
@@ -72,5 +72,5 @@ def test_claims_get_the_schedulers_verdict(corpus, index):
 
 def test_mig_match_attribute_pins_the_right_node(corpus, index):
     spec = claims(corpus)[("nvidia-dra-gpu-test4-mig-matchattr.yaml", 12)]
-    verdict = fz.check(fz.parse_claim_spec(spec), index)
+    verdict = dra.check(dra.parse_claim_spec(spec), index)
     assert (verdict.nodes, verdict.example_node) == (1, "gpu-a100-40-0")

@@ -8,10 +8,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from app.documents import read_objects
-from app.migrate import legacy_resources
+from app.common import read_objects
+from app.migration import legacy_resources, pod_templates
 from app.policy import default_policy, load_policy
-from app.workloads import pod_templates
 from tests.conftest import ROOT
 
 KUBECTL = shutil.which("kubectl")

@@ -3,11 +3,13 @@
 import pytest
 import yaml
 
-from app import index, render, validation
-from app.documents import read_objects
-from app.gpuinfo import node_from_description
-from app.inventory import Inventory, load_example
+from app import dra
+from app.cli import load_inventory
+from app.common import read_objects
+from app.dra import Inventory
 from app.policy import parse_policy
+from app.reporter import node_from_description, render
+from app.server import validation
 from tests.conftest import ROOT
 
 SETTINGS = parse_policy("defaults:\n  mode: enforce\n").for_namespace("gpu-test", {})
@@ -18,7 +20,7 @@ def rendered(*descriptions):
     for node, path in descriptions:
         desc = node_from_description(yaml.safe_load(path.read_text()), path.name)
         slices += render.slices(desc, node, "gpu.nvidia.com", 1)
-    return index.build(Inventory(slices=slices, classes=load_example().classes))
+    return dra.build_index(Inventory(slices=slices, classes=load_inventory(None).classes))
 
 
 FAKE = ROOT / "app" / "data" / "fake"

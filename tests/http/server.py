@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from app import tls
+from app.server import tls
 
 
 def free_port() -> int:

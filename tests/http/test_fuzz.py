@@ -7,11 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from starlette.testclient import TestClient
 
 from app import kube
-from app.inventory import load_example
-from app.metrics import Metrics
-from app.service import PolicyHolder, ServiceState
-from app.webhook import create_app
-from tests.strategies import RAW_BODIES, claims, pods, reviews
+from app.cli import load_inventory
+from app.server import Metrics, PolicyHolder, ServiceState, create_app
+from tests.http.strategies import RAW_BODIES, claims, pods, reviews
 
 OUTCOMES = {}
 
@@ -20,7 +18,7 @@ OUTCOMES = {}
 def client():
     metrics = Metrics()
     state = ServiceState(policy=PolicyHolder(None, metrics), templates=kube.TemplateStore(None),
-                         namespace_labels=kube.NamespaceLabels(None), metrics=metrics, inventory=load_example())
+                         namespace_labels=kube.NamespaceLabels(None), metrics=metrics, inventory=load_inventory(None))
     with TestClient(create_app(state)) as c:
         yield c
 

@@ -8,7 +8,7 @@ import yaml
 
 from tests.helpers import review
 from tests.http import server as srv
-from tests.inventory import build_inventory
+from tests.unit.device_inventory import build_inventory
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_legacy_pod_denied_after_migration(running):
 
 
 def test_corpus_claims_through_the_endpoint(running, corpus):
-    from app.documents import read_objects
+    from app.common import read_objects
     [(_, template)] = [o for o in read_objects(str(corpus / "dra-claims" / "nvidia-dra-gpu-test4-mig-matchattr.yaml"))
                        if o[1]["kind"] == "ResourceClaimTemplate"]
     with running.client() as c:
@@ -83,7 +83,7 @@ def test_corpus_claims_through_the_endpoint(running, corpus):
 
 
 def test_live_inventory_server_is_ready_only_after_sync(tmp_path):
-    from tests.fakeapi import FakeKube
+    from tests.kube.fakeapi import FakeKube
     from tests.kube.test_live_inventory import CLASS, slice_obj
 
     fake = FakeKube().start()
@@ -114,7 +114,7 @@ def test_live_inventory_server_is_ready_only_after_sync(tmp_path):
 
 
 def test_stale_inventory_never_denies(tmp_path):
-    from tests.fakeapi import Fault, FakeKube
+    from tests.kube.fakeapi import FakeKube, Fault
     from tests.kube.test_live_inventory import CLASS, slice_obj
 
     fake = FakeKube().start()

@@ -14,10 +14,10 @@ import orjson
 import pytest
 import yaml
 
-from app import tls
-from tests.fakeapi import Fault, FakeKube
+from app.server import tls
 from tests.helpers import container, pod, review
 from tests.http import server as srv
+from tests.kube.fakeapi import FakeKube, Fault
 
 RCT = "resourceclaimtemplates"
 

@@ -4,9 +4,9 @@ import time
 
 import pytest
 
-from app.kube import api_client_for_host
-from app.live import LiveInventory
-from tests.fakeapi import Fault
+from app.dra import build_from_api
+from app.kube import LiveInventory, api_client_for_host
+from tests.kube.fakeapi import Fault
 
 
 def slice_obj(name, node, devices=1):
@@ -34,7 +34,7 @@ def eventually(check, timeout=5.0):
 def live(fake_kube):
     fake_kube.add_cluster_object("resourceslices", slice_obj("n1-s", "n1", 2))
     fake_kube.add_cluster_object("deviceclasses", CLASS)
-    inv = LiveInventory(api_client_for_host(fake_kube.url), watch_timeout_s=5, backoff_s=0.1,
+    inv = LiveInventory(api_client_for_host(fake_kube.url), build_from_api, watch_timeout_s=5, backoff_s=0.1,
                         rebuild_interval_s=0, stale_after_s=0.5)
     assert not inv.ready
     inv.start()

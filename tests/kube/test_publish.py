@@ -5,10 +5,9 @@ import pathlib
 
 import yaml
 
-from app.gpuinfo import node_from_description
 from app.kube import api_client_for_host
-from app.publish import PublishError, SlicePublisher
-from tests.fakeapi import Fault
+from app.reporter import PublishError, SlicePublisher, node_from_description
+from tests.kube.fakeapi import Fault
 
 FAKE = pathlib.Path(__file__).resolve().parents[2] / "app" / "data" / "fake"
 

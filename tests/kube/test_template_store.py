@@ -4,12 +4,12 @@ import time
 
 import pytest
 
-from app.errors import TemplateEnsureError
+from app.common import TemplateEnsureError
 from app.kube import NamespaceLabels, TemplateStore, api_client, api_client_for_host
-from app.migrate import plan_pod
+from app.migration import plan_pod
 from app.policy import default_policy
-from tests.fakeapi import Fault
 from tests.helpers import container, pod
+from tests.kube.fakeapi import Fault
 
 RCT = "resourceclaimtemplates"
 

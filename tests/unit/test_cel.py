@@ -2,7 +2,7 @@
 
 import pytest
 
-from app import cel
+from app.dra import cel
 
 DEVICE = cel.device_variable("dra.example.com", {
     "attributes": {

@@ -1,6 +1,5 @@
-from app import feasibility as fz
-from app import index as index_mod
-from app.inventory import Inventory
+from app import dra
+from app.dra import Inventory
 
 CLASS = {"metadata": {"name": "gpu"}, "spec": {"selectors": [{"cel": {"expression": "device.driver == 'd.example.com'"}}]}}
 
@@ -19,35 +18,35 @@ def slice_(node, devices, pool=None, generation=1, count=1, name=None):
 
 
 def index(*slices, allocated=()):
-    return index_mod.build(Inventory(slices=list(slices), classes={"gpu": CLASS}), set(allocated))
+    return dra.build_index(Inventory(slices=list(slices), classes={"gpu": CLASS}), set(allocated))
 
 
 def claim(*requests, constraints=()):
     reqs = []
     for r in requests:
         reqs.append(r if "firstAvailable" in r else {"name": r.pop("name"), "exactly": {"deviceClassName": "gpu", **r}})
-    return fz.parse_claim_spec({"devices": {"requests": reqs, "constraints": list(constraints)}})
+    return dra.parse_claim_spec({"devices": {"requests": reqs, "constraints": list(constraints)}})
 
 
 def test_count_must_fit_on_one_node():
     ix = index(slice_("n1", [device("a"), device("b")]), slice_("n2", [device("c")]))
-    assert fz.check(claim({"name": "r", "count": 2}), ix).nodes == 1
-    verdict = fz.check(claim({"name": "r", "count": 3}), ix)
+    assert dra.check(claim({"name": "r", "count": 2}), ix).nodes == 1
+    verdict = dra.check(claim({"name": "r", "count": 3}), ix)
     assert verdict.status == "never"
     assert "r: 2 matching (needs 3)" in verdict.message
 
 
 def test_requests_get_distinct_devices():
     ix = index(slice_("n1", [device("a"), device("b")]))
-    assert fz.check(claim({"name": "x"}, {"name": "y"}), ix).status == "satisfiable"
-    assert fz.check(claim({"name": "x"}, {"name": "y"}, {"name": "z"}), ix).status == "never"
+    assert dra.check(claim({"name": "x"}, {"name": "y"}), ix).status == "satisfiable"
+    assert dra.check(claim({"name": "x"}, {"name": "y"}, {"name": "z"}), ix).status == "never"
 
 
 def test_selector_failure_names_request_and_closest_devices():
     ix = index(slice_("n1", [device("a", model="A", memory="40Gi"), device("b", model="B", memory="80Gi")]))
     sel = [{"cel": {"expression": "device.attributes['d.example.com'].model == 'A'"}},
            {"cel": {"expression": "device.capacity['d.example.com'].memory.compareTo(quantity('64Gi')) >= 0"}}]
-    verdict = fz.check(claim({"name": "big-a", "selectors": sel}), ix)
+    verdict = dra.check(claim({"name": "big-a", "selectors": sel}), ix)
     assert verdict.status == "never" and verdict.failed_request == "big-a"
     assert "spec.devices.requests[0].exactly.selectors[0]" in verdict.message or \
            "selectors[1]" in verdict.message
@@ -56,14 +55,14 @@ def test_selector_failure_names_request_and_closest_devices():
 
 def test_allocated_devices_make_it_unsatisfiable_now_not_never():
     ix = index(slice_("n1", [device("a")]), allocated={("d.example.com", "n1", "a")})
-    assert fz.check(claim({"name": "r"}), ix).status == "unsatisfiable-now"
-    assert fz.check(claim({"name": "r", "adminAccess": True}), ix).status == "satisfiable"
+    assert dra.check(claim({"name": "r"}), ix).status == "unsatisfiable-now"
+    assert dra.check(claim({"name": "r", "adminAccess": True}), ix).status == "satisfiable"
 
 
 def test_allocation_mode_all_needs_every_matching_device_free():
     ix = index(slice_("n1", [device("a"), device("b")]), allocated={("d.example.com", "n1", "b")})
-    assert fz.check(claim({"name": "r", "allocationMode": "All"}), ix).status == "unsatisfiable-now"
-    assert fz.check(claim({"name": "r", "allocationMode": "All"}), index(slice_("n1", [device("a")]))).nodes == 1
+    assert dra.check(claim({"name": "r", "allocationMode": "All"}), ix).status == "unsatisfiable-now"
+    assert dra.check(claim({"name": "r", "allocationMode": "All"}), index(slice_("n1", [device("a")]))).nodes == 1
 
 
 def test_first_available_falls_back_in_order():
@@ -72,28 +71,28 @@ def test_first_available_falls_back_in_order():
         {"name": "new", "deviceClassName": "gpu",
          "selectors": [{"cel": {"expression": "device.attributes['d.example.com'].model == 'NEW'"}}]},
         {"name": "any", "deviceClassName": "gpu"}]}
-    assert fz.check(claim(first), ix).status == "satisfiable"
+    assert dra.check(claim(first), ix).status == "satisfiable"
 
 
 def test_match_attribute_needs_one_value_for_all_listed_requests():
     ix = index(slice_("n1", [device("a", parent="p1"), device("b", parent="p2")]))
     match = [{"requests": [], "matchAttribute": "d.example.com/parent"}]
-    assert fz.check(claim({"name": "x"}, {"name": "y"}, constraints=match), ix).status == "never"
+    assert dra.check(claim({"name": "x"}, {"name": "y"}, constraints=match), ix).status == "never"
     ix2 = index(slice_("n1", [device("a", parent="p1"), device("b", parent="p1")]))
-    assert fz.check(claim({"name": "x"}, {"name": "y"}, constraints=match), ix2).status == "satisfiable"
+    assert dra.check(claim({"name": "x"}, {"name": "y"}, constraints=match), ix2).status == "satisfiable"
 
 
 def test_distinct_attribute_needs_different_values():
     same = index(slice_("n1", [device("a", numa=0), device("b", numa=0)]))
     differ = index(slice_("n1", [device("a", numa=0), device("b", numa=1)]))
     distinct = [{"distinctAttribute": "d.example.com/numa"}]
-    assert fz.check(claim({"name": "x"}, {"name": "y"}, constraints=distinct), same).status == "never"
-    assert fz.check(claim({"name": "x"}, {"name": "y"}, constraints=distinct), differ).status == "satisfiable"
+    assert dra.check(claim({"name": "x"}, {"name": "y"}, constraints=distinct), same).status == "never"
+    assert dra.check(claim({"name": "x"}, {"name": "y"}, constraints=distinct), differ).status == "satisfiable"
 
 
 def test_incomplete_pool_is_not_usable_now_and_stale_generations_are_ignored():
     incomplete = index(slice_("n1", [device("a")], count=2))
-    assert fz.check(claim({"name": "r"}), incomplete).status == "unsatisfiable-now"
+    assert dra.check(claim({"name": "r"}), incomplete).status == "unsatisfiable-now"
     stale = index(slice_("n1", [device("old"), device("old2")], generation=1, name="s1"),
                   slice_("n1", [device("new")], generation=2, name="s2"))
     assert [d.key[2] for d in stale.devices] == ["new"]
@@ -101,10 +100,10 @@ def test_incomplete_pool_is_not_usable_now_and_stale_generations_are_ignored():
 
 def test_missing_device_class_and_bad_cel():
     ix = index(slice_("n1", [device("a")]))
-    verdict = fz.check(fz.parse_claim_spec({"devices": {"requests": [
+    verdict = dra.check(dra.parse_claim_spec({"devices": {"requests": [
         {"name": "r", "exactly": {"deviceClassName": "nope"}}]}}), ix)
     assert verdict.status == "never" and "DeviceClass 'nope' does not exist" in verdict.message
-    bad = fz.check(claim({"name": "r", "selectors": [{"cel": {"expression": "device.attributes["}}]}), ix)
+    bad = dra.check(claim({"name": "r", "selectors": [{"cel": {"expression": "device.attributes["}}]}), ix)
     assert bad.status == "invalid" and "spec.devices.requests[0].exactly.selectors[0].cel.expression" in bad.message
 
 
@@ -118,4 +117,4 @@ def test_shared_devices_are_reachable_from_every_node():
     network["spec"].pop("nodeName")
     network["spec"]["allNodes"] = True
     ix = index(slice_("n1", [device("a")]), network)
-    assert fz.check(claim({"name": "x"}, {"name": "y"}), ix).nodes == 1
+    assert dra.check(claim({"name": "x"}, {"name": "y"}), ix).nodes == 1

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from app.migrate import MIGRATION_ANNOTATION, plan_pod
+from app.migration import MIGRATION_ANNOTATION, plan_pod
 from app.policy import default_policy, parse_policy
 from tests.helpers import claims_of, container, pod, requests_of
 

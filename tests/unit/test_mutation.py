@@ -2,9 +2,10 @@ import base64
 
 import orjson
 
-from app import admission, mutation, patch
-from app.mutation import PlanCache
+from app.migration import apply_patch
 from app.policy import default_policy, parse_policy
+from app.server import admission, mutation
+from app.server.mutation import PlanCache
 from tests.helpers import container, pod, review
 
 POLICY = default_policy()
@@ -23,7 +24,7 @@ def test_pods_of_one_workload_are_planned_once_and_get_the_same_patch():
     second = mutation.plan_request(request(b), POLICY, {}, cache)
     assert (cache.misses, cache.hits) == (1, 1)
     assert first.patch == second.patch
-    applied = patch.apply(b, second.patch)
+    applied = apply_patch(b, second.patch)
     assert applied["metadata"]["name"] == "other-replica"
     assert applied["metadata"]["labels"] == {"pod-template-hash": "x"}
 

@@ -9,8 +9,9 @@ import sys
 import pytest
 import yaml
 
+from app.common import read_objects
 from tests.conftest import ROOT
-from tests.fakeapi import FakeKube
+from tests.kube.fakeapi import FakeKube
 
 INVENTORY = ROOT / "app" / "data" / "example-inventory.yaml"
 
@@ -39,7 +40,7 @@ def test_plan_yaml_of_whole_corpus_validates(corpus):
     """Every object that was schema-valid before stays valid after migration, templates included."""
     import kubernetes_validate
 
-    from app.plancli import read_inputs, plan_objects
+    from app.cli import plan_objects, read_inputs
     from app.policy import default_policy
 
     def valid(doc):
@@ -85,9 +86,8 @@ def test_audit_from_files_as_policy_reports(corpus):
 def test_audit_live_cluster_lists_workloads_and_bare_pods_only(tmp_path, corpus):
     fake = FakeKube().start()
     try:
-        [(_, deployment)] = [(i, o) for i, o in
-                             __import__("app.documents", fromlist=["x"]).read_objects(
-                                 str(corpus / "legacy" / "gke-triton-deployment.yaml")) if o["kind"] == "Deployment"]
+        [(_, deployment)] = [(i, o) for i, o in read_objects(str(corpus / "legacy" / "gke-triton-deployment.yaml"))
+                             if o["kind"] == "Deployment"]
         deployment["metadata"]["namespace"] = "serving"
         fake.add_cluster_object("deployments", deployment)
         owned = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "triton-abc", "namespace": "serving",
@@ -98,7 +98,7 @@ def test_audit_live_cluster_lists_workloads_and_bare_pods_only(tmp_path, corpus)
         bare["metadata"] = {"name": "notebook", "namespace": "research"}
         fake.add_cluster_object("pods", owned)
         fake.add_cluster_object("pods", bare)
-        for line, obj in __import__("app.documents", fromlist=["x"]).read_objects(str(INVENTORY)):
+        for line, obj in read_objects(str(INVENTORY)):
             fake.add_cluster_object("resourceslices" if obj["kind"] == "ResourceSlice" else "deviceclasses", obj)
         result = run("audit", "--kubeconfig", fake.kubeconfig(tmp_path / "kc"), "--inventory", "live", "-o", "json")
         assert result.returncode == 0, result.stderr
@@ -129,7 +129,7 @@ def test_kubectl_plugin(corpus, tmp_path):
 
 
 def test_audit_reports_api_errors_in_one_line(tmp_path):
-    from tests.fakeapi import Fault
+    from tests.kube.fakeapi import Fault
 
     fake = FakeKube().start()
     try:

@@ -2,11 +2,9 @@ from decimal import Decimal
 
 import pytest
 
-from app.errors import PolicyError
-from app.metrics import Metrics
+from app.common import PolicyError, parse_count, parse_quantity
 from app.policy import default_policy, parse_policy
-from app.quantity import parse_count, parse_quantity
-from app.service import PolicyHolder
+from app.server import Metrics, PolicyHolder
 
 
 @pytest.mark.parametrize("text, value", [

@@ -5,9 +5,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from app import render
-from app.errors import InputError
-from app.gpuinfo import node_from_description
+from app.common import InputError
+from app.reporter import node_from_description, render
 
 FAKES = sorted((pathlib.Path(__file__).resolve().parents[2] / "app" / "data" / "fake").glob("*.yaml"))
 

@@ -3,11 +3,10 @@ import sys
 
 import yaml
 
-from app import inventory, render
-from app.gpuinfo import node_from_description
-from app.nvml import EXIT_NO_GPUS, EXIT_NO_LIBRARY
+from app.cli import load_inventory
+from app.reporter import EXIT_NO_GPUS, EXIT_NO_LIBRARY, node_from_description, render
 from tests.conftest import ROOT
-from tests.fakeapi import FakeKube, Fault
+from tests.kube.fakeapi import FakeKube, Fault
 
 FAKE = ROOT / "app" / "data" / "fake"
 
@@ -22,7 +21,7 @@ def test_once_prints_slices_that_load_as_inventory(tmp_path):
     assert result.returncode == 0, result.stderr
     out = tmp_path / "slices.yaml"
     out.write_text(result.stdout)
-    inv = inventory.load_file(str(out))
+    inv = load_inventory(str(out))
     assert len(inv.slices) == 1 and inv.device_count == 16
 
 
@@ -69,7 +68,7 @@ def test_publish_loop_against_fake_api_then_cleanup(tmp_path):
 
 
 def test_bundled_example_inventory_is_the_reporters_rendering():
-    inv = inventory.load_example()
+    inv = load_inventory(None)
     expected = []
     for node, fake in (("gpu-h100-0", "h100x8"), ("gpu-a100-0", "a100-mig"), ("gpu-l4-0", "l4x4")):
         desc = node_from_description(yaml.safe_load((FAKE / f"{fake}.yaml").read_text()), fake)

@@ -1,9 +1,9 @@
 import orjson
 
-from app import admission, validation
 from app.policy import parse_policy
+from app.server import admission, validation
 from tests.helpers import container, pod, review
-from tests.inventory import build_index
+from tests.unit.device_inventory import build_index
 
 INDEX = build_index()
 

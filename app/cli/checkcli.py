@@ -1,0 +1,42 @@
+"""`dra-bridge check`: validate ResourceClaims and ResourceClaimTemplates offline against an inventory."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from app import dra
+
+from .inputs import load_inventory, read_inputs
+
+
+def check_object(obj: dict, ix: dra.Index) -> dra.Verdict:
+    try:
+        parsed = dra.parse_claim_object(obj)
+    except dra.ClaimError as exc:
+        return dra.Verdict("invalid", str(exc))
+    return dra.check(parsed, ix)
+
+
+def run_check(args) -> int:
+    ix = dra.build_index(load_inventory(args.inventory))
+    rows = []
+    for source, objects in read_inputs(args.filename):
+        for line, obj in objects:
+            if obj.get("kind") not in dra.CLAIM_KINDS:
+                continue
+            meta = obj.get("metadata") or {}
+            verdict = check_object(obj, ix)
+            rows.append({"source": f"{source}:{line}", "kind": obj["kind"], "name": meta.get("name", "?"),
+                         "status": verdict.status, "message": verdict.message, "closest": verdict.closest,
+                         "warnings": verdict.errors})
+    if args.output == "json":
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    else:
+        for row in rows:
+            sys.stdout.write(f"{row['status']:18s} {row['kind']}/{row['name']} ({row['source']}): {row['message']}\n")
+            for hint in row["closest"]:
+                sys.stdout.write(f"{'':18s}   closest: {hint}\n")
+    if not rows:
+        sys.stderr.write("no ResourceClaim or ResourceClaimTemplate found\n")
+    return 0 if all(r["status"] == "satisfiable" for r in rows) else 1

@@ -1,0 +1,148 @@
+"""`dra-bridge plan`: run the migration planner over manifests offline."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+
+import yaml
+
+from app import dra
+from app.migration import is_pod_spec, plan_pod, pod_templates
+from app.policy import MigrationRules, load_policy
+
+from .inputs import load_inventory, read_inputs
+
+STATUSES = ("migrated", "unchanged", "unsatisfiable", "needs-attention")
+_COLOURS = {"migrated": "32", "unchanged": "0", "unsatisfiable": "31", "needs-attention": "33"}
+
+
+@dataclass
+class ObjectReport:
+    source: str
+    kind: str
+    name: str
+    namespace: str | None
+    status: str  # one of STATUSES
+    reasons: list[str] = field(default_factory=list)
+    templates: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PlanResult:
+    objects: list[tuple[dict, dict]] = field(default_factory=list)  # (original, planned)
+    templates: dict[tuple, dict] = field(default_factory=dict)
+    reports: list[ObjectReport] = field(default_factory=list)
+
+
+def gpu_fields_outside_pods(obj: object, rules: MigrationRules, path: str = "") -> list[str]:
+    """Legacy GPU resource names in fields no pod spec holds (controller-specific shapes)."""
+    found = []
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            child = f"{path}.{key}" if path else str(key)
+            if key == "spec" and is_pod_spec(value):
+                continue
+            if isinstance(key, str) and rules.rule_for(key):
+                found.append(child)
+            elif isinstance(value, str) and rules.rule_for(value):
+                found.append(f"{child}={value}")
+            else:
+                found.extend(gpu_fields_outside_pods(value, rules, child))
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            found.extend(gpu_fields_outside_pods(value, rules, f"{path}[{i}]"))
+    return found
+
+
+def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.Index | None = None) -> PlanResult:
+    result = PlanResult()
+    for source, objects in inputs:
+        for line, obj in objects:
+            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            ns = meta.get("namespace") or namespace
+            report = ObjectReport(f"{source}:{line}", str(obj.get("kind", "?")),
+                                  str(meta.get("name") or meta.get("generateName") or "?"), ns, "unchanged")
+            planned = copy.deepcopy(obj)
+            for path, holder in list(pod_templates(planned)):
+                _plan_template(holder, path or "spec", rules, ns, ix, report, result)
+            outside = gpu_fields_outside_pods(obj, rules)
+            if outside:
+                report.status = "needs-attention"
+                report.reasons.append(f"GPU resources outside a pod template ({', '.join(outside[:3])}): the "
+                                      "controller that renders its pods decides; migrate its output at admission")
+            if report.status == "unchanged" and planned != obj:
+                report.status = "migrated"
+            result.objects.append((obj, planned))
+            result.reports.append(report)
+    return result
+
+
+def _plan_template(holder, where, rules, ns, ix, report, result) -> None:
+    plan = plan_pod(holder, rules, ns)
+    if plan.status == "unmigratable":
+        report.status = "needs-attention"
+        report.reasons.append(f"{where}: {plan.reason}")
+        return
+    report.reasons.extend(f"{where}: {w}" for w in plan.warnings)
+    if plan.status != "migrated":
+        return
+    holder.clear()
+    holder.update(plan.pod)
+    for template in plan.templates:
+        meta = template["metadata"]
+        result.templates[(meta.get("namespace", ""), meta["name"])] = template
+        report.templates.append(meta["name"])
+        if ix is not None:
+            verdict = dra.check(dra.parse_claim_spec(template["spec"]["spec"], "template.spec"), ix)
+            if verdict.status != "satisfiable":
+                report.status = "unsatisfiable"
+                hint = f" (closest: {verdict.closest[0]})" if verdict.closest else ""
+                report.reasons.append(f"{where}: {verdict.status}: {verdict.message}{hint}")
+
+
+def _colour(text: str, status: str, enabled: bool) -> str:
+    return f"\x1b[{_COLOURS[status]}m{text}\x1b[0m" if enabled and _COLOURS[status] != "0" else text
+
+
+def summary_table(reports: list[ObjectReport], stream, colour: bool) -> None:
+    rows = [(r.status, f"{r.kind}/{r.name}", r.source, "; ".join(r.reasons[:2]) if r.status != "unchanged" else "")
+            for r in reports]
+    width = max([len(r[1]) for r in rows] + [6])
+    stream.write(f"{'STATUS':16s} {'OBJECT':{width}s} DETAIL\n")
+    for status, name, source, detail in rows:
+        if status == "unchanged":
+            continue
+        stream.write(f"{_colour(f'{status:16s}', status, colour)} {name:{width}s} {detail[:160]}  [{source}]\n")
+    counts = {s: sum(r.status == s for r in reports) for s in STATUSES}
+    stream.write("summary: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" (of {len(reports)} objects)\n")
+
+
+def run_plan(args) -> int:
+    rules = load_policy(args.policy).migration
+    ix = dra.build_index(load_inventory(args.inventory)) if args.inventory else None
+    result = plan_objects(read_inputs(args.filename), rules, args.namespace, ix)
+    out = sys.stdout
+    if args.output == "yaml":
+        docs = list(result.templates.values()) + [p for _o, p in result.objects]
+        out.write(yaml.safe_dump_all(docs, sort_keys=False, width=120))
+    elif args.output == "json":
+        out.write(json.dumps({"objects": [asdict(r) for r in result.reports],
+                              "templates": list(result.templates.values()),
+                              "inventoryChecked": ix is not None}, indent=2) + "\n")
+    else:
+        for (original, planned), report in zip(result.objects, result.reports):
+            if original == planned:
+                continue
+            before = yaml.safe_dump(original, sort_keys=False).splitlines(keepends=True)
+            after = yaml.safe_dump(planned, sort_keys=False).splitlines(keepends=True)
+            out.writelines(difflib.unified_diff(before, after, f"{report.source} (legacy)", f"{report.source} (dra)"))
+    colour = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+    summary_table(result.reports, sys.stderr, colour)
+    if ix is None:
+        sys.stderr.write("satisfiability not checked: pass --inventory FILE (e.g. from `dra-bridge reporter --once`)\n")
+    return 1 if any(r.status == "unsatisfiable" for r in result.reports) else 0

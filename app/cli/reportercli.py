@@ -1,0 +1,37 @@
+"""`dra-bridge reporter`: open the GPU backend, then print the slices once or run the publish loop."""
+
+from __future__ import annotations
+
+import sys
+
+import yaml
+
+from app import kube
+from app.common import BridgeError
+from app.reporter import EXIT_NO_GPUS, BackendError, driver_for_mode, open_backend, render, run_loop
+
+
+def run_reporter(args) -> int:
+    try:
+        backend = open_backend(args.backend)
+    except BackendError as exc:
+        print(f"dra-bridge reporter: {exc}", file=sys.stderr)
+        return exc.exit_code
+    try:
+        node = backend.read()
+        if not node.gpus:
+            raise BackendError("no GPUs found on this node", EXIT_NO_GPUS)
+        if args.once:
+            driver, qualify = driver_for_mode(args.mode, args.driver_name)
+            out = render.slices(node, args.node_name, driver, 1, None, qualify)
+            sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, width=200))
+            return 0
+        api = kube.api_client(args.kubeconfig, timeout_retries=True)
+        if api is None:
+            raise BridgeError("reporter needs a Kubernetes API: run in-cluster or pass --kubeconfig")
+        return run_loop(api, backend, args)
+    except BackendError as exc:
+        print(f"dra-bridge reporter: {exc}", file=sys.stderr)
+        return exc.exit_code
+    finally:
+        backend.close()

@@ -1,0 +1,356 @@
+"""DRA CEL environment: compile and evaluate device selectors with Kubernetes semantics. Pure.
+
+Engine: common-expression-language (Rust cel via PyO3), chosen by measurement: 1.9 us per
+evaluation of a typical selector against 126 us for cel-python (bench/validate.py repeats it).
+It has no custom object types, so Kubernetes' quantity and semver values travel as one-key
+maps ({"_quantity": "<exact decimal>"}, {"_semver": "1.2.3"}); equality then works and the
+library methods (compareTo, isGreaterThan, major, ...) are registered Python functions that
+dispatch on the receiver. What the Kubernetes type checker rejects at compile time (unknown
+functions or variables) we reject by inspecting the compiled program's references.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import lru_cache
+
+import cel as _engine
+
+from app.common import parse_quantity
+
+MAX_EXPRESSION_LENGTH = 10 * 1024
+MAX_COST = 1_000_000  # resource.k8s.io CELSelectorExpressionMaxCost
+UNBOUNDED_RANGE = 64  # a comprehension over a value, not a literal: strings and splits cap at 64
+_Q, _V = "_quantity", "_semver"
+_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z.-]+))?(?:\+([0-9A-Za-z.-]+))?$")
+_COMPREHENSION_VAR = re.compile(r"\.\s*(?:exists_one|exists|all|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,")
+_CEL_BUILTINS = {
+    "!_", "-_", "_+_", "_-_", "_*_", "_/_", "_%_", "_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "_&&_", "_||_",
+    "_?_:_", "_[_]", "@in", "@not_strictly_false", "size", "contains", "startsWith", "endsWith", "matches",
+    "int", "uint", "double", "string", "bool", "bytes", "type", "dyn", "has", "exists", "all", "exists_one",
+    "map", "filter", "duration", "timestamp", "max", "min",
+}
+
+
+class CelError(Exception):
+    """Compile or runtime error; `message` is what a user sees."""
+
+
+def quantity_value(amount: Decimal) -> dict:
+    text = format(amount.normalize(), "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return {_Q: text}
+
+
+def _is_quantity(value) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and _Q in value
+
+
+def _is_semver(value) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and _V in value
+
+
+def _amount(value) -> Decimal:
+    return Decimal(value[_Q])
+
+
+def _semver_parts(value) -> tuple:
+    match = _SEMVER.match(value[_V])
+    major, minor, patch, pre = int(match[1]), int(match[2]), int(match[3]), match[4]
+    # A pre-release sorts before its release.
+    return (major, minor, patch, 0 if pre else 1, pre or "")
+
+
+def semver_value(text: str) -> dict:
+    if not isinstance(text, str) or not _SEMVER.match(text):
+        raise ValueError(f"{text!r} is not a semantic version")
+    return {_V: text}
+
+
+def _quantity(text):
+    if not isinstance(text, str):
+        raise ValueError("quantity() takes a string")
+    return quantity_value(parse_quantity(text))
+
+
+def _is_quantity_text(text) -> bool:
+    try:
+        parse_quantity(text)
+        return isinstance(text, str)
+    except ValueError:
+        return False
+
+
+def _compare(a, b) -> int:
+    if _is_quantity(a) and _is_quantity(b):
+        x, y = _amount(a), _amount(b)
+    elif _is_semver(a) and _is_semver(b):
+        x, y = _semver_parts(a), _semver_parts(b)
+    else:
+        raise ValueError("compareTo needs two quantities or two semantic versions")
+    return (x > y) - (x < y)
+
+
+def _index_of(receiver, item, *start):
+    if isinstance(receiver, str):
+        return receiver.find(item, *start) if start else receiver.find(item)
+    return receiver.index(item) if item in receiver else -1
+
+
+def _last_index_of(receiver, item, *end):
+    if isinstance(receiver, str):
+        return receiver.rfind(item)
+    return len(receiver) - 1 - receiver[::-1].index(item) if item in receiver else -1
+
+
+def _replace(s, old, new, *n):
+    return s.replace(old, new, n[0]) if n and n[0] >= 0 else s.replace(old, new)
+
+
+def _split(s, sep, *n):
+    if n and n[0] == 0:
+        return []
+    return s.split(sep, n[0] - 1) if n and n[0] > 0 else s.split(sep)
+
+
+def _substring(s, start, *end):
+    stop = end[0] if end else len(s)
+    if not 0 <= start <= stop <= len(s):
+        raise ValueError(f"substring({start}, {stop}) out of range")
+    return s[start:stop]
+
+
+def _char_at(s, i):
+    if not 0 <= i <= len(s):
+        raise ValueError(f"charAt({i}) out of range")
+    return s[i:i + 1]
+
+
+def _join(items, *sep):
+    return (sep[0] if sep else "").join(items)
+
+
+def _find(s, pattern):
+    match = re.search(pattern, s)
+    return match.group(0) if match else ""
+
+
+def _find_all(s, pattern, *n):
+    found = [m.group(0) for m in re.finditer(pattern, s)]
+    return found[: n[0]] if n and n[0] >= 0 else found
+
+
+def _quantity_arith(sign: int):
+    def apply(a, b):
+        other = _amount(b) if _is_quantity(b) else Decimal(b)
+        return quantity_value(_amount(a) + sign * other)
+    return apply
+
+
+def _as_integer(q) -> int:
+    amount = _amount(q)
+    if amount != amount.to_integral_value():
+        raise ValueError("quantity is not an integer")
+    return int(amount)
+
+
+_FUNCTIONS = {
+    "quantity": _quantity,
+    "isQuantity": _is_quantity_text,
+    "semver": lambda text, *normalize: semver_value(text),
+    "isSemver": lambda text, *normalize: isinstance(text, str) and bool(_SEMVER.match(text)),
+    "compareTo": _compare,
+    "isGreaterThan": lambda a, b: _compare(a, b) > 0,
+    "isLessThan": lambda a, b: _compare(a, b) < 0,
+    "major": lambda v: _semver_parts(v)[0],
+    "minor": lambda v: _semver_parts(v)[1],
+    "patch": lambda v: _semver_parts(v)[2],
+    "sign": lambda q: (_amount(q) > 0) - (_amount(q) < 0),
+    "isInteger": lambda q: _amount(q) == _amount(q).to_integral_value(),
+    "asInteger": _as_integer,
+    "asApproximateFloat": lambda q: float(_amount(q)),
+    "add": _quantity_arith(1),
+    "sub": _quantity_arith(-1),
+    "lowerAscii": lambda s: "".join(c.lower() if c.isascii() else c for c in s),
+    "upperAscii": lambda s: "".join(c.upper() if c.isascii() else c for c in s),
+    "trim": lambda s: s.strip(),
+    "replace": _replace,
+    "split": _split,
+    "substring": _substring,
+    "charAt": _char_at,
+    "indexOf": _index_of,
+    "lastIndexOf": _last_index_of,
+    "join": _join,
+    "find": _find,
+    "findAll": _find_all,
+    "isSorted": lambda items: list(items) == sorted(items),
+    "sum": lambda items: sum(items),
+}
+KNOWN_FUNCTIONS = _CEL_BUILTINS | set(_FUNCTIONS)
+
+
+_DOMAIN_LOOKUP = re.compile(r"device\s*\.\s*(attributes|capacity)\s*\[\s*(['\"])([^'\"]+)\2\s*\]")
+
+
+@dataclass(frozen=True)
+class Selector:
+    expression: str
+    program: object
+    domains: tuple = ()  # (attributes|capacity, domain) the expression looks up
+
+    def matches(self, device: dict) -> bool:
+        """True/False for one device (a dict from `device_variable`); CelError on runtime errors."""
+        missing = [(kind, d) for kind, d in self.domains if d not in device[kind]]
+        if missing:
+            # As upstream: a domain the device does not have reads as an empty map.
+            device = {**device, "attributes": dict(device["attributes"]), "capacity": dict(device["capacity"])}
+            for kind, domain in missing:
+                device[kind][domain] = {}
+        context = _context()
+        context.add_variable("device", device)
+        try:
+            result = self.program.execute(context)
+        except KeyError as exc:
+            raise CelError(f"no such key: {exc.args[0]}") from None
+        except (RuntimeError, ValueError, TypeError) as exc:
+            raise CelError(_clean(str(exc))) from None
+        if not isinstance(result, bool):
+            raise CelError(f"selector must evaluate to bool, got {type(result).__name__}")
+        return result
+
+
+_local = threading.local()
+
+
+def _context():
+    # Contexts are not thread-safe; one per thread, functions registered once.
+    ctx = getattr(_local, "context", None)
+    if ctx is None:
+        ctx = _engine.Context()
+        for name, fn in _FUNCTIONS.items():
+            ctx.add_function(name, fn)
+        _local.context = ctx
+    return ctx
+
+
+def _clean(message: str) -> str:
+    return message.split("\n")[0][:300]
+
+
+_MACRO = re.compile(r"\.\s*(?:exists_one|exists|all|map|filter)\s*\(")
+_TOKEN = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\w+|[^\s\w]")
+
+
+def _structure(text: str):
+    """(position, char, depth) for characters outside string literals; depth excludes the char."""
+    depth, quote, escaped = 0, None, False
+    for i, c in enumerate(text):
+        if quote:
+            escaped, quote = (False, quote) if escaped else (c == "\\", None if c == quote else quote)
+            continue
+        if c in "'\"":
+            quote = c
+            continue
+        if c in ")]}":
+            depth -= 1
+        yield i, c, depth
+        if c in "([{":
+            depth += 1
+
+
+def _closing(text: str, open_at: int) -> int:
+    for i, c, depth in _structure(text[open_at:]):
+        if c in ")]}" and depth == 0:
+            return open_at + i
+    return len(text)
+
+
+def _range_size(text: str, dot_at: int) -> int:
+    """Elements of the list literal a comprehension iterates, else UNBOUNDED_RANGE."""
+    before = text[:dot_at].rstrip()
+    if not before.endswith("]"):
+        return UNBOUNDED_RANGE
+    opened: list[int] = []
+    start = 0
+    for i, c, _depth in _structure(before):
+        if c in "([{":
+            opened.append(i)
+        elif c in ")]}" and opened:
+            start = opened.pop()
+    inner = before[start + 1:-1]
+    if not inner.strip():
+        return 0
+    return 1 + sum(1 for _i, c, depth in _structure(inner) if c == "," and depth == 0)
+
+
+def estimated_cost(expression: str) -> int:
+    """Upper bound in the spirit of the Kubernetes estimator: every token costs one, and a
+    comprehension multiplies what it contains by the size of what it iterates."""
+    spans = []
+    for match in _MACRO.finditer(expression):
+        open_at = match.end() - 1
+        spans.append((open_at, _closing(expression, open_at), _range_size(expression, match.start())))
+    cost = 0
+    for token in _TOKEN.finditer(expression):
+        factor = 1
+        for start, end, size in spans:
+            if start < token.start() < end:
+                factor *= max(size, 1)
+        cost += factor
+    return cost
+
+
+@lru_cache(maxsize=4096)
+def compile_selector(expression: str) -> Selector:
+    """Compile once per distinct expression; CelError says what is wrong."""
+    if not isinstance(expression, str) or not expression.strip():
+        raise CelError("expression is empty")
+    if len(expression) > MAX_EXPRESSION_LENGTH:
+        raise CelError(f"expression is {len(expression)} characters, more than the limit {MAX_EXPRESSION_LENGTH}")
+    cost = estimated_cost(expression)
+    if cost > MAX_COST:
+        raise CelError(f"estimated cost {cost} exceeds the limit {MAX_COST}: reduce nested comprehensions")
+    try:
+        program = _engine.compile(expression)
+    except (ValueError, RuntimeError) as exc:
+        raise CelError(_clean(str(exc).replace("Failed to parse expression", "syntax error in"))) from None
+    unknown = sorted(set(program.functions()) - KNOWN_FUNCTIONS)
+    if unknown:
+        raise CelError(f"undeclared reference to function {unknown[0]!r}")
+    bound = set(_COMPREHENSION_VAR.findall(expression))
+    stray = sorted(set(program.variables()) - {"device"} - bound)
+    if stray:
+        raise CelError(f"undeclared reference to {stray[0]!r} (only 'device' is defined)")
+    domains = tuple(sorted({(m[1], m[3]) for m in _DOMAIN_LOOKUP.finditer(expression)}))
+    return Selector(expression, program, domains)
+
+
+def _attribute_value(raw: dict):
+    if "int" in raw:
+        return int(raw["int"])
+    if "bool" in raw:
+        return bool(raw["bool"])
+    if "string" in raw:
+        return str(raw["string"])
+    if "version" in raw:
+        return semver_value(str(raw["version"]))
+    raise ValueError(f"attribute has no known value type: {sorted(raw)}")
+
+
+def device_variable(driver: str, device: dict, allow_multiple: bool | None = None) -> dict:
+    """The CEL `device` for one ResourceSlice device: names without a domain belong to the driver."""
+    attributes: dict[str, dict] = {driver: {}}
+    for name, raw in (device.get("attributes") or {}).items():
+        domain, _, short = name.rpartition("/")
+        attributes.setdefault(domain or driver, {})[short] = _attribute_value(raw)
+    capacity: dict[str, dict] = {driver: {}}
+    for name, raw in (device.get("capacity") or {}).items():
+        domain, _, short = name.rpartition("/")
+        capacity.setdefault(domain or driver, {})[short] = quantity_value(parse_quantity(raw.get("value")))
+    multiple = device.get("allowMultipleAllocations", False) if allow_multiple is None else allow_multiple
+    return {"driver": driver, "attributes": attributes, "capacity": capacity,
+            "allowMultipleAllocations": bool(multiple)}

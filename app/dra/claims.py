@@ -1,0 +1,125 @@
+"""Claim shapes: a ResourceClaim or template (v1, v1beta2, v1beta1) parsed into requests and
+constraints, with the field path of whatever is malformed. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
+SUPPORTED_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
+
+
+@dataclass
+class Request:
+    name: str
+    device_class: str
+    selectors: list[str]
+    mode: str = "ExactCount"
+    count: int = 1
+    admin: bool = False
+    path: str = ""
+
+
+@dataclass
+class ClaimSpec:
+    requests: list[list[Request]]  # each entry: alternatives in priority order (one for `exactly`)
+    constraints: list[dict] = field(default_factory=list)
+
+
+class ClaimError(Exception):
+    def __init__(self, path: str, message: str):
+        super().__init__(f"{path}: {message}")
+        self.path, self.message = path, message
+
+
+def _request(raw: dict, path: str, name: str) -> Request:
+    if not isinstance(raw, dict):
+        raise ClaimError(path, "must be an object")
+    device_class = raw.get("deviceClassName")
+    if not isinstance(device_class, str) or not device_class:
+        raise ClaimError(f"{path}.deviceClassName", "required")
+    selectors = []
+    raw_selectors = raw.get("selectors") or []
+    if not isinstance(raw_selectors, list):
+        raise ClaimError(f"{path}.selectors", "must be a list")
+    for i, sel in enumerate(raw_selectors):
+        expr = ((sel or {}).get("cel") or {}).get("expression") if isinstance(sel, dict) else None
+        if not isinstance(expr, str):
+            raise ClaimError(f"{path}.selectors[{i}].cel.expression", "required")
+        selectors.append(expr)
+    mode = raw.get("allocationMode") or "ExactCount"
+    if mode not in ("ExactCount", "All"):
+        raise ClaimError(f"{path}.allocationMode", f"unknown mode {mode!r}")
+    count = raw.get("count", 1)
+    if mode == "ExactCount" and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
+        raise ClaimError(f"{path}.count", "must be a whole number of at least 1")
+    return Request(name, device_class, selectors, mode, count if mode == "ExactCount" else 0,
+                   bool(raw.get("adminAccess")), path)
+
+
+def parse_claim_spec(spec: dict, path: str = "spec") -> ClaimSpec:
+    """The `spec` of a ResourceClaim (or `spec.spec` of a template), v1 shape."""
+    if not isinstance(spec, dict):
+        raise ClaimError(path, "must be an object")
+    devices = spec.get("devices") or {}
+    if not isinstance(devices, dict):
+        raise ClaimError(f"{path}.devices", "must be an object")
+    raw_requests = devices.get("requests") or []
+    if not isinstance(raw_requests, list):
+        raise ClaimError(f"{path}.devices.requests", "must be a list")
+    for field_name in ("constraints", "config"):
+        if not isinstance(devices.get(field_name) or [], list):
+            raise ClaimError(f"{path}.devices.{field_name}", "must be a list")
+    requests = []
+    for i, raw in enumerate(raw_requests):
+        where = f"{path}.devices.requests[{i}]"
+        name = (raw or {}).get("name") if isinstance(raw, dict) else None
+        if not isinstance(name, str) or not name:
+            raise ClaimError(f"{where}.name", "required")
+        if raw.get("exactly") is not None:
+            requests.append([_request(raw["exactly"], f"{where}.exactly", name)])
+        elif raw.get("firstAvailable"):
+            if not isinstance(raw["firstAvailable"], list):
+                raise ClaimError(f"{where}.firstAvailable", "must be a list")
+            requests.append([_request(sub, f"{where}.firstAvailable[{j}]", f"{name}/{(sub or {}).get('name')}")
+                             for j, sub in enumerate(raw["firstAvailable"])])
+        else:
+            raise ClaimError(where, "needs 'exactly' or 'firstAvailable'")
+    constraints = [c for c in devices.get("constraints") or [] if isinstance(c, dict)]
+    return ClaimSpec(requests, constraints)
+
+
+def from_v1beta1(spec: dict) -> dict:
+    """v1beta1 put request fields at the top level; v1 wraps them in `exactly`."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("devices") or {}, dict) or \
+            not isinstance((spec.get("devices") or {}).get("requests") or [], list):
+        return spec  # parse_claim_spec names what is wrong
+    devices = dict(spec.get("devices") or {})
+    out = []
+    for raw in devices.get("requests") or []:
+        if isinstance(raw, dict) and "exactly" not in raw and "firstAvailable" not in raw:
+            body = {k: v for k, v in raw.items() if k != "name"}
+            out.append({"name": raw.get("name"), "exactly": body})
+        else:
+            out.append(raw)
+    devices["requests"] = out
+    return {**(spec or {}), "devices": devices}
+
+
+def claim_spec(obj: dict) -> tuple[dict, str]:
+    """The claim spec of a ResourceClaim or ResourceClaimTemplate in v1 shape, and its field path."""
+    spec = obj.get("spec") or {}
+    prefix = "spec"
+    if obj.get("kind") == "ResourceClaimTemplate":
+        spec, prefix = (spec.get("spec") or {}) if isinstance(spec, dict) else spec, "spec.spec"
+    if obj.get("apiVersion") == "resource.k8s.io/v1beta1":
+        spec = from_v1beta1(spec)
+    return spec, prefix
+
+
+def parse_claim_object(obj: dict) -> ClaimSpec:
+    """A whole ResourceClaim or ResourceClaimTemplate object; ClaimError names what is wrong."""
+    if obj.get("apiVersion") not in SUPPORTED_VERSIONS:
+        raise ClaimError("apiVersion", f"{obj.get('apiVersion')!r} is not supported")
+    spec, prefix = claim_spec(obj)
+    return parse_claim_spec(spec, prefix)

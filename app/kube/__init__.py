@@ -1,0 +1,10 @@
+"""The only package that talks to the Kubernetes API: clients, raw list/watch reads, the live
+inventory (ResourceSlices, DeviceClasses, ResourceClaims), templates and namespace labels."""
+
+from .client import api_client, api_client_for_host, list_items, raw_get
+from .live_inventory import LiveInventory
+from .namespaces import NamespaceLabels
+from .templates import TemplateStore
+
+__all__ = ["LiveInventory", "NamespaceLabels", "TemplateStore", "api_client", "api_client_for_host", "list_items",
+           "raw_get"]

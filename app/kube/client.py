@@ -1,0 +1,59 @@
+"""Kubernetes API clients (kubeconfig, in-cluster, plain host) and raw reads that skip model objects."""
+
+from __future__ import annotations
+
+import os
+
+import orjson
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from app.common import BridgeError
+
+
+def api_client(kubeconfig: str | None = None, timeout_retries: bool = False) -> client.ApiClient | None:
+    """An ApiClient from a kubeconfig, the in-cluster service account, or None when neither exists."""
+    configuration = client.Configuration()
+    try:
+        if kubeconfig:
+            config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=configuration)
+        elif os.path.exists(os.path.expanduser(config.KUBE_CONFIG_DEFAULT_LOCATION)):
+            config.load_kube_config(client_configuration=configuration)
+        else:
+            return None
+    except (config.ConfigException, OSError, ValueError) as exc:
+        raise BridgeError(f"kubeconfig: {exc}") from None
+    # Retrying inside an admission call would blow the webhook timeout; callers decide.
+    configuration.retries = urllib3.Retry(total=0, connect=0, read=0) if not timeout_retries else None
+    return client.ApiClient(configuration)
+
+
+def api_client_for_host(host: str) -> client.ApiClient:
+    """Plain-HTTP client for a given API URL (tests, local proxies such as `kubectl proxy`)."""
+    configuration = client.Configuration(host=host)
+    configuration.retries = urllib3.Retry(total=0, connect=0, read=0)
+    return client.ApiClient(configuration)
+
+
+def raw_get(api: client.ApiClient, path: str, query: list | None = None, timeout=10):
+    """GET as raw urllib3 response (JSON decoded by the caller, or streamed for watches), not
+    generated model objects; ApiException on an error status."""
+    method, url, headers, body, _post = api.param_serialize(
+        "GET", path, query_params=query or [], header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"])
+    response = api.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
+    if response.status >= 400:
+        raise ApiException(status=response.status, reason=response.read()[:200].decode(errors="replace"))
+    return response.response
+
+
+def list_items(api: client.ApiClient, path: str, timeout=30) -> list[dict]:
+    """Every item of one collection (one GET, no paging); BridgeError naming it on an API error."""
+    try:
+        response = raw_get(api, path, timeout=timeout)
+    except ApiException as exc:
+        raise BridgeError(f"list {path.rsplit('/', 1)[-1]}: API answered {exc.status}") from None
+    return orjson.loads(response.data).get("items") or []

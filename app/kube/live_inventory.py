@@ -1,0 +1,165 @@
+"""Live inventory: list + watch ResourceSlices, DeviceClasses and ResourceClaims. IO.
+
+Resumes each watch from its last resourceVersion, relists on 410 Gone, and reports
+readiness false until every list has synced and while a watch has been failing for longer
+than `stale_after_s`. The index is built by the injected `build_index(slices, classes, claims)`
+(DRA semantics are not ours to know here), lazily, at most once per `rebuild_interval_s`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import orjson
+import urllib3
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from .client import raw_get
+
+log = logging.getLogger("dra_bridge.live")
+RESOURCES = ("resourceslices", "deviceclasses", "resourceclaims")
+
+
+class _Gone(Exception):
+    pass
+
+
+class LiveInventory:
+    def __init__(self, api: client.ApiClient, build_index: Callable[[list[dict], dict[str, dict], list[dict]], object],
+                 watch_timeout_s: int = 300, stale_after_s: float = 60.0,
+                 rebuild_interval_s: float = 1.0, backoff_s: float = 1.0):
+        self.api, self.build_index = api, build_index
+        self.watch_timeout_s, self.stale_after_s = watch_timeout_s, stale_after_s
+        self.rebuild_interval_s, self.backoff_s = rebuild_interval_s, backoff_s
+        # Raw objects kept as JSON bytes: about a third of the memory of decoded dicts.
+        self.objects: dict[str, dict[str, bytes]] = {r: {} for r in RESOURCES}
+        self.synced: dict[str, bool] = {r: False for r in RESOURCES}
+        self.failing_since: dict[str, float | None] = {r: None for r in RESOURCES}
+        self.relists = 0
+        self._lock = threading.Lock()
+        self._version = 0
+        self._built: tuple[int, object] | None = None
+        self._built_at = 0.0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # -- readiness and data -------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        now = time.monotonic()
+        return all(self.synced.values()) and not any(
+            since is not None and now - since > self.stale_after_s for since in self.failing_since.values())
+
+    def _decoded(self, resource: str) -> list[dict]:
+        with self._lock:
+            raw = list(self.objects[resource].values())
+        return [orjson.loads(b) for b in raw]
+
+    def index(self):
+        """What `build_index` made of the objects as they are now (or at most `rebuild_interval_s` ago)."""
+        with self._lock:
+            version = self._version
+        built = self._built
+        if built is None or (built[0] != version and time.monotonic() - self._built_at >= self.rebuild_interval_s):
+            classes = {c["metadata"]["name"]: c for c in self._decoded("deviceclasses")}
+            built = (version, self.build_index(self._decoded("resourceslices"), classes,
+                                               self._decoded("resourceclaims")))
+            self._built, self._built_at = built, time.monotonic()
+        return built[1]
+
+    # -- list and watch -----------------------------------------------------------------
+    def _path(self, resource: str) -> str:
+        return f"/apis/resource.k8s.io/v1/{resource}"
+
+    def _get(self, resource: str, query: list, stream: bool):
+        """The raw urllib3 response: JSON is decoded here, not into generated model objects."""
+        return raw_get(self.api, self._path(resource), query, (5, self.watch_timeout_s + 10) if stream else 10)
+
+    def list_once(self, resource: str) -> str:
+        response = self._get(resource, [], stream=False)
+        data = orjson.loads(response.data)
+        items = {(i.get("metadata") or {}).get("namespace", "") + "/" + i["metadata"]["name"]: orjson.dumps(i)
+                 for i in data.get("items") or []}
+        self.failing_since[resource] = None
+        with self._lock:
+            self.objects[resource] = items
+            self.synced[resource] = True
+            self._version += 1
+        return (data.get("metadata") or {}).get("resourceVersion", "")
+
+    def watch_once(self, resource: str, version: str) -> str:
+        """Apply watch events until the server ends the stream; returns the last resourceVersion."""
+        query = [("watch", "true"), ("resourceVersion", version), ("allowWatchBookmarks", "true"),
+                 ("timeoutSeconds", str(self.watch_timeout_s))]
+        response = self._get(resource, query, stream=True)
+        self.failing_since[resource] = None  # the API answered: not stale
+        buffer = b""
+        try:
+            while True:
+                chunk = response.read1(65536)  # what has arrived: events must not wait for a full buffer
+                if not chunk:
+                    break
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        version = self._apply(resource, orjson.loads(line), version)
+        finally:
+            response.release_conn()
+        return version
+
+    def _apply(self, resource: str, event: dict, version: str) -> str:
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise _Gone()
+            raise ApiException(status=obj.get("code") or 500, reason=obj.get("message"))
+        meta = obj.get("metadata") or {}
+        if kind != "BOOKMARK":
+            key = meta.get("namespace", "") + "/" + meta.get("name", "")
+            with self._lock:
+                if kind == "DELETED":
+                    self.objects[resource].pop(key, None)
+                else:
+                    self.objects[resource][key] = orjson.dumps(obj)
+                self._version += 1
+        return meta.get("resourceVersion") or version
+
+    def _run(self, resource: str) -> None:
+        version = ""
+        while not self._stop.is_set():
+            try:
+                if not version:
+                    version = self.list_once(resource)
+                version = self.watch_once(resource, version)
+            except _Gone:
+                log.info("%s watch expired (410 Gone): relisting", resource)
+                self.relists += 1
+                version = ""
+            except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+                if self.failing_since[resource] is None:
+                    self.failing_since[resource] = time.monotonic()
+                log.warning("%s list/watch failed (%s); retrying", resource, type(exc).__name__)
+                self._stop.wait(self.backoff_s)
+
+    def start(self) -> "LiveInventory":
+        for resource in RESOURCES:
+            thread = threading.Thread(target=self._run, args=(resource,), daemon=True, name=f"watch-{resource}")
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def wait_synced(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if all(self.synced.values()):
+                return True
+            time.sleep(0.05)
+        return False

@@ -1,0 +1,19 @@
+"""The migration planner, pure: legacy GPU requests and GPU Feature Discovery labels of a pod
+become a ResourceClaimTemplate and a rewritten pod; pod templates found in any workload; the patch."""
+
+from .patch import apply as apply_patch
+from .patch import diff as patch_diff
+from .planner import (
+                      MAX_DEVICES_PER_CLAIM,
+                      MAX_REQUESTS,
+                      MIGRATION_ANNOTATION,
+                      TEMPLATE_PREFIX,
+                      Plan,
+                      legacy_resources,
+                      plan_pod,
+)
+from .podshape import pod_errors
+from .workloads import is_pod_spec, pod_templates
+
+__all__ = ["MAX_DEVICES_PER_CLAIM", "MAX_REQUESTS", "MIGRATION_ANNOTATION", "TEMPLATE_PREFIX", "Plan", "apply_patch",
+           "is_pod_spec", "legacy_resources", "patch_diff", "plan_pod", "pod_errors", "pod_templates"]

@@ -1,0 +1,301 @@
+"""GPU Feature Discovery node labels (nodeSelector, required node affinity) -> CEL selectors.
+
+Pure. Node labels describe a node; CEL selectors describe a device. We translate what has an
+exact device equivalent and keep everything else on the node side, where it stays correct
+for as long as GFD keeps labelling nodes.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+
+from app.policy import MigrationRules, NodeLabelRule
+
+from . import cel_selectors
+
+_MIG_SUFFIX = re.compile(r"^(?P<base>.+)-MIG-(?P<profile>[0-9]+g\.[0-9]+gb)$", re.IGNORECASE)
+_SHARED_SUFFIX = "-SHARED"
+
+
+class Untranslatable(Exception):
+    """This label expression stays a node constraint; the message says why."""
+
+
+@dataclass
+class NodeConstraints:
+    """What the pod's node constraints mean for devices of each type."""
+
+    selectors: dict[str, list[str]] = field(default_factory=lambda: {"gpu": [], "mig": []})
+    mig_profile: str | None = None  # MIG single strategy: nvidia.com/gpu means a MIG device
+    mig_gaps: list[str] = field(default_factory=list)  # labels with no MIG-device meaning
+    notes: list[str] = field(default_factory=list)
+    translated: list[str] = field(default_factory=list)  # "nodeSelector[key]" and friends
+    spec_after: dict | None = None  # nodeSelector/affinity after translated labels are removed
+
+
+def _ints(values: list[str], label: str) -> list[int]:
+    try:
+        return [int(v) for v in values]
+    except (TypeError, ValueError):
+        raise Untranslatable(f"{label} values {values} are not whole numbers") from None
+
+
+def _single_int(op: str, values: list[str], label: str) -> int:
+    if len(values) != 1:
+        raise Untranslatable(f"{label} {op} needs exactly one value")
+    return _ints(values, label)[0]
+
+
+def _product_forms(value: str) -> list[str]:
+    """GFD writes the NVML name with spaces as '-'; drivers differ on the 'NVIDIA ' prefix."""
+    base = value.lower()
+    if base.startswith("nvidia-"):
+        base = base[len("nvidia-"):]
+    return [base, "nvidia-" + base]
+
+
+@dataclass
+class _ProductValue:
+    forms: list[str]
+    mig_profile: str | None
+    shared: bool
+
+
+def _parse_product(value: str) -> _ProductValue:
+    shared = value.upper().endswith(_SHARED_SUFFIX)
+    if shared:
+        value = value[: -len(_SHARED_SUFFIX)]
+    mig_profile = None
+    match = _MIG_SUFFIX.match(value)
+    if match:
+        value, mig_profile = match["base"], match["profile"].lower()
+    return _ProductValue(_product_forms(value), mig_profile, shared)
+
+
+class _Translator:
+    def __init__(self, rules: MigrationRules):
+        self.domain = rules.driverDomain
+        self.by_label: dict[str, NodeLabelRule] = {r.label: r for r in rules.nodeLabels}
+        self.mig_profiles: set[str] = set()
+        self.notes: list[str] = []
+
+    def covers(self, label: str) -> bool:
+        return label in self.by_label
+
+    def expression(self, label: str, op: str, values: list[str]) -> dict[str, str]:
+        """CEL per device type for one label requirement; Untranslatable when none."""
+        rule = self.by_label[label]
+        values = [str(v).strip() for v in values or []]
+        if rule.translate == "product":
+            return self._product(label, op, values)
+        if rule.translate == "string":
+            return self._both(self._string(rule.attribute, op, values))
+        if rule.translate == "memoryMiB":
+            # On a MIG node the label is the parent GPU's memory, not the MIG device's.
+            return {"gpu": self._memory(rule.capacity, op, values, label)}
+        part = "major" if rule.translate == "versionMajor" else "minor"
+        return self._both(self._version(rule.attribute, part, op, values, label))
+
+    @staticmethod
+    def _both(expr: str) -> dict[str, str]:
+        return {"gpu": expr, "mig": expr}
+
+    def _presence(self, name: str, op: str) -> str | None:
+        guard = cel_selectors.has_attribute(self.domain, name)
+        if op == "Exists":
+            return guard
+        if op == "DoesNotExist":
+            return f"!({guard})"
+        return None
+
+    def _product(self, label: str, op: str, values: list[str]) -> dict[str, str]:
+        presence = self._presence("productName", op)
+        if presence:
+            return self._both(presence)
+        if op not in ("In", "NotIn"):
+            raise Untranslatable(f"{label} {op} has no device equivalent")
+        parsed = [_parse_product(v) for v in values]
+        if any(p.shared for p in parsed):
+            self.notes.append(f"{label}: '-SHARED' suffix (time-slicing) dropped from the product name")
+        profiles = {p.mig_profile for p in parsed if p.mig_profile}
+        if profiles and op == "In":
+            if len(profiles) > 1 or any(p.mig_profile is None for p in parsed):
+                raise Untranslatable(f"{label} mixes MIG and non-MIG products")
+            self.mig_profiles |= profiles
+        forms = [f for p in parsed for f in p.forms]
+        name = cel_selectors.attribute(self.domain, "productName")
+        test = f"{name}.replace(' ', '-').lowerAscii() in {cel_selectors.string_list(forms)}"
+        if op == "NotIn":
+            expr = f"!({cel_selectors.has_attribute(self.domain, 'productName')}) || !({test})"
+        else:
+            expr = cel_selectors.guarded_attribute(self.domain, "productName", test)
+        return self._both(expr)
+
+    def _string(self, attr: str, op: str, values: list[str]) -> str:
+        presence = self._presence(attr, op)
+        if presence:
+            return presence
+        if op not in ("In", "NotIn"):
+            raise Untranslatable(f"{op} on a string attribute has no device equivalent")
+        test = f"{cel_selectors.attribute(self.domain, attr)}.lowerAscii() in {cel_selectors.string_list(v.lower() for v in values)}"
+        if op == "NotIn":
+            return f"!({cel_selectors.has_attribute(self.domain, attr)}) || !({test})"
+        return cel_selectors.guarded_attribute(self.domain, attr, test)
+
+    def _memory(self, cap: str, op: str, values: list[str], label: str) -> str:
+        guard = cel_selectors.has_capacity(self.domain, cap)
+        if op == "Exists":
+            return guard
+        if op == "DoesNotExist":
+            return f"!({guard})"
+        value = cel_selectors.capacity(self.domain, cap)
+        if op in ("Gt", "Lt"):
+            amount = _single_int(op, values, label)
+            sign = ">" if op == "Gt" else "<"
+            return f"{guard} && {value}.compareTo(quantity('{amount}Mi')) {sign} 0"
+        amounts = _ints(values, label)
+        equal = " || ".join(f"{value}.compareTo(quantity('{a}Mi')) == 0" for a in amounts)
+        if op == "NotIn":
+            return f"!({guard}) || !({equal})"
+        return f"{guard} && ({equal})"
+
+    def _version(self, attr: str, part: str, op: str, values: list[str], label: str) -> str:
+        presence = self._presence(attr, op)
+        if presence:
+            return presence
+        value = f"{cel_selectors.attribute(self.domain, attr)}.{part}()"
+        if op in ("Gt", "Lt"):
+            number = _single_int(op, values, label)
+            test = f"{value} {'>' if op == 'Gt' else '<'} {number}"
+        elif op in ("In", "NotIn"):
+            test = f"{value} in [{', '.join(str(n) for n in _ints(values, label))}]"
+            if op == "NotIn":
+                return f"!({cel_selectors.has_attribute(self.domain, attr)}) || !({test})"
+        else:
+            raise Untranslatable(f"{label} {op} is not a label operator")
+        return cel_selectors.guarded_attribute(self.domain, attr, test)
+
+
+def _term_expressions(term: dict) -> list[dict]:
+    exprs = term.get("matchExpressions") or []
+    return [e for e in exprs if isinstance(e, dict)]
+
+
+def _combine(per_type: list[dict[str, str]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {"gpu": [], "mig": []}
+    for item in per_type:
+        for kind, expr in item.items():
+            out[kind].append(expr)
+    return out
+
+
+def translate(spec: dict, rules: MigrationRules) -> NodeConstraints:
+    """Translate nodeSelector and required node affinity; never mutates `spec`."""
+    tr = _Translator(rules)
+    result = NodeConstraints()
+    # Only these two fields are rewritten; copy them, not the whole spec.
+    after = {k: copy.deepcopy(spec[k]) for k in ("nodeSelector", "affinity") if k in spec}
+    remove = rules.removeTranslatedLabels
+
+    node_selector = spec.get("nodeSelector")
+    if isinstance(node_selector, dict):
+        for key, value in node_selector.items():
+            if not tr.covers(key):
+                continue
+            try:
+                per_type = tr.expression(key, "In", [value])
+            except Untranslatable as why:
+                result.notes.append(f"nodeSelector {key} kept on the node: {why}")
+                continue
+            for kind, expr in per_type.items():
+                result.selectors[kind].append(expr)
+            if "mig" not in per_type:
+                result.mig_gaps.append(key)
+            result.translated.append(f"nodeSelector[{key}]")
+            if remove:
+                del after["nodeSelector"][key]
+        if remove and not after.get("nodeSelector"):
+            after.pop("nodeSelector", None)
+
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = [t for t in (required.get("nodeSelectorTerms") or []) if isinstance(t, dict)]
+    if terms:
+        _translate_terms(terms, tr, result, after, remove)
+
+    result.notes.extend(tr.notes)
+    if len(tr.mig_profiles) == 1:
+        result.mig_profile = next(iter(tr.mig_profiles))
+    result.spec_after = after
+    return result
+
+
+def _translate_terms(terms: list[dict], tr: _Translator, result: NodeConstraints,
+                     after: dict, remove: bool) -> None:
+    """Terms are ORed. We only move them when the split between node and device is exact."""
+    gfd_keys = [[tr.covers(str(e.get("key"))) for e in _term_expressions(t)] for t in terms]
+    if not any(any(keys) for keys in gfd_keys):
+        return
+    if len(terms) == 1:
+        _translate_single_term(terms[0], tr, result, after, remove)
+        return
+    if not all(keys and all(keys) for keys in gfd_keys) or any(t.get("matchFields") for t in terms):
+        result.notes.append("node affinity mixes GFD and other labels across several terms; kept on the node")
+        return
+    alternatives: dict[str, list[str]] = {"gpu": [], "mig": []}
+    try:
+        for term in terms:
+            combined = _combine([tr.expression(str(e["key"]), str(e.get("operator")), e.get("values") or [])
+                                 for e in _term_expressions(term)])
+            for kind in ("gpu", "mig"):
+                alternatives[kind].append(cel_selectors.all_of(combined[kind]) if combined[kind] else "true")
+    except Untranslatable as why:
+        result.notes.append(f"node affinity kept on the node: {why}")
+        return
+    for kind in ("gpu", "mig"):
+        result.selectors[kind].append(cel_selectors.any_of(alternatives[kind]))
+    result.translated.append("affinity.nodeSelectorTerms")
+    if remove:
+        _drop_required(after)
+
+
+def _translate_single_term(term: dict, tr: _Translator, result: NodeConstraints,
+                           after: dict, remove: bool) -> None:
+    kept = []
+    for expr in _term_expressions(term):
+        key = str(expr.get("key"))
+        if not tr.covers(key):
+            kept.append(expr)
+            continue
+        try:
+            per_type = tr.expression(key, str(expr.get("operator")), expr.get("values") or [])
+        except Untranslatable as why:
+            result.notes.append(f"node affinity {key} kept on the node: {why}")
+            kept.append(expr)
+            continue
+        for kind, cel in per_type.items():
+            result.selectors[kind].append(cel)
+        if "mig" not in per_type:
+            result.mig_gaps.append(key)
+        result.translated.append(f"affinity[{key}]")
+    if not remove:
+        return
+    term_after = after["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]
+    if kept:
+        term_after["matchExpressions"] = kept
+    else:
+        term_after.pop("matchExpressions", None)
+    if not term_after:
+        _drop_required(after)
+
+
+def _drop_required(after: dict) -> None:
+    node_affinity = after["affinity"]["nodeAffinity"]
+    node_affinity.pop("requiredDuringSchedulingIgnoredDuringExecution", None)
+    if not node_affinity:
+        after["affinity"].pop("nodeAffinity")
+    if not after["affinity"]:
+        after.pop("affinity")

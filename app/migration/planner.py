@@ -1,0 +1,422 @@
+"""The migration planner: a Pod with legacy GPU requests -> planned Pod + ResourceClaimTemplate.
+
+Pure: plain dicts in, plain dicts out, no IO. The webhook, the CLI and the tests share it.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+import orjson
+
+from app.common import format_mebibytes, parse_count, parse_quantity
+from app.policy import AnnotationRule, MigrationRules, ResourceRule
+
+from . import cel_selectors
+from .nodelabels import NodeConstraints, translate
+from .podshape import pod_errors
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "dra-bridge"}
+MIGRATION_ANNOTATION = "dra-bridge.io/migration"
+TEMPLATE_PREFIX = "dra-bridge-"
+# DRA validation limits (k8s.io/api/resource/v1 constants).
+MAX_REQUESTS = 32
+MAX_DEVICES_PER_CLAIM = 32
+MAX_SELECTORS = 32
+MAX_CEL_LENGTH = 10 * 1024
+# Vendor prefixes whose unknown extended resources we refuse to half-migrate.
+GPU_RESOURCE_PREFIXES = ("nvidia.com/",)
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+@dataclass
+class Plan:
+    """Outcome for one pod. status: migrated | unchanged | unmigratable."""
+
+    status: str
+    pod: dict | None = None
+    templates: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    reason: str = ""
+    rewritten: dict = field(default_factory=dict)
+
+
+class _Unmigratable(Exception):
+    pass
+
+
+@dataclass
+class _Ask:
+    """Devices one container asks for in one resource family."""
+
+    list_name: str  # initContainers | containers
+    index: int
+    container: str
+    sidecar: bool
+    family: str
+    rule: ResourceRule | None = None
+    groups: dict = field(default_factory=dict)
+    count: int | None = None
+    memory: Decimal | None = None
+    fractions: dict = field(default_factory=dict)  # resource -> percent (< 100)
+    removed: dict = field(default_factory=dict)  # resource -> original value text
+    device_class: str = ""
+    device_type: str = "gpu"
+    selectors: list = field(default_factory=list)
+
+    @property
+    def shape(self) -> tuple:
+        return (self.device_class, tuple(self.selectors))
+
+
+@dataclass
+class _Request:
+    name: str
+    device_class: str
+    count: int
+    selectors: list
+
+    @property
+    def shape(self) -> tuple:
+        return (self.device_class, tuple(self.selectors))
+
+    def render(self) -> dict:
+        exactly = {"deviceClassName": self.device_class, "allocationMode": "ExactCount", "count": self.count}
+        if self.selectors:
+            exactly["selectors"] = [{"cel": {"expression": expr}} for expr in self.selectors]
+        return {"name": self.name, "exactly": exactly}
+
+
+def deep_copy(obj: dict) -> dict:
+    """JSON-shaped copy; several times faster than copy.deepcopy on admission objects."""
+    try:
+        return orjson.loads(orjson.dumps(obj))
+    except TypeError:  # YAML input may hold values JSON cannot (huge ints)
+        return copy.deepcopy(obj)
+
+
+def uses_dra(spec: dict) -> bool:
+    if spec.get("resourceClaims"):
+        return True
+    return any((c.get("resources") or {}).get("claims") for c in _all_containers(spec))
+
+
+def _all_containers(spec: dict):
+    for list_name in ("initContainers", "containers"):
+        for container in spec.get(list_name) or []:
+            if isinstance(container, dict):
+                yield container
+
+
+def legacy_resources(spec: dict, rules: MigrationRules) -> list[tuple[str, str]]:
+    """(container, resource) pairs that are legacy GPU requests under these rules."""
+    found = []
+    for container in _all_containers(spec):
+        resources = container.get("resources") or {}
+        for section in ("limits", "requests"):
+            for key in (resources.get(section) or {}):
+                if rules.rule_for(key) or str(key).startswith(GPU_RESOURCE_PREFIXES):
+                    pair = (str(container.get("name")), str(key))
+                    if pair not in found:
+                        found.append(pair)
+    return found
+
+
+def plan_pod(pod: dict, rules: MigrationRules, namespace: str | None = None) -> Plan:
+    """Plan the migration of one Pod (or pod template shaped like one)."""
+    errors = pod_errors(pod)
+    if errors:
+        return Plan("unmigratable", reason=errors[0], warnings=[f"pod left unchanged: {errors[0]}"])
+    spec = pod["spec"]
+    legacy = legacy_resources(spec, rules)
+    if uses_dra(spec):
+        if legacy:
+            return Plan("unchanged", reason="pod already uses DRA claims",
+                        warnings=["pod already uses DRA resource claims; its legacy GPU requests "
+                                  "are left for the device plugin"])
+        return Plan("unchanged", reason="pod already uses DRA claims")
+    if not legacy:
+        return Plan("unchanged", reason="no legacy GPU requests")
+    try:
+        return _plan(pod, spec, rules, namespace)
+    except _Unmigratable as why:
+        return Plan("unmigratable", reason=str(why),
+                    warnings=[f"pod left unchanged, not migrated to DRA: {why}"])
+
+
+def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None) -> Plan:
+    notes: list[str] = []
+    asks = _collect_asks(spec, rules, notes)
+    constraints = translate(spec, rules)
+    notes.extend(constraints.notes)
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    for ask in asks:
+        if ask.count:
+            _resolve_device(ask, rules, constraints, annotations, notes)
+    requests, refs = _assign_requests([a for a in asks if a.count], notes)
+    if len(requests) > MAX_REQUESTS:
+        raise _Unmigratable(f"{len(requests)} device requests exceed the DRA limit of {MAX_REQUESTS} per claim")
+    total = sum(r.count for r in requests)
+    if total > MAX_DEVICES_PER_CLAIM:
+        raise _Unmigratable(f"{total} devices exceed the DRA limit of {MAX_DEVICES_PER_CLAIM} per claim")
+
+    planned = deep_copy(pod)
+    planned_spec = planned["spec"]
+    rewritten: dict = {"containers": {}}
+    for ask in asks:
+        container = planned_spec[ask.list_name][ask.index]
+        _strip_legacy(container, ask.removed)
+        rewritten["containers"].setdefault(ask.container, {}).update(ask.removed)
+
+    templates = []
+    if requests:
+        # Node constraints only move to the device side when a claim carries them.
+        if constraints.translated:
+            for key in ("nodeSelector", "affinity"):
+                if key in constraints.spec_after:
+                    planned_spec[key] = constraints.spec_after[key]
+                else:
+                    planned_spec.pop(key, None)
+            rewritten["nodeLabels"] = constraints.translated
+        template = render_template([r.render() for r in requests], namespace)
+        templates.append(template)
+        name = template["metadata"]["name"]
+        planned_spec["resourceClaims"] = [{"name": rules.claimName, "resourceClaimTemplateName": name}]
+        for (list_name, index), names in refs.items():
+            resources = planned_spec[list_name][index].setdefault("resources", {})
+            resources["claims"] = [{"name": rules.claimName, "request": n} for n in names]
+        rewritten["template"] = name
+        summary = ", ".join(f"{r.name}: {r.count}x {r.device_class}" for r in requests)
+        notes.insert(0, f"migrated legacy GPU requests to DRA ResourceClaimTemplate {name} ({summary})")
+    else:
+        notes.insert(0, "removed zero-count legacy GPU requests; no devices are needed")
+    metadata = planned.setdefault("metadata", {})
+    metadata.setdefault("annotations", {})
+    metadata["annotations"] = {**metadata["annotations"],
+                               MIGRATION_ANNOTATION: orjson.dumps(rewritten, option=orjson.OPT_SORT_KEYS).decode()}
+    return Plan("migrated", pod=planned, templates=templates, warnings=notes, rewritten=rewritten)
+
+
+def _collect_asks(spec: dict, rules: MigrationRules, notes: list[str]) -> list[_Ask]:
+    asks: list[_Ask] = []
+    for list_name in ("initContainers", "containers"):
+        for index, container in enumerate(spec.get(list_name) or []):
+            if not isinstance(container, dict):
+                continue
+            sidecar = list_name == "initContainers" and container.get("restartPolicy") == "Always"
+            asks.extend(_container_asks(list_name, index, container, sidecar, rules, notes))
+    return asks
+
+
+def _container_asks(list_name, index, container, sidecar, rules, notes) -> list[_Ask]:
+    name = str(container.get("name"))
+    resources = container.get("resources") or {}
+    limits = resources.get("limits") or {}
+    requests = resources.get("requests") or {}
+    by_family: dict[str, _Ask] = {}
+    for key in list(limits) + [k for k in requests if k not in limits]:
+        path = f"spec.{list_name}[{index}].resources.{'limits' if key in limits else 'requests'}[{key}]"
+        found = rules.rule_for(key)
+        if found is None:
+            if str(key).startswith(GPU_RESOURCE_PREFIXES):
+                raise _Unmigratable(f"{path}: no migration rule for resource {key}")
+            continue
+        rule, groups = found
+        value = limits.get(key, requests.get(key))
+        if key in limits and key in requests and str(limits[key]) != str(requests[key]):
+            notes.append(f"{path}: limits and requests differ; the limit {limits[key]} is used")
+        ask = by_family.setdefault(rule.family, _Ask(list_name, index, name, sidecar, rule.family))
+        ask.removed[key] = str(value)
+        _apply_rule(ask, rule, groups, key, value, path, rules, notes)
+    for ask in by_family.values():
+        if ask.count is None:
+            count_rule = ask.rule or rules.count_rule(ask.family)
+            if count_rule is None:
+                raise _Unmigratable(f"spec.{list_name}[{index}]: {sorted(ask.removed)} set without a device count")
+            ask.rule, ask.count = count_rule, 1
+        if ask.fractions and ask.count:
+            if rules.fractional == "skip":
+                raise _Unmigratable(f"container {name} asks for a fraction of a GPU "
+                                    f"({_fraction_text(ask)}) and policy fractional is skip")
+            notes.append(f"container {name}: fractional sharing ({_fraction_text(ask)}) has no DRA "
+                         "equivalent on exclusive devices; it gets whole devices")
+    return list(by_family.values())
+
+
+def _fraction_text(ask: _Ask) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(ask.fractions.items()))
+
+
+def _apply_rule(ask, rule, groups, key, value, path, rules, notes) -> None:
+    try:
+        if rule.role == "count":
+            count = parse_count(value)
+            if rule.countAs == "one" and count > 1:
+                notes.append(f"{path}: {count} replicas become 1 device")
+                count = 1
+            ask.count, ask.rule, ask.groups = count, rule, groups
+        elif rule.role == "countPercent":
+            percent = parse_count(value)
+            count = -(-percent // 100)
+            if percent % 100:
+                ask.fractions[key] = str(percent)
+            ask.count, ask.rule, ask.groups = count, rule, groups
+        elif rule.role == "memory":
+            amount = parse_quantity(value)
+            if amount <= 0:
+                raise ValueError(f"{value!r} must be positive")
+            scale = parse_quantity(f"1{rule.unit}") if rule.unit else Decimal(1)
+            ask.memory = amount * scale
+            if rule.deviceClass and ask.rule is None:
+                ask.rule = rule
+        else:
+            percent = parse_quantity(value)
+            if not 0 <= percent <= 100:
+                raise ValueError(f"{value!r} is not a percentage between 0 and 100")
+            if 0 < percent < 100:
+                ask.fractions[key] = str(value)
+    except ValueError as exc:
+        raise _Unmigratable(f"{path}: {exc}") from None
+    if rule.note:
+        notes.append(f"{key}: {rule.note}")
+
+
+def _resolve_device(ask: _Ask, rules: MigrationRules, constraints: NodeConstraints,
+                    annotations: dict, notes: list[str]) -> None:
+    rule = ask.rule
+    ask.device_class, ask.device_type = rule.deviceClass, rule.deviceType
+    selectors = [_format(s, ask.groups) for s in rule.selectors]
+    if ask.device_type == "gpu" and constraints.mig_profile:
+        ask.device_class, ask.device_type = rules.migDeviceClass, "mig"
+        selectors.append(cel_selectors.guarded_attribute(
+            rules.driverDomain, "profile",
+            f"{cel_selectors.attribute(rules.driverDomain, 'profile')} == {cel_selectors.literal(constraints.mig_profile)}"))
+        notes.append(f"container {ask.container}: MIG single strategy; asks for "
+                     f"{constraints.mig_profile} MIG devices")
+    if ask.memory is not None:
+        if ask.device_type == "mig":
+            notes.append(f"container {ask.container}: memory size applies to whole GPUs, not MIG devices; ignored")
+        else:
+            selectors.append(cel_selectors.memory_at_least(rules.driverDomain, format_mebibytes(ask.memory)))
+    selectors.extend(constraints.selectors[ask.device_type])
+    if ask.device_type == "mig" and constraints.mig_gaps:
+        notes.append(f"container {ask.container}: node labels {constraints.mig_gaps} do not apply to MIG devices")
+    for annotation in rules.annotations:
+        if ask.family in annotation.families and annotations.get(annotation.key):
+            selectors.append(_annotation_selector(annotation, str(annotations[annotation.key]), rules.driverDomain))
+    for expr in selectors:
+        if len(expr) > MAX_CEL_LENGTH:
+            raise _Unmigratable(f"container {ask.container}: a selector exceeds {MAX_CEL_LENGTH} characters")
+    if len(selectors) > MAX_SELECTORS:
+        raise _Unmigratable(f"container {ask.container}: {len(selectors)} selectors exceed {MAX_SELECTORS}")
+    ask.selectors = selectors
+
+
+def _format(template: str, groups: dict) -> str:
+    # Captured groups come from a resource name; quote-safe by the rule's regex, still escaped.
+    safe = {k: (v or "").replace("\\", "").replace("'", "") for k, v in groups.items()}
+    return template.format_map(safe)
+
+
+def _annotation_selector(rule: AnnotationRule, value: str, domain: str) -> str:
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    attr = cel_selectors.attribute(domain, rule.attribute)
+    guard = cel_selectors.has_attribute(domain, rule.attribute)
+    if rule.match in ("containsAny", "containsNone"):
+        # HAMi matches a type when the device name contains it, case-insensitively.
+        test = f"{cel_selectors.string_list(i.upper() for i in items)}.exists(t, {attr}.upperAscii().contains(t))"
+    else:
+        test = f"{attr} in {cel_selectors.string_list(items)}"
+    if rule.match in ("containsAny", "oneOf"):
+        return f"{guard} && {test}"
+    return f"!({guard}) || !({test})"
+
+
+def _request_name(container: str, taken: set[str]) -> str:
+    base = container if _DNS_LABEL.match(container) else _dns_safe(container)
+    name, n = base, 2
+    while name in taken:
+        suffix = f"-{n}"
+        name = base[: 63 - len(suffix)].rstrip("-") + suffix
+        n += 1
+    taken.add(name)
+    return name
+
+
+def _dns_safe(text: str) -> str:
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:54].rstrip("-") or "c"
+    return f"{cleaned}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
+def _assign_requests(asks: list[_Ask], notes: list[str]):
+    """One request per running container; init containers reuse idle devices first.
+
+    The device plugin hands an init container's devices on to the containers after it, so a
+    pod never needs more than max(init, sum of app containers + sidecars) devices of a kind.
+    """
+    requests: list[_Request] = []
+    refs: dict[tuple, list[str]] = {}
+    taken: set[str] = set()
+    by_container: dict[tuple, _Request] = {}
+    for ask in asks:
+        if ask.list_name == "containers" or ask.sidecar:
+            req = _Request(_request_name(ask.container, taken), ask.device_class, ask.count, ask.selectors)
+            requests.append(req)
+            by_container[(ask.list_name, ask.index, ask.family)] = req
+            refs.setdefault((ask.list_name, ask.index), []).append(req.name)
+    spill: list[_Request] = []
+    for ask in asks:
+        if ask.list_name != "initContainers" or ask.sidecar:
+            continue
+        reusable = [r for key, r in by_container.items()
+                    if r.shape == ask.shape and (key[0] == "containers" or key[1] > ask.index)]
+        reusable += [r for r in spill if r.shape == ask.shape]
+        chosen, have = [], 0
+        for req in reusable:
+            if have >= ask.count:
+                break
+            chosen.append(req)
+            have += req.count
+        if have < ask.count:
+            own = _Request(_request_name(ask.container, taken), ask.device_class, ask.count - have, ask.selectors)
+            requests.append(own)
+            spill.append(own)
+            chosen.append(own)
+            have = ask.count
+        if have > ask.count:
+            notes.append(f"init container {ask.container} sees {have} devices (asked {ask.count}): "
+                         f"it shares {', '.join(r.name for r in chosen)} with the containers after it")
+        refs.setdefault((ask.list_name, ask.index), []).extend(r.name for r in chosen)
+    return requests, refs
+
+
+def _strip_legacy(container: dict, removed: dict) -> None:
+    resources = container.get("resources") or {}
+    for section in ("limits", "requests"):
+        values = resources.get(section)
+        if not isinstance(values, dict):
+            continue
+        for key in removed:
+            values.pop(key, None)
+        if not values:
+            resources.pop(section)
+    if "resources" in container and not resources:
+        container.pop("resources")
+
+
+def template_name(template_spec: dict) -> str:
+    canonical = orjson.dumps(template_spec, option=orjson.OPT_SORT_KEYS)
+    return TEMPLATE_PREFIX + hashlib.sha256(canonical).hexdigest()[:16]
+
+
+def render_template(requests: list[dict], namespace: str | None) -> dict:
+    spec = {"spec": {"devices": {"requests": requests}}}
+    metadata = {"name": template_name(spec), "labels": dict(MANAGED_BY)}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": metadata, "spec": spec}

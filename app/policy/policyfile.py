@@ -1,0 +1,275 @@
+"""Policy file: schema of the migration rules and per-namespace modes, parsing, lookup."""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+from importlib import resources
+from typing import Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from app.common import PolicyError
+
+Mode = Literal["enforce", "warn", "audit"]
+Decision = Literal["allow", "deny"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ResourceRule(_Strict):
+    """One legacy extended resource and what it means in DRA."""
+
+    name: Optional[str] = None
+    pattern: Optional[str] = None
+    family: str
+    role: Literal["count", "countPercent", "memory", "memoryPercent", "cores"]
+    deviceClass: Optional[str] = None
+    deviceType: Literal["gpu", "mig"] = "gpu"
+    selectors: list[str] = []
+    countAs: Literal["devices", "one"] = "devices"
+    unit: str = "Mi"
+    note: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _name_or_pattern(self) -> "ResourceRule":
+        if (self.name is None) == (self.pattern is None):
+            raise ValueError("set exactly one of 'name' or 'pattern'")
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern is not a valid regular expression: {exc}") from None
+        if self.role in ("count", "countPercent") and not self.deviceClass:
+            raise ValueError(f"role {self.role} needs a deviceClass")
+        return self
+
+    @cached_property
+    def regex(self) -> re.Pattern[str] | None:
+        return re.compile(self.pattern) if self.pattern else None
+
+    def match(self, resource: str) -> dict[str, str] | None:
+        """Captured groups when this rule covers `resource`, else None."""
+        if self.name is not None:
+            return {} if resource == self.name else None
+        found = self.regex.fullmatch(resource)
+        return found.groupdict() if found else None
+
+
+class AnnotationRule(_Strict):
+    """A pod annotation (HAMi style) that narrows devices by one attribute."""
+
+    key: str
+    families: list[str]
+    attribute: str
+    match: Literal["containsAny", "containsNone", "oneOf", "noneOf"]
+
+
+class NodeLabelRule(_Strict):
+    """A GPU Feature Discovery node label and the device field it stands for."""
+
+    label: str
+    translate: Literal["product", "string", "memoryMiB", "versionMajor", "versionMinor"]
+    attribute: Optional[str] = None
+    capacity: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _target(self) -> "NodeLabelRule":
+        if self.translate == "memoryMiB" and not self.capacity:
+            raise ValueError("translate memoryMiB needs 'capacity'")
+        if self.translate in ("string", "versionMajor", "versionMinor") and not self.attribute:
+            raise ValueError(f"translate {self.translate} needs 'attribute'")
+        return self
+
+
+class MigrationRules(_Strict):
+    claimName: str = "dra-bridge-gpus"
+    removeTranslatedLabels: bool = True
+    fractional: Literal["wholeDevice", "skip"] = "wholeDevice"
+    driverDomain: str = "gpu.nvidia.com"
+    migDeviceClass: str = "mig.nvidia.com"
+    resources: list[ResourceRule]
+    annotations: list[AnnotationRule] = []
+    nodeLabels: list[NodeLabelRule] = []
+
+    @field_validator("claimName")
+    @classmethod
+    def _dns_label(cls, value: str) -> str:
+        if not _DNS_LABEL.fullmatch(value):
+            raise ValueError("must be a DNS label (lowercase alphanumerics and '-', at most 63)")
+        return value
+
+    def count_rule(self, family: str) -> ResourceRule | None:
+        """The rule that gives a family its device class (for modifier-only asks)."""
+        for rule in self.resources:
+            if rule.family == family and rule.deviceClass:
+                return rule
+        return None
+
+    def rule_for(self, resource: str) -> tuple[ResourceRule, dict[str, str]] | None:
+        for rule in self.resources:
+            groups = rule.match(resource)
+            if groups is not None:
+                return rule, groups
+        return None
+
+
+class NamespaceSettings(_Strict):
+    migrate: Optional[bool] = None
+    mode: Optional[Mode] = None
+    onUnmigratable: Optional[Decision] = None
+    onTemplateError: Optional[Decision] = None
+    forbidLegacy: Optional[bool] = None
+    allowedDeviceClasses: Optional[list[str]] = None
+    maxDevicesPerRequest: Optional[int] = Field(default=None, ge=1)
+    maxDevicesPerClaim: Optional[int] = Field(default=None, ge=1)
+    allowAdminAccess: Optional[bool] = None
+
+
+class Defaults(_Strict):
+    migrate: bool = True
+    mode: Mode = "warn"
+    onUnmigratable: Decision = "allow"
+    onTemplateError: Decision = "allow"
+    forbidLegacy: bool = False
+    allowedDeviceClasses: Optional[list[str]] = None  # None: any class
+    maxDevicesPerRequest: Optional[int] = Field(default=None, ge=1)
+    maxDevicesPerClaim: Optional[int] = Field(default=None, ge=1)
+    allowAdminAccess: bool = False
+
+
+class LabelSelectorRequirement(_Strict):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = []
+
+
+class LabelSelector(_Strict):
+    matchLabels: dict[str, str] = {}
+    matchExpressions: list[LabelSelectorRequirement] = []
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        if any(labels.get(k) != v for k, v in self.matchLabels.items()):
+            return False
+        for req in self.matchExpressions:
+            present = req.key in labels
+            if req.operator == "In" and not (present and labels[req.key] in req.values):
+                return False
+            if req.operator == "NotIn" and present and labels[req.key] in req.values:
+                return False
+            if req.operator == "Exists" and not present:
+                return False
+            if req.operator == "DoesNotExist" and present:
+                return False
+        return True
+
+
+class NamespaceEntry(NamespaceSettings):
+    names: list[str] = []
+    selector: Optional[LabelSelector] = None
+
+    @model_validator(mode="after")
+    def _matcher(self) -> "NamespaceEntry":
+        if not self.names and self.selector is None:
+            raise ValueError("set 'names' or 'selector'")
+        return self
+
+    def matches(self, namespace: str, labels: dict[str, str]) -> bool:
+        if self.names and namespace in self.names:
+            return True
+        return self.selector is not None and self.selector.matches(labels)
+
+
+class Effective(_Strict):
+    """Settings in force for one namespace."""
+
+    migrate: bool
+    mode: Mode
+    onUnmigratable: Decision
+    onTemplateError: Decision
+    forbidLegacy: bool
+    allowedDeviceClasses: Optional[list[str]] = None
+    maxDevicesPerRequest: Optional[int] = None
+    maxDevicesPerClaim: Optional[int] = None
+    allowAdminAccess: bool = False
+
+
+class Policy(_Strict):
+    apiVersion: Literal["dra-bridge.io/v1alpha1"] = "dra-bridge.io/v1alpha1"
+    kind: Literal["Policy"] = "Policy"
+    defaults: Defaults = Field(default_factory=lambda: default_policy().defaults)
+    namespaces: list[NamespaceEntry] = []
+    migration: MigrationRules = Field(default_factory=lambda: default_policy().migration)
+
+    def for_namespace(self, namespace: str, labels: dict[str, str] | None = None) -> Effective:
+        chosen = self.defaults.model_dump()
+        for entry in self.namespaces:
+            if entry.matches(namespace, labels or {}):
+                overrides = entry.model_dump(include=set(NamespaceSettings.model_fields))
+                chosen.update({k: v for k, v in overrides.items() if v is not None})
+                break
+        return Effective(**chosen)
+
+    @property
+    def needs_namespace_labels(self) -> bool:
+        return any(entry.selector is not None for entry in self.namespaces)
+
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DEFAULT: Policy | None = None
+
+
+def _format_validation(source: str, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        path = ""
+        for part in err["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        lines.append(f"{source}: {path or '(top level)'}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def parse_policy(text: str, source: str = "policy") -> Policy:
+    """Parse YAML/JSON policy text; PolicyError names the file and field."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise PolicyError(f"{source}:{where} not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise PolicyError(f"{source}: (top level): expected a mapping, got {type(data).__name__}")
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        raise PolicyError(_format_validation(source, exc)) from None
+
+
+def load_policy(path: str | None) -> Policy:
+    if path is None:
+        return default_policy()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise PolicyError(f"{path}: cannot read: {exc.strerror}") from None
+    return parse_policy(text, path)
+
+
+def default_policy() -> Policy:
+    global _DEFAULT
+    if _DEFAULT is None:
+        text = resources.files("app").joinpath("data/default-policy.yaml").read_text("utf-8")
+        data = yaml.safe_load(text)
+        # Build sections explicitly: Policy's own defaults would recurse into us.
+        _DEFAULT = Policy(
+            defaults=Defaults.model_validate(data["defaults"]),
+            namespaces=[NamespaceEntry.model_validate(n) for n in data.get("namespaces", [])],
+            migration=MigrationRules.model_validate(data["migration"]),
+        )
+    return _DEFAULT

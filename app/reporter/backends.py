@@ -1,0 +1,208 @@
+"""GPU backends: real NVML (pynvml / nvidia-ml-py) and a fake one read from YAML."""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+import yaml
+
+from app.common import BridgeError, InputError
+
+from .gpuinfo import Gpu, MigDevice, NodeGpus, node_from_description
+
+# Distinct exit codes so a DaemonSet's logs and restarts say what is wrong.
+EXIT_NO_LIBRARY, EXIT_NO_DRIVER, EXIT_NO_GPUS = 3, 4, 5
+
+
+class BackendError(BridgeError):
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class Backend(Protocol):
+    def read(self) -> NodeGpus: ...
+
+    def close(self) -> None: ...
+
+
+class FakeBackend:
+    """GPUs from a YAML description (app/data/fake/*.yaml), re-read on every call."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def read(self) -> NodeGpus:
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                data = yaml.safe_load(handle)
+        except OSError as exc:
+            raise BackendError(f"fake GPU description {self.path}: {exc.strerror}", 2) from None
+        except yaml.YAMLError as exc:
+            raise BackendError(f"fake GPU description {self.path}: not valid YAML: {exc}", 2) from None
+        try:
+            return node_from_description(data, self.path)
+        except InputError as exc:
+            raise BackendError(f"fake GPU description {exc}", 2) from None
+
+    def close(self) -> None:
+        pass
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class NvmlBackend:
+    """Reads every GPU through NVML. Critical XID events mark a GPU unhealthy until restart."""
+
+    def __init__(self):
+        try:
+            import pynvml
+        except ImportError:
+            raise BackendError("NVML Python bindings missing: pip install nvidia-ml-py", EXIT_NO_LIBRARY) from None
+        self.nvml = pynvml
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError_LibraryNotFound:
+            raise BackendError("libnvidia-ml.so not found: is the NVIDIA driver installed and mounted "
+                               "into this container?", EXIT_NO_LIBRARY) from None
+        except pynvml.NVMLError as exc:
+            raise BackendError(f"NVML could not start: {exc} (no NVIDIA driver loaded?)", EXIT_NO_DRIVER) from None
+        self.unhealthy: set[str] = set()
+        self._events = None
+        self._watch_xid()
+
+    def _watch_xid(self) -> None:
+        nv = self.nvml
+        try:
+            self._events = nv.nvmlEventSetCreate()
+            for i in range(nv.nvmlDeviceGetCount()):
+                handle = nv.nvmlDeviceGetHandleByIndex(i)
+                try:
+                    nv.nvmlDeviceRegisterEvents(handle, nv.nvmlEventTypeXidCriticalError, self._events)
+                except nv.NVMLError:
+                    pass  # not supported on this GPU: health then comes from disappearance only
+        except nv.NVMLError:
+            self._events = None
+
+    def _drain_xid(self) -> None:
+        nv = self.nvml
+        while self._events is not None:
+            try:
+                event = nv.nvmlEventSetWait(self._events, 0)
+            except nv.NVMLError:
+                return  # timeout: no pending event
+            self.unhealthy.add(_text(nv.nvmlDeviceGetUUID(event.device)))
+
+    def read(self) -> NodeGpus:
+        nv = self.nvml
+        self._drain_xid()
+        driver = _text(nv.nvmlSystemGetDriverVersion())
+        cuda = nv.nvmlSystemGetCudaDriverVersion_v2()  # e.g. 13000
+        count = nv.nvmlDeviceGetCount()
+        if count == 0:
+            raise BackendError("NVML sees no GPUs on this node", EXIT_NO_GPUS)
+        gpus = tuple(self._gpu(i) for i in range(count))
+        return NodeGpus(driver_version=driver, cuda_driver_version=f"{cuda // 1000}.{(cuda % 1000) // 10}", gpus=gpus)
+
+    def _optional(self, fn, *args, default=None):
+        try:
+            return fn(*args)
+        except (self.nvml.NVMLError, AttributeError):
+            return default
+
+    def _gpu(self, index: int) -> Gpu:
+        nv = self.nvml
+        h = nv.nvmlDeviceGetHandleByIndex(index)
+        uuid = _text(nv.nvmlDeviceGetUUID(h))
+        major, minor_cc = nv.nvmlDeviceGetCudaComputeCapability(h)
+        pci = nv.nvmlDeviceGetPciInfo(h)
+        bus_id = _text(pci.busId).lower()
+        if bus_id.count(":") == 2 and len(bus_id.split(":")[0]) == 8:
+            bus_id = bus_id[4:]  # NVML pads the domain to 8 digits; sysfs uses 4
+        mig_current = self._optional(lambda: nv.nvmlDeviceGetMigMode(h)[0], default=0)
+        return Gpu(
+            index=index, minor=self._optional(nv.nvmlDeviceGetMinorNumber, h, default=index), uuid=uuid,
+            product_name=_text(nv.nvmlDeviceGetName(h)),
+            brand=_brand(nv, self._optional(nv.nvmlDeviceGetBrand, h)),
+            architecture=_architecture(nv, self._optional(nv.nvmlDeviceGetArchitecture, h)),
+            compute_capability=f"{major}.{minor_cc}",
+            memory_mib=nv.nvmlDeviceGetMemoryInfo(h).total // (1024 * 1024),
+            multiprocessors=self._optional(lambda: nv.nvmlDeviceGetAttributes(h).multiprocessorCount, default=0),
+            pci_bus_id=bus_id, numa_node=self._optional(nv.nvmlDeviceGetNumaNodeId, h),
+            mig_enabled=bool(mig_current), mig_devices=self._migs(h) if mig_current else (),
+            nvlink_peers=self._nvlinks(h), healthy=uuid not in self.unhealthy)
+
+    def _migs(self, parent) -> tuple[MigDevice, ...]:
+        nv = self.nvml
+        out = []
+        for i in range(self._optional(nv.nvmlDeviceGetMaxMigDeviceCount, parent, default=0)):
+            mig = self._optional(nv.nvmlDeviceGetMigDeviceHandleByIndex, parent, i)
+            if mig is None:
+                continue
+            attrs = nv.nvmlDeviceGetAttributes(mig)
+            memory_mib = nv.nvmlDeviceGetMemoryInfo(mig).total // (1024 * 1024)
+            start, size = 0, attrs.gpuInstanceSliceCount
+            gi_id = self._optional(nv.nvmlDeviceGetGpuInstanceId, mig)
+            if gi_id is not None:
+                gi = self._optional(nv.nvmlDeviceGetGpuInstanceById, parent, gi_id)
+                info = self._optional(nv.nvmlGpuInstanceGetInfo, gi) if gi is not None else None
+                if info is not None:
+                    start, size = info.placement.start, info.placement.size
+            out.append(MigDevice(
+                uuid=_text(nv.nvmlDeviceGetUUID(mig)),
+                profile=_profile_name(attrs.gpuInstanceSliceCount, attrs.computeInstanceSliceCount, attrs.memorySizeMB),
+                memory_mib=memory_mib, multiprocessors=attrs.multiprocessorCount, placement_start=start,
+                placement_size=size, copy_engines=attrs.sharedCopyEngineCount, decoders=attrs.sharedDecoderCount,
+                encoders=attrs.sharedEncoderCount, jpeg_engines=attrs.sharedJpegCount, ofa_engines=attrs.sharedOfaCount))
+        return tuple(out)
+
+    def _nvlinks(self, h) -> tuple[str, ...]:
+        nv = self.nvml
+        peers = []
+        for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
+            state = self._optional(nv.nvmlDeviceGetNvLinkState, h, link)
+            if state is None:
+                break
+            if state == nv.NVML_FEATURE_ENABLED:
+                remote = self._optional(nv.nvmlDeviceGetNvLinkRemotePciInfo, h, link)
+                if remote is not None:
+                    peers.append(_text(remote.busId).lower())
+        return tuple(peers)
+
+    def close(self) -> None:
+        try:
+            self.nvml.nvmlShutdown()
+        except self.nvml.NVMLError:
+            pass
+
+
+def _profile_name(gi_slices: int, ci_slices: int, memory_mb: int) -> str:
+    # NVIDIA names profiles <slices>g.<GB rounded up>gb, prefixed <c>c. when compute is split.
+    name = f"{gi_slices}g.{math.ceil(memory_mb / 1024)}gb"
+    return name if ci_slices in (0, gi_slices) else f"{ci_slices}c.{name}"
+
+
+_ARCHITECTURES = {2: "Kepler", 3: "Maxwell", 4: "Pascal", 5: "Volta", 6: "Turing", 7: "Ampere",
+                  8: "Ada Lovelace", 9: "Hopper", 10: "Blackwell"}
+
+
+def _architecture(nv, value) -> str:
+    return _ARCHITECTURES.get(value, "Unknown") if value is not None else "Unknown"
+
+
+def _brand(nv, value) -> str:
+    names = {getattr(nv, k): k.replace("NVML_BRAND_", "").title().replace("_", "")
+             for k in dir(nv) if k.startswith("NVML_BRAND_") and k != "NVML_BRAND_COUNT"}
+    return names.get(value, "Nvidia") if value is not None else "Nvidia"
+
+
+def open_backend(spec: str) -> Backend:
+    """'nvml' or 'fake:PATH'."""
+    if spec == "nvml":
+        return NvmlBackend()
+    if spec.startswith("fake:"):
+        return FakeBackend(spec[len("fake:"):])
+    raise BackendError(f"--backend: expected 'nvml' or 'fake:FILE', got {spec!r}", 2)

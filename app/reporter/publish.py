@@ -1,0 +1,116 @@
+"""Publish our node's ResourceSlices: create, update, delete our own only. IO."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import orjson
+import urllib3
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from app.common import BridgeError
+
+from . import render
+from .gpuinfo import NodeGpus
+
+log = logging.getLogger("dra_bridge.publish")
+
+
+class PublishError(BridgeError):
+    pass
+
+
+@dataclass
+class PublishResult:
+    generation: int
+    created: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged: bool = False
+
+
+class SlicePublisher:
+    def __init__(self, api: client.ApiClient, node_name: str, driver: str, qualify: bool = False,
+                 timeout_s: float = 10.0, attempts: int = 5, backoff_s: float = 0.5,
+                 sleep=time.sleep):
+        self.resource = client.ResourceV1Api(api)
+        self.core = client.CoreV1Api(api)
+        self.node_name, self.driver, self.qualify = node_name, driver, qualify
+        self.timeout_s, self.attempts, self.backoff_s, self.sleep = timeout_s, attempts, backoff_s, sleep
+        self._node_uid: str | None = None
+
+    def _retry(self, what: str, fn, *args, **kwargs):
+        delay = self.backoff_s
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return fn(*args, _request_timeout=self.timeout_s, **kwargs)
+            except ApiException as exc:
+                # 409 needs a fresh read: the next publish round re-lists.
+                retriable = exc.status == 429 or exc.status >= 500
+                if not retriable or attempt == self.attempts:
+                    raise PublishError(f"{what}: API answered {exc.status} {exc.reason or ''}".strip()) from None
+                reason = exc.status
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                if attempt == self.attempts:
+                    raise PublishError(f"{what}: API unreachable ({type(exc).__name__})") from None
+                reason = type(exc).__name__
+            log.warning("%s failed (%s), retry %d/%d in %.1fs", what, reason, attempt, self.attempts - 1, delay)
+            self.sleep(delay)
+            delay = min(delay * 2, 30.0)
+
+    def node_uid(self) -> str | None:
+        if self._node_uid is None:
+            node = self._retry(f"get node {self.node_name}", self.core.read_node, self.node_name)
+            self._node_uid = node.metadata.uid
+        return self._node_uid
+
+    def _ours(self) -> list[dict]:
+        listed = self._retry("list resourceslices", self.resource.list_resource_slice,
+                             field_selector=f"spec.nodeName={self.node_name},spec.driver={self.driver}",
+                             label_selector=f"{render.MANAGED_LABEL}=dra-bridge", _preload_content=False)
+        items = orjson.loads(listed.data).get("items") or []
+        # Field selectors may be ignored by a proxy or old server: check again ourselves.
+        return [s for s in items if (s.get("spec") or {}).get("driver") == self.driver
+                and (s.get("spec") or {}).get("nodeName") == self.node_name
+                and ((s.get("metadata") or {}).get("labels") or {}).get(render.MANAGED_LABEL) == "dra-bridge"]
+
+    def publish(self, node: NodeGpus) -> PublishResult:
+        existing = {s["metadata"]["name"]: s for s in self._ours()}
+        generation = max([(s["spec"].get("pool") or {}).get("generation", 0) for s in existing.values()] or [0])
+        # Rendered once: names and the content label do not depend on the generation.
+        wanted = render.slices(node, self.node_name, self.driver, generation + 1, self.node_uid(), self.qualify)
+        wanted_hash = wanted[0]["metadata"]["labels"][render.CONTENT_LABEL]
+        current_hashes = {(s["metadata"].get("labels") or {}).get(render.CONTENT_LABEL) for s in existing.values()}
+        if existing and current_hashes == {wanted_hash} and set(existing) == {s["metadata"]["name"] for s in wanted}:
+            return PublishResult(generation, unchanged=True)
+        generation += 1
+        result = PublishResult(generation)
+        for obj in wanted:
+            name = obj["metadata"]["name"]
+            if name in existing:
+                obj["metadata"]["resourceVersion"] = existing[name]["metadata"].get("resourceVersion")
+                self._retry(f"update resourceslice {name}", self.resource.replace_resource_slice, name, obj)
+                result.updated += 1
+            else:
+                self._retry(f"create resourceslice {name}", self.resource.create_resource_slice, obj)
+                result.created += 1
+        for name in set(existing) - {o["metadata"]["name"] for o in wanted}:
+            self._delete(name)
+            result.deleted += 1
+        return result
+
+    def _delete(self, name: str) -> None:
+        try:
+            self._retry(f"delete resourceslice {name}", self.resource.delete_resource_slice, name)
+        except PublishError as exc:
+            if "404" not in str(exc):
+                raise
+
+    def remove_all(self) -> int:
+        names = [s["metadata"]["name"] for s in self._ours()]
+        for name in names:
+            self._delete(name)
+        return len(names)

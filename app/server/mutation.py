@@ -1,0 +1,124 @@
+"""/mutate decisions: admission request + policy -> plan -> AdmissionReview response. Pure.
+
+The one IO step (ensuring templates exist) happens between `plan_request` and `respond`,
+in the webhook, and its outcome is passed in.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import orjson
+
+from app.migration import MIGRATION_ANNOTATION, Plan, patch_diff, plan_pod
+from app.policy import Effective, MigrationRules, Policy
+
+from . import admission
+
+
+@dataclass
+class MutationPlan:
+    request: admission.Request
+    settings: Effective | None
+    plan: Plan
+    patch: bytes | None = None
+
+    @property
+    def templates(self) -> list[dict]:
+        return self.plan.templates if self.plan.status == "migrated" else []
+
+    @property
+    def outcome(self) -> str:
+        return self.plan.status
+
+
+def _planner_input(pod: dict) -> dict:
+    # The planner reads and rewrites only these: the patch from this view equals the full one.
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    view_meta = {"annotations": meta["annotations"]} if "annotations" in meta else {}
+    return {"metadata": view_meta, "spec": pod.get("spec")}
+
+
+class PlanCache:
+    """Pods of one workload differ only in name and labels: plan each shape once.
+
+    Keyed by the planner's whole input (namespace, spec, annotations) under one set of rules,
+    so a hit is exactly what planning again would return. New rules (a policy reload) empty it.
+    Bounded LRU.
+    """
+
+    def __init__(self, size: int = 4096):
+        self.size = size
+        self._items: OrderedDict[tuple, tuple[Plan, bytes | None]] = OrderedDict()
+        self._rules: MigrationRules | None = None
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def plan(self, pod: dict, rules: MigrationRules, namespace: str | None) -> tuple[Plan, bytes | None]:
+        view = _planner_input(pod)
+        try:
+            key = (namespace, orjson.dumps(view, option=orjson.OPT_SORT_KEYS))
+        except TypeError:
+            return _plan_and_patch(view, rules, namespace)
+        with self._lock:
+            if self._rules is not rules:  # holding a reference: an id() could be reused after reload
+                self._items.clear()
+                self._rules = rules
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return found
+        result = _plan_and_patch(view, rules, namespace)
+        with self._lock:
+            self.misses += 1
+            if self._rules is not rules:
+                return result  # rules changed while we planned: do not file it under the new ones
+            self._items[key] = result
+            if len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return result
+
+
+def _plan_and_patch(view: dict, rules: MigrationRules, namespace: str | None) -> tuple[Plan, bytes | None]:
+    plan = plan_pod(view, rules, namespace)
+    return plan, (patch_diff(view, plan.pod) if plan.status == "migrated" else None)
+
+
+_DEFAULT_CACHE = PlanCache()
+
+
+def plan_request(req: admission.Request, policy: Policy, namespace_labels: dict[str, str],
+                 cache: PlanCache = _DEFAULT_CACHE) -> MutationPlan:
+    if req.kind != "Pod" or req.operation != "CREATE" or req.obj is None:
+        # Pod UPDATE is never mutated: most pod spec fields are immutable after creation.
+        return MutationPlan(req, None, Plan("unchanged", reason=f"{req.kind} {req.operation} is not mutated"))
+    settings = policy.for_namespace(req.namespace, namespace_labels)
+    if not settings.migrate:
+        return MutationPlan(req, settings, Plan("unchanged", reason="migration disabled for this namespace"))
+    plan, patch_bytes = cache.plan(req.obj, policy.migration, req.namespace or None)
+    return MutationPlan(req, settings, plan, patch_bytes)
+
+
+def respond(mp: MutationPlan, ensure_error: str | None = None) -> dict:
+    """The AdmissionReview response; `ensure_error` says the template could not be created."""
+    req, plan, settings = mp.request, mp.plan, mp.settings
+    if plan.status == "unchanged":
+        return admission.response(req.uid, True, warnings=plan.warnings or None)
+    if plan.status == "unmigratable":
+        if settings.onUnmigratable == "deny":
+            return admission.response(req.uid, False, code=403,
+                                      message=f"dra-bridge: pod cannot be migrated to DRA: {plan.reason}")
+        return admission.response(req.uid, True, warnings=plan.warnings)
+    if ensure_error is not None:
+        if settings.onTemplateError == "deny":
+            return admission.response(req.uid, False, code=503,
+                                      message=f"dra-bridge: could not create ResourceClaimTemplate: {ensure_error}")
+        return admission.response(req.uid, True, warnings=[
+            f"pod admitted unmigrated: could not create ResourceClaimTemplate ({ensure_error})"])
+    template = plan.rewritten.get("template", "")
+    return admission.response(
+        req.uid, True, patch=mp.patch, warnings=plan.warnings,
+        audit={MIGRATION_ANNOTATION.split("/")[1]: template or "removed-zero-count-requests"})

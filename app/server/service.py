@@ -1,0 +1,91 @@
+"""Service state: policy (reloaded from disk), inventory, TLS, Kubernetes adapters."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+
+from app.common import PolicyError
+from app.dra import Inventory, build_index
+from app.kube import NamespaceLabels, TemplateStore
+from app.policy import Policy, default_policy, load_policy
+
+from .metrics import Metrics
+from .tls import CertReloader
+
+log = logging.getLogger("dra_bridge.service")
+
+
+class PolicyHolder:
+    """The policy in force. A bad file on reload is logged and the last good one kept."""
+
+    def __init__(self, path: str | None, metrics: Metrics | None = None):
+        self.path, self.metrics = path, metrics
+        self.policy: Policy = load_policy(path) if path else default_policy()  # bad initial file: raise
+        self.last_error: str | None = None
+        self._stamp = self._current_stamp()
+
+    def _current_stamp(self):
+        if not self.path:
+            return None
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    def check(self) -> bool:
+        """Reload when the file changed; True when a new policy took effect."""
+        stamp = self._current_stamp()
+        if not self.path or stamp == self._stamp:
+            return False
+        self._stamp = stamp
+        try:
+            self.policy = load_policy(self.path)
+        except PolicyError as exc:
+            self.last_error = str(exc)
+            if self.metrics:
+                self.metrics.policy_reload_errors.inc()
+            log.error("policy reload rejected, keeping the last good policy: %s", exc)
+            return False
+        self.last_error = None
+        log.info("policy reloaded from %s", self.path)
+        return True
+
+
+@dataclass
+class ServiceState:
+    policy: PolicyHolder
+    templates: TemplateStore
+    namespace_labels: NamespaceLabels
+    metrics: Metrics
+    inventory: Inventory | None = None
+    certs: CertReloader | None = None
+    reload_interval_s: float = 5.0
+    live: object | None = None  # app.kube.LiveInventory when --inventory live
+    extra: dict = field(default_factory=dict)
+
+    def index(self):
+        """Device index of the inventory, built once per inventory object (live: per change)."""
+        if self.live is not None:
+            return self.live.index()
+        cached = self.extra.get("index")
+        if cached is None or cached[0] is not self.inventory:
+            cached = (self.inventory, build_index(self.inventory))
+            self.extra["index"] = cached
+        return cached[1]
+
+    def readiness(self) -> tuple[bool, dict]:
+        checks = {
+            "certificates": self.certs is None or self.certs.loaded,
+            "inventory": self.live.ready if self.live is not None else self.inventory is not None,
+        }
+        return all(checks.values()), checks
+
+    def tick(self) -> None:
+        """One round of background checks (files rotated or replaced)."""
+        self.policy.check()
+        if self.certs is not None:
+            self.certs.check()
+        self.metrics.ready.set(1 if self.readiness()[0] else 0)

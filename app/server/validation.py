@@ -1,0 +1,104 @@
+"""/validate decisions: claim or pod + policy + inventory -> verdict -> AdmissionReview response. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app import dra
+from app.migration import legacy_resources, pod_errors
+from app.policy import Effective, Policy
+
+from . import admission
+
+
+@dataclass
+class Finding:
+    severity: str  # violation (mode decides) | warning (never denies)
+    message: str
+
+
+@dataclass
+class Outcome:
+    findings: list[Finding] = field(default_factory=list)
+    verdict: dra.Verdict | None = None
+
+    @property
+    def violations(self) -> list[str]:
+        return [f.message for f in self.findings if f.severity == "violation"]
+
+
+def _policy_rules(parsed: dra.ClaimSpec, settings: Effective) -> list[Finding]:
+    out = []
+    total = 0
+    for alternatives in parsed.requests:
+        most = 0
+        for req in alternatives:
+            if settings.allowedDeviceClasses is not None and req.device_class not in settings.allowedDeviceClasses:
+                out.append(Finding("violation", f"{req.path}.deviceClassName: DeviceClass {req.device_class!r} is not "
+                                                f"allowed here (allowed: {', '.join(settings.allowedDeviceClasses)})"))
+            if req.admin and not settings.allowAdminAccess:
+                out.append(Finding("violation", f"{req.path}.adminAccess: not allowed in this namespace"))
+            if settings.maxDevicesPerRequest and req.mode == "ExactCount" and req.count > settings.maxDevicesPerRequest:
+                out.append(Finding("violation", f"{req.path}.count: {req.count} exceeds the limit of "
+                                                f"{settings.maxDevicesPerRequest} devices per request"))
+            most = max(most, req.count)
+        total += most
+    if settings.maxDevicesPerClaim and total > settings.maxDevicesPerClaim:
+        out.append(Finding("violation", f"spec: {total} devices exceed the limit of {settings.maxDevicesPerClaim} "
+                                        "per claim"))
+    return out
+
+
+def evaluate_claim(obj: dict, settings: Effective, index: dra.Index) -> Outcome:
+    outcome = Outcome()
+    try:
+        parsed = dra.parse_claim_object(obj)
+    except dra.ClaimError as exc:
+        outcome.findings.append(Finding("violation", str(exc)))
+        return outcome
+    outcome.findings.extend(_policy_rules(parsed, settings))
+    verdict = dra.check(parsed, index)
+    outcome.verdict = verdict
+    if verdict.status in ("invalid", "never"):
+        hint = f" Closest devices: {'; '.join(verdict.closest)}" if verdict.closest else ""
+        outcome.findings.append(Finding("violation", f"{verdict.message}.{hint}" if verdict.status == "never"
+                                        else verdict.message))
+    elif verdict.status == "unsatisfiable-now":
+        outcome.findings.append(Finding("warning", f"not satisfiable now: {verdict.message}"))
+    outcome.findings.extend(Finding("warning", e) for e in verdict.errors if "runtime error" in e)
+    return outcome
+
+
+def evaluate_pod(obj: dict, settings: Effective, policy: Policy) -> Outcome:
+    outcome = Outcome()
+    errors = pod_errors(obj)
+    if errors:
+        outcome.findings.append(Finding("warning", f"pod not checked: {errors[0]}"))
+        return outcome
+    legacy = legacy_resources(obj["spec"], policy.migration)
+    if legacy and settings.forbidLegacy:
+        names = ", ".join(f"{c}: {r}" for c, r in legacy)
+        outcome.findings.append(Finding("violation", f"spec.containers: legacy GPU requests are no longer allowed in "
+                                                     f"this namespace ({names}); use resourceClaims"))
+    return outcome
+
+
+def applies(req: admission.Request) -> bool:
+    if req.kind in dra.CLAIM_KINDS:
+        return req.operation in ("CREATE", "UPDATE") and req.obj is not None
+    return req.kind == "Pod" and req.operation == "CREATE" and req.obj is not None
+
+
+def respond(req: admission.Request, outcome: Outcome, settings: Effective) -> dict:
+    warnings = [f.message for f in outcome.findings if f.severity == "warning"]
+    violations = outcome.violations
+    if not violations:
+        return admission.response(req.uid, True, warnings=warnings or None)
+    subject = f"{req.kind} {req.namespace}/{req.name or '(generated)'}"
+    text = f"dra-bridge: {subject}: " + " | ".join(violations)
+    if settings.mode == "enforce":
+        return admission.response(req.uid, False, code=422, message=text[:4000], warnings=warnings or None)
+    if settings.mode == "warn":
+        return admission.response(req.uid, True, warnings=violations + warnings)
+    return admission.response(req.uid, True, warnings=warnings or None,
+                              audit={"validation": text[:1000]})
