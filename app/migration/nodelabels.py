@@ -139,7 +139,8 @@ class _Translator:
             return presence
         if op not in ("In", "NotIn"):
             raise Untranslatable(f"{op} on a string attribute has no device equivalent")
-        test = f"{cel_selectors.attribute(self.domain, attr)}.lowerAscii() in {cel_selectors.string_list(v.lower() for v in values)}"
+        lowered = cel_selectors.string_list(v.lower() for v in values)
+        test = f"{cel_selectors.attribute(self.domain, attr)}.lowerAscii() in {lowered}"
         if op == "NotIn":
             return f"!({cel_selectors.has_attribute(self.domain, attr)}) || !({test})"
         return cel_selectors.guarded_attribute(self.domain, attr, test)

@@ -294,7 +294,8 @@ def _resolve_device(ask: _Ask, rules: MigrationRules, constraints: NodeConstrain
         ask.device_class, ask.device_type = rules.migDeviceClass, "mig"
         selectors.append(cel_selectors.guarded_attribute(
             rules.driverDomain, "profile",
-            f"{cel_selectors.attribute(rules.driverDomain, 'profile')} == {cel_selectors.literal(constraints.mig_profile)}"))
+            f"{cel_selectors.attribute(rules.driverDomain, 'profile')} == "
+            f"{cel_selectors.literal(constraints.mig_profile)}"))
         notes.append(f"container {ask.container}: MIG single strategy; asks for "
                      f"{constraints.mig_profile} MIG devices")
     if ask.memory is not None:

@@ -6,6 +6,7 @@ import orjson
 import pytest
 import yaml
 
+from tests.conftest import ROOT
 from tests.helpers import review
 from tests.http import server as srv
 from tests.unit.device_inventory import build_inventory
@@ -73,10 +74,10 @@ def test_legacy_pod_denied_after_migration(running):
         assert resp["allowed"] is False and "legacy GPU requests are no longer allowed" in resp["status"]["message"]
 
 
-def test_corpus_claims_through_the_endpoint(running, corpus):
+def test_example_claim_through_the_endpoint(running):
+    """Four 1g.5gb MIG devices of one parent: the A100 40GB test node has seven on GPU 1."""
     from app.common import read_objects
-    [(_, template)] = [o for o in read_objects(str(corpus / "dra-claims" / "nvidia-dra-gpu-test4-mig-matchattr.yaml"))
-                       if o[1]["kind"] == "ResourceClaimTemplate"]
+    [(_, template)] = read_objects(str(ROOT / "examples" / "claims" / "four-mig-1g5gb-same-gpu.yaml"))
     with running.client() as c:
         resp = post(c, review(template, kind="ResourceClaimTemplate", namespace="strict")).json()["response"]
         assert resp == {"uid": "uid-1", "allowed": True}

@@ -12,6 +12,8 @@ from app.cli import main
 from tests.conftest import ROOT
 from tests.http import server as srv
 
+EXAMPLES = ROOT / "examples"
+
 
 def run(*args, cwd=None, stdin=None):
     return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True,
@@ -58,9 +60,9 @@ def test_serve_with_no_flags_generates_dev_certs_and_starts(tmp_path):
         server.stop()
 
 
-def test_plan_yaml_output_is_applyable(corpus, tmp_path):
-    result = run("plan", "-f", str(corpus / "legacy" / "deepops-gfd-affinity-family-memory.yaml"),
-                 "-f", str(corpus / "hami" / "volcano-vgpu-deployment-odd-indent.yaml"), "-n", "team-a")
+def test_plan_yaml_output_is_applyable(tmp_path):
+    result = run("plan", "-f", str(EXAMPLES / "workloads" / "ampere-16gb-pod.yaml"),
+                 "-f", str(EXAMPLES / "workloads" / "volcano-vgpu-deployment.yaml"), "-n", "team-a")
     assert result.returncode == 0, result.stderr
     docs = [d for d in yaml.safe_load_all(result.stdout) if d]
     kinds = [d["kind"] for d in docs]
@@ -88,19 +90,19 @@ def test_plan_bad_input_exits_2_naming_the_source(text, where):
     assert where in result.stderr and "Traceback" not in result.stderr
 
 
-def test_check_reports_verdicts_and_exit_codes(corpus, tmp_path):
-    ok = run("check", "-f", str(corpus / "dra-claims" / "nvidia-dra-gpu-test1-v1.yaml"))
+def test_check_reports_verdicts_and_exit_codes(tmp_path):
+    ok = run("check", "-f", str(EXAMPLES / "claims" / "one-gpu.yaml"))
     assert ok.returncode == 0 and ok.stdout.startswith("satisfiable")
-    bad = run("check", "-f", str(corpus / "dra-claims" / "nvidia-dra-gpu-test4-mig-matchattr.yaml"), "-o", "json")
+    bad = run("check", "-f", str(EXAMPLES / "claims" / "four-mig-1g5gb-same-gpu.yaml"), "-o", "json")
     assert bad.returncode == 1
     [row] = __import__("json").loads(bad.stdout)
-    assert row["status"] == "never" and "mig-1g-5gb-0" in row["message"] and len(row["closest"]) == 3
+    assert row["status"] == "never" and "mig-1g-5gb" in row["message"] and len(row["closest"]) == 3
     slices = tmp_path / "slices.yaml"
     slices.write_text(run("reporter", "--once", "--backend", f"fake:{ROOT / 'app/data/fake/h100x8.yaml'}",
                           "--node-name", "n1").stdout + "---\n" + yaml.safe_dump(
         {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
          "spec": {"selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}}))
-    on_h100 = run("check", "-f", str(corpus / "dra-claims" / "nvidia-dra-gpu-test6-cel-a100.yaml"),
+    on_h100 = run("check", "-f", str(EXAMPLES / "claims" / "a100-gpu.yaml"),
                   "--inventory", str(slices))
     assert on_h100.returncode == 1 and "productName" in on_h100.stdout  # an A100 selector on an H100-only node
     missing = run("check", "-f", "/nonexistent.yaml")

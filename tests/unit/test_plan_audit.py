@@ -14,6 +14,7 @@ from tests.conftest import ROOT
 from tests.kube.fakeapi import FakeKube
 
 INVENTORY = ROOT / "app" / "data" / "example-inventory.yaml"
+EXAMPLES = ROOT / "examples"
 
 
 def run(*args, env=None, stdin=None):
@@ -64,15 +65,15 @@ def test_plan_yaml_of_whole_corpus_validates(corpus):
     assert [d["kind"] for d in yaml.safe_load_all(out.stdout) if d] == ["ResourceClaimTemplate", "Job"]
 
 
-def test_plan_diff_and_no_colour_when_not_a_terminal(corpus):
-    result = run("plan", "-f", str(corpus / "legacy" / "nvdp-readme-gpu-pod.yaml"), "-o", "diff")
+def test_plan_diff_and_no_colour_when_not_a_terminal():
+    result = run("plan", "-f", str(EXAMPLES / "workloads" / "gpu-pod.yaml"), "-o", "diff")
     assert "-        nvidia.com/gpu: 1" in result.stdout and "+  resourceClaims:" in result.stdout
     assert "\x1b[" not in result.stderr
 
 
-def test_audit_from_files_as_policy_reports(corpus):
-    result = run("audit", "-f", str(corpus / "legacy" / "gke-kueue-job-generatename.yaml"),
-                 "-f", str(corpus / "legacy" / "nvdp-readme-gpu-pod.yaml"), "-o", "policyreport",
+def test_audit_from_files_as_policy_reports():
+    result = run("audit", "-f", str(EXAMPLES / "workloads" / "training-job.yaml"),
+                 "-f", str(EXAMPLES / "workloads" / "gpu-pod.yaml"), "-o", "policyreport",
                  "--inventory", str(INVENTORY))
     assert result.returncode == 0, result.stderr
     reports = {r["metadata"]["namespace"]: r for r in yaml.safe_load_all(result.stdout)}
@@ -83,11 +84,10 @@ def test_audit_from_files_as_policy_reports(corpus):
         assert r["results"][0]["properties"]["inventoryChecked"] == "true"
 
 
-def test_audit_live_cluster_lists_workloads_and_bare_pods_only(tmp_path, corpus):
+def test_audit_live_cluster_lists_workloads_and_bare_pods_only(tmp_path):
     fake = FakeKube().start()
     try:
-        [(_, deployment)] = [(i, o) for i, o in read_objects(str(corpus / "legacy" / "gke-triton-deployment.yaml"))
-                             if o["kind"] == "Deployment"]
+        [(_, deployment)] = read_objects(str(EXAMPLES / "workloads" / "inference-deployment.yaml"))
         deployment["metadata"]["namespace"] = "serving"
         fake.add_cluster_object("deployments", deployment)
         owned = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "triton-abc", "namespace": "serving",
@@ -106,14 +106,14 @@ def test_audit_live_cluster_lists_workloads_and_bare_pods_only(tmp_path, corpus)
         assert rows["inventoryChecked"] is True
         names = sorted((o["namespace"], o["kind"], o["name"], o["status"]) for o in rows["objects"])
         assert names == [("research", "Pod", "notebook", "migrated"),
-                         ("serving", "Deployment", "triton-deployment", "migrated")]
+                         ("serving", "Deployment", "llm-inference", "migrated")]
         assert not [w for w in fake.writes() if w.path.startswith("/api")]  # read-only
     finally:
         fake.stop()
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
-def test_kubectl_plugin(corpus, tmp_path):
+def test_kubectl_plugin(tmp_path):
     plugin_dir = os.path.dirname(shutil.which("kubectl-dra_bridge") or os.path.join(os.path.dirname(sys.executable),
                                                                                      "kubectl-dra_bridge"))
     if not os.path.exists(os.path.join(plugin_dir, "kubectl-dra_bridge")):
@@ -121,7 +121,7 @@ def test_kubectl_plugin(corpus, tmp_path):
     env = {**os.environ, "PATH": f"{plugin_dir}:{os.environ['PATH']}", "KUBECONFIG": str(tmp_path / "none")}
     listed = subprocess.run(["kubectl", "plugin", "list"], capture_output=True, text=True, env=env, timeout=60)
     assert "kubectl-dra_bridge" in listed.stdout
-    result = subprocess.run(["kubectl", "dra-bridge", "plan", "-f", str(corpus / "legacy" / "nvdp-readme-gpu-pod.yaml")],
+    result = subprocess.run(["kubectl", "dra-bridge", "plan", "-f", str(EXAMPLES / "workloads" / "gpu-pod.yaml")],
                             capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
     kinds = [d["kind"] for d in yaml.safe_load_all(result.stdout) if d]
