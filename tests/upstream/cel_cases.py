@@ -1,0 +1,189 @@
+"""Upstream's CEL table (k8s.io/dynamic-resource-allocation v0.37.2, cel/compile_test.go `testcases`),
+transcribed as data: expression, device, the answer upstream expects and its cost estimate.
+
+`features` is the CEL feature set a case needs when it is not Kubernetes 1.37's default
+(consumable capacity on, list-type attributes off); `env` "new" (the default: what the API server
+checks when a claim is created) or "stored". Cases that only exist for a feature off by default
+in 1.37 say so in `off_by_default`.
+"""
+
+D = "dra.example.com"
+LIST_ON = {"listTypeAttributes": True}
+LIST_OFF = {"listTypeAttributes": False}
+MAX_LIST = 64  # max(DeviceAttributeMaxValueLength, ResourceSliceMaxAttributeValuesPerDevice) with list types on
+
+
+def case(name, expression, expect, cost=None, driver="", attributes=None, capacity=None, multiple=None,
+         features=None, env="new", off_by_default=None):
+    return {"name": name, "expression": expression, "expect": expect, "cost": cost, "driver": driver,
+            "attributes": attributes or {}, "capacity": capacity or {}, "allowMultipleAllocations": multiple,
+            "features": features, "env": env, "off_by_default": off_by_default}
+
+
+def match(value):
+    return {"match": value}
+
+
+def compile_error(text):
+    return {"compileError": text}
+
+
+def match_error(text):
+    return {"matchError": text}
+
+
+def _expensive_attributes():
+    out = {}
+    for i in range(32):
+        suffix = f"-{i}"
+        out[f"{D}/" + "x" * (32 - len(suffix)) + suffix] = {"string": "abc"}
+    return out
+
+
+LISTS = "list-type attributes (DRAListTypeAttributes) are alpha, off in 1.37"
+
+CASES = [
+    case("true", "true", match(True)),
+    case("false", "false", match(False)),
+    case("syntax-error", "?!", compile_error("Syntax error")),
+    case("type-error", "1", compile_error("must evaluate to bool or the unknown type, not int")),
+    case("runtime-error-lookup-identifier",
+         'device.attributes["no-such-domain"].noSuchAttr.isGreaterThan(quantity("0"))',
+         match_error("no such key: noSuchAttr"), 6),
+    case("runtime-error-lookup-map",
+         'device.attributes["no-such-domain"]["noSuchAttr"].isGreaterThan(quantity("0"))',
+         match_error("no such key: noSuchAttr"), 6),
+    case("domain-check-negative", '"no-such-domain" in device.attributes', match(False), 3),
+    case("domain-check-positive", '"dra.example.com" in device.attributes', match(True), 3,
+         attributes={"dra.example.com/something": {"bool": True}}),
+    case("empty-driver-name", 'device.driver == ""', match(True), 2),
+    case("real-driver-name", 'device.driver == "dra.example.com"', match(True), 4, driver=D),
+    case("driver-name-qualifier", 'device.attributes["dra.example.com"].name', match(True), 4, driver=D,
+         attributes={"name": {"bool": True}}),
+    case("driver-name-qualifier-map-lookup", 'device.attributes["dra.example.com"]["name"]', match(True), 4,
+         driver=D, attributes={"name": {"bool": True}}),
+    case("bind", 'cel.bind(dra, device.attributes["dra.example.com"], dra.name)', match(True), 15, driver=D,
+         attributes={"name": {"bool": True}}),
+    case("qualified-attribute-name", 'device.attributes["other.example.com"].name', match(True), 4, driver=D,
+         attributes={"other.example.com/name": {"bool": True}}),
+    case("bool", 'device.attributes["dra.example.com"].name', match(True), 4, driver=D,
+         attributes={"name": {"bool": True}}),
+    case("int", 'device.attributes["dra.example.com"].name > 0', match(True), 5, driver=D,
+         attributes={"name": {"int": 1}}),
+    case("string", 'device.attributes["dra.example.com"].name == "fish"', match(True), 5, driver=D,
+         attributes={"name": {"string": "fish"}}),
+    case("macro-compilation-error-new-expressions", 'device.attributes["dra.example.com"].ids.exists(id, id == 1)',
+         compile_error("compilation failed"), driver=D, features=LIST_OFF),
+    case("macro-exists-on-int", 'device.attributes["dra.example.com"].name.exists(x, x > 0)',
+         match_error("got 'types.Int', expected iterable type"), 5 + 6 * MAX_LIST, driver=D,
+         attributes={"name": {"int": 1}}, features=LIST_ON, off_by_default=LISTS),
+    case("macro-exists-on-bool", 'device.attributes["dra.example.com"].name.exists(x, x == true)',
+         match_error("got 'types.Bool', expected iterable type"), 5 + 6 * MAX_LIST, driver=D,
+         attributes={"name": {"bool": True}}, features=LIST_ON, off_by_default=LISTS),
+    case("macro-exists-on-string", 'device.attributes["dra.example.com"].name.exists(x, x == "fish")',
+         match_error("got 'types.String', expected iterable type"), 5 + 6 * MAX_LIST, driver=D,
+         attributes={"name": {"string": "fish"}}, features=LIST_ON, off_by_default=LISTS),
+    case("list-result-type-causes-match-error", 'device.attributes["dra.example.com"].names',
+         match_error("CEL result of type list could not be converted to bool"), 4, driver=D,
+         attributes={"names": {"strings": ["fish", "bird"]}}),
+    case("includes-function-can-evaluate", 'device.attributes["dra.example.com"].name.includes("fish")',
+         match(True), 68, driver=D, attributes={"name": {"strings": ["fish", "bird"]}}, features=LIST_ON,
+         off_by_default=LISTS),
+    case("list-of-bool", 'device.attributes["dra.example.com"].names.size() == 2', match(True), 6, driver=D,
+         attributes={"names": {"bools": [True, False]}}),
+    case("list-of-int", 'device.attributes["dra.example.com"].names.size() == 2', match(True), 6, driver=D,
+         attributes={"names": {"ints": [1, 2]}}),
+    case("list-of-string", 'device.attributes["dra.example.com"].names.size() == 2', match(True), 6, driver=D,
+         attributes={"names": {"strings": ["fish", "bird"]}}),
+    case("list-of-semver", 'device.attributes["dra.example.com"].names.size() == 2', match(True), 6, driver=D,
+         attributes={"names": {"versions": ["1.0.0", "2.0.0"]}}),
+    case("macro-on-list-of-int", 'device.attributes["dra.example.com"].names.exists(x, x > 0)', match(True),
+         5 + 6 * MAX_LIST, driver=D, attributes={"names": {"ints": [1, 2]}}, features=LIST_ON,
+         off_by_default=LISTS),
+    case("macro-on-list-of-string", 'device.attributes["dra.example.com"].names.all(x, x != "")', match(True),
+         5 + 4 * MAX_LIST, driver=D, attributes={"names": {"strings": ["fish", "bird"]}}, features=LIST_ON,
+         off_by_default=LISTS),
+    case("macro-on-list-of-semver", 'device.attributes["dra.example.com"].names.all(x, x.isGreaterThan(semver("0.0.1")))',
+         match(True), 5 + 6 * MAX_LIST, driver=D, attributes={"names": {"versions": ["1.0.0", "2.0.0"]}},
+         features=LIST_ON, off_by_default=LISTS),
+    case("includes-function-compilation-error", 'device.attributes["dra.example.com"].attr.includes("fish")',
+         compile_error("undeclared reference to 'includes'"), driver=D, features=LIST_OFF),
+    case("includes-function-compilation-and-eval-success", 'device.attributes["dra.example.com"].attr.includes("fish")',
+         match(True), 68, driver=D, attributes={"attr": {"string": "fish"}}, features=LIST_ON, off_by_default=LISTS),
+    case("includes-bool-scalar-positive", 'device.attributes["dra.example.com"].name.includes(true)', match(True), 68,
+         driver=D, attributes={"name": {"bool": True}}, features=LIST_ON, off_by_default=LISTS),
+    case("includes-bool-scalar-negative", 'device.attributes["dra.example.com"].name.includes(true)', match(False),
+         68, driver=D, attributes={"name": {"bool": False}}, features=LIST_ON, off_by_default=LISTS),
+    case("includes-int-list-positive", 'device.attributes["dra.example.com"].name.includes(1)', match(True), 68,
+         driver=D, attributes={"name": {"ints": [1, 2]}}, features=LIST_ON, off_by_default=LISTS),
+    case("includes-int-list-negative", 'device.attributes["dra.example.com"].name.includes(3)', match(False), 68,
+         driver=D, attributes={"name": {"ints": [1, 2]}}, features=LIST_ON, off_by_default=LISTS),
+    case("includes-string-list-negative", 'device.attributes["dra.example.com"].name.includes("cat")', match(False),
+         68, driver=D, attributes={"name": {"strings": ["fish", "bird"]}}, features=LIST_ON, off_by_default=LISTS),
+    case("includes-semver-scalar-positive", 'device.attributes["dra.example.com"].name.includes(semver("1.0.0"))',
+         match(True), 69, driver=D, attributes={"name": {"version": "1.0.0"}}, features=LIST_ON,
+         off_by_default=LISTS),
+    case("includes-semver-list-negative", 'device.attributes["dra.example.com"].name.includes(semver("3.0.0"))',
+         match(False), 69, driver=D, attributes={"name": {"versions": ["1.0.0", "2.0.0"]}}, features=LIST_ON,
+         off_by_default=LISTS),
+    case("in-operator-on-list", '1 in device.attributes["dra.example.com"].names', match(True), 68, driver=D,
+         attributes={"names": {"ints": [1, 2, 3]}}),
+    case("version", 'device.attributes["dra.example.com"].name.isGreaterThan(semver("0.0.1"))', match(True), 6,
+         driver=D, attributes={"name": {"version": "1.0.0"}}),
+    case("version_v", 'device.attributes["dra.example.com"].name.isGreaterThan(semver("v0.0.1", true)) && '
+         'isSemver("v1.0.0", true)', match(True), 7, driver=D, attributes={"name": {"version": "1.0.0"}}),
+    case("macro-exists-on-version", 'device.attributes["dra.example.com"].name.exists(x, x.isGreaterThan(semver("0.0.1")))',
+         match_error("got 'cel.Semver', expected iterable type"), 5 + 7 * MAX_LIST, driver=D,
+         attributes={"name": {"version": "1.0.0"}}, features=LIST_ON, off_by_default=LISTS),
+    case("quantity", 'device.capacity["dra.example.com"].name.isGreaterThan(quantity("1Ki"))', match(True), 6,
+         driver=D, capacity={"name": {"value": "1Mi"}}),
+    case("check-positive", '"name" in device.capacity["dra.example.com"] && '
+         'device.capacity["dra.example.com"].name.isGreaterThan(quantity("1Ki"))', match(True), 10, driver=D,
+         capacity={"name": {"value": "1Mi"}}),
+    case("check-negative", '!("name" in device.capacity["dra.example.com"]) || '
+         'device.capacity["dra.example.com"].name.isGreaterThan(quantity("1Ki"))', match(True), 11),
+    case("all", """
+device.capacity["dra.example.com"].quantity.isGreaterThan(quantity("1Ki")) &&
+device.attributes["dra.example.com"].bool &&
+device.attributes["dra.example.com"].int > 0 &&
+device.attributes["dra.example.com"].string == "fish" &&
+device.attributes["dra.example.com"].version.isGreaterThan(semver("0.0.1")) &&
+device.capacity["dra.example.com"]["quantity"].isGreaterThan(quantity("1Ki")) &&
+device.attributes["dra.example.com"]["bool"] &&
+device.attributes["dra.example.com"]["int"] > 0 &&
+device.attributes["dra.example.com"]["string"] == "fish" &&
+device.attributes["dra.example.com"]["version"].isGreaterThan(semver("0.0.1"))
+""", match(True), 52, driver=D,
+         attributes={"bool": {"bool": True}, "int": {"int": 1}, "string": {"string": "fish"},
+                     "version": {"version": "1.0.0"}},
+         capacity={"quantity": {"value": "1Mi"}}),
+    case("many", 'device.attributes["dra.example.com"].a && device.attributes["dra.example.com"].b && '
+         'device.attributes["dra.example.com"].c', match(True), 12, driver=D,
+         attributes={"a": {"bool": True}, "b": {"bool": True}, "c": {"bool": True}}),
+    case("check_attribute_domains", 'device.attributes.exists_one(x, x == "dra.example.com")', match(True), 164,
+         driver=D, attributes={"services": {"string": "some_example_value"}}),
+    case("check_attribute_ids", 'device.attributes["dra.example.com"].exists_one(x, x == "services")', match(True),
+         133, driver=D, attributes={"services": {"string": "some_example_value"}}),
+    case("split_attribute", 'device.attributes["dra.example.com"].services.split("example").size() >= 2',
+         match(True), 19, driver=D, attributes={"services": {"string": "some_example_value"}}),
+    case("regexp_attribute", 'device.attributes["dra.example.com"].services.matches("[^a]?sym")', match(True), 18,
+         driver=D, attributes={"services": {"string": "asymetric"}}),
+    case("check_capacity_domains", 'device.capacity.exists_one(x, x == "dra.example.com")', match(True), 164,
+         driver=D, capacity={"memory": {"value": "1Mi"}}),
+    case("check_capacity_ids", 'device.capacity["dra.example.com"].exists_one(x, x == "memory")', match(True), 133,
+         driver=D, capacity={"memory": {"value": "1Mi"}}),
+    case("expensive", "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(x, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(y, "
+         "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(z, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(z2, "
+         "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(z3, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(z4, "
+         "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(z5, int('1'.find('[0-9]*')) < 100)))))))",
+         match_error("actual cost limit exceeded"), 85555551, driver=D, attributes=_expensive_attributes()),
+    case("allow_multiple_allocations", "device.allowMultipleAllocations == true", match(True), 3, driver=D,
+         multiple=True),
+    case("allow_multiple_allocations_default", "device.allowMultipleAllocations == false", match(True), 3,
+         driver=D),
+    case("allow_multiple_allocations_false", "device.allowMultipleAllocations == false", match(True), 3,
+         driver=D, multiple=False),
+    case("allow_multiple_allocations_disabled", "device.allowMultipleAllocations == false",
+         compile_error("undefined field 'allowMultipleAllocations'"), driver=D,
+         features={"consumableCapacity": False}),
+]
