@@ -71,8 +71,16 @@ type request struct {
 	Slices          []*resourceapi.ResourceSlice `json:"slices"`
 	Classes         []*resourceapi.DeviceClass   `json:"classes"`
 	AllocatedClaims []*resourceapi.ResourceClaim `json:"allocatedClaims"`
-	Nodes           []*v1.Node                   `json:"nodes"`
-	Claims          []*resourceapi.ResourceClaim `json:"claims"`
+	// AllocatedDevices are dedicated allocations without a claim, as upstream's tables give them.
+	AllocatedDevices []deviceID                   `json:"allocatedDevices"`
+	Nodes            []*v1.Node                   `json:"nodes"`
+	Claims           []*resourceapi.ResourceClaim `json:"claims"`
+}
+
+type deviceID struct {
+	Driver string `json:"driver"`
+	Pool   string `json:"pool"`
+	Device string `json:"device"`
 }
 
 type celAnswer struct {
@@ -275,8 +283,11 @@ func allocate(req request) any {
 		EnableConsumableCapacity: features.ConsumableCapacity,
 		EnableListTypeAttributes: features.ListTypeAttributes,
 	})
-	allocator, err := structured.NewAllocator(ctx, features,
-		allocatedState(req.AllocatedClaims, features.ConsumableCapacity), classes, req.Slices, celCache)
+	state := allocatedState(req.AllocatedClaims, features.ConsumableCapacity)
+	for _, id := range req.AllocatedDevices {
+		state.AllocatedDevices.Insert(structured.MakeDeviceID(id.Driver, id.Pool, id.Device))
+	}
+	allocator, err := structured.NewAllocator(ctx, features, state, classes, req.Slices, celCache)
 	if err != nil {
 		return map[string]string{"inputError": err.Error()}
 	}

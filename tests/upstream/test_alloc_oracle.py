@@ -1,0 +1,75 @@
+"""Upstream's allocator table: the oracle reproduces upstream's expected allocations, and our
+feasibility verdict is compared with the oracle's (Kubernetes 1.37 features, any node).
+Disagreements are expected failures naming their cause (issue 11 fixes them)."""
+
+import pytest
+
+from tests.upstream import judge
+from tests.upstream.alloc_cases import CASES, UNSATISFIABLE
+from tests.upstream.report import record
+
+BY_NAME = {c["name"]: c for c in CASES}
+assert len(BY_NAME) == len(CASES), "duplicate case names"
+FEATURE_NAMES = ("AdminAccess", "CompatibilityGroups", "ConsumableCapacity", "DerivedAttributes",
+                 "DeviceBindingAndStatus", "DeviceTaints", "FractionalCapacityRange", "ListTypeAttributes",
+                 "OptionalNodeOperations", "PartitionableDevices", "PrioritizedList")
+# One claim at a time is our scope (README): joint feasibility of several claims is not judged.
+SEVERAL_CLAIMS = {c["name"] for c in CASES if len(c["claims"]) > 1}
+
+INVALID_POOL = "we do not detect invalid pools (duplicate devices, unknown counter sets): upstream aborts"
+VERSION_MATCH = "matchAttribute on a version attribute raises TypeError (unhashable) in our feasibility"
+DISAGREE = {
+    "duplicate-slice": INVALID_POOL,
+    "invalid-pool-is-error-if-no-other-device-can-be-allocated": INVALID_POOL,
+    "partitionable-devices-device-counter-consumption-references-unknown-counter-set": INVALID_POOL,
+    "no-classes": "a missing DeviceClass is 'never' for us, an allocation error upstream",
+    "unknown-class": "a missing DeviceClass is 'never' for us, an allocation error upstream",
+    "all-devices-of-the-incomplete-pool": "allocationMode All over an incomplete pool: 'not now' for us, an "
+                                          "error upstream",
+    "unsuccessful-allocation-network-attached-device": "slices with a nodeSelector are reachable from every node "
+                                                       "for us; upstream matches the node's labels",
+    "with-constraint": VERSION_MATCH,
+    "with-constraint-not-matching-version-attribute": VERSION_MATCH,
+    "with-constraint-for-request": VERSION_MATCH,
+    "prioritized-list-subrequests-with-constraints-ref-sub-request": VERSION_MATCH,
+    "too-many-devices-single-request": "more than 32 devices in a claim is 'never' for us, an error upstream",
+    "unknown-constraint": "an empty constraint is ignored by us, an error upstream",
+    "partitionable-devices-no-capacity-available": "shared counters (partitionable devices) are not modelled: "
+                                                   "counters consumed by allocated devices are ignored",
+    "tainted-two-devices": "device taints are not modelled: NoSchedule/NoExecute devices count as usable",
+    "tainted-all-devices-single": "device taints are not modelled: NoSchedule/NoExecute devices count as usable",
+}
+
+
+def upstream_features(case):
+    """The feature set upstream's test runs the case with: none on unless the case names them."""
+    named = case["features"] or {}
+    return {name: bool(named.get(name, False)) for name in FEATURE_NAMES}
+
+
+@pytest.mark.parametrize("name", sorted(BY_NAME))
+def test_oracle_reproduces_upstream(oracle, name):
+    case = BY_NAME[name]
+    [answer] = oracle.allocate(**{k: v for k, v in judge.oracle_allocate_request(
+        case, features=upstream_features(case)).items() if k != "op"})["nodes"]
+    expect = case["expect"]
+    if isinstance(expect, dict):
+        assert answer["error"] and expect["error"] in answer["error"], answer
+    elif expect == UNSATISFIABLE:
+        assert answer["error"] is None and answer["allocations"] is None, answer
+    else:
+        assert answer["error"] is None, answer
+        assert judge.results_of(answer) == [[tuple(r) for r in claim] for claim in expect]
+
+
+@pytest.mark.parametrize("name", sorted(set(BY_NAME) - SEVERAL_CLAIMS))
+def test_ours_agrees_with_the_oracle(oracle, name):
+    case = BY_NAME[name]
+    theirs = judge.allocation_outcome(oracle.ask(judge.oracle_allocate_request(case, nodes=judge.nodes_of(case))))
+    ours, message = judge.our_allocation(case)
+    agrees = ours == theirs
+    record("allocator-table", agrees, name)
+    if name in DISAGREE:
+        assert not agrees, f"ours agrees now: remove {name!r} from DISAGREE"
+        pytest.xfail(DISAGREE[name])
+    assert agrees, f"ours {ours} ({message}) vs upstream {theirs}"
