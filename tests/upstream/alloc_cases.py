@@ -136,7 +136,8 @@ def memory_at_least(amount):
 
 CLASSES_A = [klass(CLASS_A, DRIVER_A)]
 CLASSES_AB = [klass(CLASS_A, DRIVER_A), klass(CLASS_B, DRIVER_B)]
-ALL_ON_MULTIPLE = [klass(CLASS_A, DRIVER_A, f'device.driver == "{DRIVER_A}" && device.allowMultipleAllocations == true')]
+ALL_ON_MULTIPLE = [klass(CLASS_A, DRIVER_A,
+                         f'device.driver == "{DRIVER_A}" && device.allowMultipleAllocations == true')]
 RANGE_2_2_4 = {"default": "2", "validRange": {"min": "2", "step": "2", "max": "4"}}
 
 CASES = [
@@ -246,8 +247,9 @@ CASES = [
     case("with-constraint-for-request",
          [claim("claim-0", req("req-0", CLASS_A, 1), req("req-1", CLASS_A, 1),
                 constraints=[{"requests": ["req-0"], "matchAttribute": VERSION_ATTR}])], CLASSES_AB,
-         [slice_("slice-1", NODE_1, POOL_1, DRIVER_A, [device("device-1", attributes={"driverVersion": {"version": "1.0.0"}}),
-                                                       device("device-2", attributes={"driverVersion": {"version": "2.0.0"}})])],
+         [slice_("slice-1", NODE_1, POOL_1, DRIVER_A,
+                 [device("device-1", attributes={"driverVersion": {"version": "1.0.0"}}),
+                  device("device-2", attributes={"driverVersion": {"version": "2.0.0"}})])],
          [[("req-0", DRIVER_A, POOL_1, "device-1"), ("req-1", DRIVER_A, POOL_1, "device-2")]]),
     case("invalid-CEL-one-device", [claim("claim-0", req("req-0", CLASS_A, selectors=["noSuchVar"]))], CLASSES_A,
          [one("slice-1", NODE_1, POOL_1, DRIVER_A)], error("undeclared reference")),

@@ -57,6 +57,15 @@ def nodes_of(case: dict) -> list[dict]:
     return list(nodes.values())
 
 
+def nodes_known_to_us(case: dict) -> list[dict]:
+    """The nodes our inventory knows: those its slices name (we read no Node objects), or one
+    node when only network-attached slices exist."""
+    named = {s["spec"].get("nodeName") for s in case["slices"]} | {
+        d.get("nodeName") for s in case["slices"] for d in s["spec"].get("devices") or []}
+    known = [n for n in case["nodes"] if n["metadata"]["name"] in named]
+    return known or case["nodes"][:1]
+
+
 def oracle_allocate_request(case: dict, features=DEFAULT_FEATURES, nodes=None, allocated=True) -> dict:
     request = {"op": "allocate", "slices": case["slices"], "classes": case["classes"], "claims": case["claims"],
                "allocatedDevices": case["allocated"] if allocated else [], "nodes": nodes or [case["node"]]}
@@ -99,3 +108,156 @@ def our_allocation(case: dict) -> tuple[str, str]:
     except Exception as exc:  # a crash is a disagreement to report, not a test error
         return "crash", f"{type(exc).__name__}: {exc}"
     return OUR_TO_ORACLE[verdict.status], f"{verdict.status}: {verdict.message}"
+
+
+# Gaps we know of, by the feature a generated case uses (issue 11 closes them).
+KNOWN_GAPS = {
+    "taints": "device taints and tolerations are not modelled",
+    "shared-counters": "shared counters (partitionable devices) are not modelled",
+    "node-selector": "nodeSelector / per-device node selection: reachable from every node for us",
+    "list-attributes": "list-typed attributes make our device conversion raise",
+    "version-match": "matchAttribute on a version attribute raises TypeError",
+    "multiple-allocations": "devices allowing multiple allocations (consumable capacity) are not modelled",
+    "capacity-requests": "per-request capacity (consumable capacity) is not modelled",
+    "admin-access": "adminAccess allocation semantics are not modelled",
+    "distinctAttribute": "distinctAttribute is exact only when one constraint covers the requests",
+    "all": "allocationMode All: incomplete pools and taints differ",
+    "nodes-without-devices": "nodes without devices of their own are unknown to us (no Node objects read)",
+    "unguarded-selectors": "a CEL runtime error aborts allocation upstream; ours counts it as no match",
+}
+
+
+def explain(case: dict, oracle_answer: dict, ours: str) -> list[str]:
+    """The known gaps that can account for a disagreement on a generated case."""
+    causes = [KNOWN_GAPS[f] for f in case["features_used"] if f in KNOWN_GAPS]
+    if len(nodes_known_to_us(case)) < len(case["nodes"]):
+        causes.append(KNOWN_GAPS["nodes-without-devices"])
+    errors = " ".join(n["error"] or "" for n in oracle_answer["nodes"])
+    if "CEL runtime error" in errors or "no such key" in errors:
+        causes.append("a CEL runtime error aborts allocation upstream; ours counts it as no match")
+    if "because a claim constraint would not be satisfied" in errors:
+        causes.append("allocationMode All with a constraint that excludes a device is an error upstream")
+    if ours == "crash":
+        causes.append("our feasibility crashed")
+    return causes
+
+
+def case_yaml(case: dict) -> str:
+    import yaml
+
+    shown = {k: case[k] for k in ("features_used", "classes", "slices", "allocated", "claims")}
+    return yaml.safe_dump(shown, sort_keys=False, width=120)
+
+
+# -- attribution by ablation: remove one known gap at a time until we agree -----------------
+def _devices(case):
+    for s in case["slices"]:
+        yield from s["spec"].get("devices") or []
+
+
+def _exacts(case):
+    for request in case["claims"][0]["spec"]["devices"]["requests"]:
+        if "exactly" in request:
+            yield request["exactly"]
+        yield from request.get("firstAvailable") or []
+
+
+def _drop_taints(case):
+    for d in _devices(case):
+        d.pop("taints", None)
+    for e in _exacts(case):
+        e.pop("tolerations", None)
+
+
+def _drop_counters(case):
+    case["slices"] = [s for s in case["slices"] if not s["spec"].get("sharedCounters")]
+    for s in case["slices"]:
+        s["spec"]["pool"]["resourceSliceCount"] = sum(
+            1 for o in case["slices"] if o["spec"]["pool"]["name"] == s["spec"]["pool"]["name"])
+    for d in _devices(case):
+        d.pop("consumesCounters", None)
+
+
+def _drop_sharing(case):
+    for d in _devices(case):
+        d.pop("allowMultipleAllocations", None)
+        for capacity in (d.get("capacity") or {}).values():
+            capacity.pop("requestPolicy", None)
+    for e in _exacts(case):
+        e.pop("capacity", None)
+
+
+def _drop_admin(case):
+    for e in _exacts(case):
+        e.pop("adminAccess", None)
+
+
+def _drop_node_selectors(case):
+    for s in case["slices"]:
+        spec = s["spec"]
+        if spec.pop("nodeSelector", None) is not None:
+            spec["allNodes"] = True
+        if spec.pop("perDeviceNodeSelection", None):
+            spec["allNodes"] = True
+            for d in spec.get("devices") or []:
+                d.pop("nodeName", None)
+
+
+def _drop_lists(case):
+    for d in _devices(case):
+        d["attributes"] = {k: v for k, v in (d.get("attributes") or {}).items() if not ({"ints", "strings"} & set(v))}
+    for constraint in case["claims"][0]["spec"]["devices"].get("constraints") or []:
+        if constraint.get("matchAttribute", "").endswith("/tags"):
+            constraint["matchAttribute"] = "gpu.example.com/model"
+
+
+def _drop_version_match(case):
+    for constraint in case["claims"][0]["spec"]["devices"].get("constraints") or []:
+        if constraint.get("matchAttribute", "").endswith("driverVersion"):
+            constraint["matchAttribute"] = "gpu.example.com/model"
+
+
+def _guard_selectors(case):
+    from tests.upstream.generators import guarded
+
+    for e in _exacts(case):
+        for selector in e.get("selectors") or []:
+            selector["cel"]["expression"] = guarded(selector["cel"]["expression"])
+
+
+ABLATIONS = [
+    ("a CEL runtime error (lookup of an attribute a device lacks) aborts allocation upstream; ours counts it "
+     "as no match", _guard_selectors),
+    ("nodes without devices of their own are unknown to us (no Node objects read)", None),
+    (KNOWN_GAPS["node-selector"], _drop_node_selectors),
+    (KNOWN_GAPS["taints"], _drop_taints),
+    (KNOWN_GAPS["shared-counters"], _drop_counters),
+    ("consumable capacity (devices shared by several allocations, capacity requests) is not modelled", _drop_sharing),
+    (KNOWN_GAPS["admin-access"], _drop_admin),
+    (KNOWN_GAPS["list-attributes"], _drop_lists),
+    (KNOWN_GAPS["version-match"], _drop_version_match),
+]
+
+
+def attribute(case: dict, oracle) -> str:
+    """The first known gap whose removal (cumulatively, in ABLATIONS order) makes us agree, or
+    what remains: a CEL runtime error upstream aborts on, All with constraints, or unexplained."""
+    import copy
+
+    work = copy.deepcopy(case)
+    nodes = work["nodes"]
+    answer = None
+    for cause, ablate in ABLATIONS:
+        if ablate is None:
+            nodes = nodes_known_to_us(work)
+        else:
+            ablate(work)
+        answer = oracle.ask(oracle_allocate_request(work, nodes=nodes))
+        if our_allocation(work)[0] == allocation_outcome(answer):
+            return cause
+    errors = " ".join(n["error"] or "" for n in answer["nodes"])
+    if "because a claim constraint would not be satisfied" in errors:
+        return "allocationMode All with a constraint that excludes a device is an error upstream"
+    if "distinctAttribute" in str(work["claims"]):
+        return KNOWN_GAPS["distinctAttribute"]
+    return "unexplained"
