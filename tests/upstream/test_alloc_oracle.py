@@ -8,6 +8,10 @@ from tests.upstream import judge
 from tests.upstream.alloc_cases import CASES, UNSATISFIABLE
 from tests.upstream.report import record
 
+
+# The first test builds the oracle (Go), cold in about a minute or two.
+pytestmark = pytest.mark.timeout(900)
+
 BY_NAME = {c["name"]: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names"
 FEATURE_NAMES = ("AdminAccess", "CompatibilityGroups", "ConsumableCapacity", "DerivedAttributes",

@@ -7,6 +7,10 @@ from tests.upstream import judge
 from tests.upstream.cel_cases import CASES
 from tests.upstream.report import record
 
+
+# The first test builds the oracle (Go), cold in about a minute or two.
+pytestmark = pytest.mark.timeout(900)
+
 # Ours disagrees with upstream on these, and why (strict: a fix turns them into failures to remove).
 LISTS = "list-typed attributes (ints/bools/strings/versions) make our device conversion raise"
 INCLUDES = "includes() (list-type attributes, off by default in 1.37) is not in our environment"

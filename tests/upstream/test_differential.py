@@ -6,6 +6,10 @@ from hypothesis import HealthCheck, given, settings
 from tests.upstream import generators, judge
 from tests.upstream.report import record
 
+
+# The first test builds the oracle (Go), cold in about a minute or two.
+pytestmark = pytest.mark.timeout(900)
+
 SETTINGS = settings(max_examples=150, deadline=None, database=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
