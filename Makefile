@@ -9,7 +9,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-.PHONY: install run test bench
+.PHONY: install run test e2e bench
 install: $(VENV)/.installed
 
 run: $(VENV)/.installed
@@ -17,6 +17,11 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
+
+# A real control plane from upstream Kubernetes (built with Go, cached): see README "Tests".
+e2e: $(VENV)/.installed
+	$(PY) -c 'from tests.e2e.cluster import build; print("control plane binaries:", build())'
+	DRA_BRIDGE_E2E=1 $(PY) -m pytest -q tests/e2e
 
 bench: $(VENV)/.installed
 	$(PY) bench/mutate.py

@@ -1,6 +1,7 @@
 """Generated inventories and claims, judged by the oracle (Kubernetes 1.37 allocator, any of the
 case's nodes) and by our feasibility check. Bounded here; bench/differential.py runs more."""
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.upstream import generators, judge

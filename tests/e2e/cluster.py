@@ -1,0 +1,188 @@
+"""A real control plane on loopback, built from upstream Kubernetes (tests/e2e/go.mod pins
+k8s.io/kubernetes and its staging modules at one release): embedded etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler, and kubectl of the same release. No kubelet: Node
+objects are created directly, so pods get scheduled and their claims allocated, never run."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import pathlib
+import secrets
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from app.server import tls
+
+HERE = pathlib.Path(__file__).resolve().parent
+SOURCES = ("go.mod", "go.sum", "etcd/main.go")
+PACKAGES = ("k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager",
+            "k8s.io/kubernetes/cmd/kube-scheduler", "k8s.io/kubernetes/cmd/kubectl", "./etcd")
+BIN_ROOT = HERE / ".bin"
+CONTROLLERS = ("serviceaccount-controller", "serviceaccount-token-controller", "namespace-controller",
+               "garbage-collector-controller", "deployment-controller", "replicaset-controller",
+               "job-controller", "resourceclaim-controller")
+
+
+class GoUnavailable(Exception):
+    pass
+
+
+def build() -> pathlib.Path:
+    """The folder with the five binaries for the current go.mod; built once, then cached (and
+    the Go build cache keeps a rebuild after a change short)."""
+    go = shutil.which("go")
+    if go is None:
+        raise GoUnavailable("Go is not installed: the e2e tier builds its control plane with the go command")
+    digest = hashlib.sha256(b"".join((HERE / name).read_bytes() for name in SOURCES)).hexdigest()[:16]
+    target = BIN_ROOT / digest
+    if all((target / pathlib.Path(p).name).exists() for p in PACKAGES):
+        return target
+    target.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"}
+    result = subprocess.run([go, "build", "-o", str(target) + "/", *PACKAGES], cwd=HERE, env=env,
+                            capture_output=True, text=True, timeout=3600)
+    if result.returncode != 0:
+        raise RuntimeError(f"building the control plane failed:\n{result.stderr[-4000:]}")
+    for old in BIN_ROOT.iterdir():
+        if old != target:
+            shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kubeconfig(path: pathlib.Path, server: str, ca: pathlib.Path, token: str, namespace: str = "default") -> str:
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "e2e",
+              "clusters": [{"name": "e2e", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+              "users": [{"name": "e2e", "user": {"token": token}}],
+              "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "e2e", "namespace": namespace}}]}
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+class ControlPlane:
+    def __init__(self, workdir: pathlib.Path, binaries: pathlib.Path):
+        self.dir, self.bin = workdir, binaries
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.admin_token = secrets.token_hex(16)
+        self.server = ""
+        self.ca = self.dir / "pki" / "ca.crt"
+        self.admin_kubeconfig = ""
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self, timeout_s: float = 180) -> "ControlPlane":
+        pki = self.dir / "pki"
+        bundle = tls.write_bundle(str(pki), ["localhost", "127.0.0.1"])
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        (pki / "sa.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                       serialization.PrivateFormat.TraditionalOpenSSL,
+                                                       serialization.NoEncryption()))
+        (pki / "sa.pub").write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                                   serialization.PublicFormat.SubjectPublicKeyInfo))
+        (pki / "tokens.csv").write_text(f'{self.admin_token},admin,admin-uid,"system:masters"\n')
+        etcd_port, api_port = free_port(), free_port()
+        self._run("etcd", "--data-dir", str(self.dir / "etcd"), "--listen-client-url", f"http://127.0.0.1:{etcd_port}",
+                  "--listen-peer-url", f"http://127.0.0.1:{free_port()}")
+        self.server = f"https://127.0.0.1:{api_port}"
+        self._run("kube-apiserver", f"--etcd-servers=http://127.0.0.1:{etcd_port}", "--bind-address=127.0.0.1",
+                  "--advertise-address=127.0.0.1", f"--secure-port={api_port}", f"--tls-cert-file={bundle.cert}",
+                  f"--tls-private-key-file={bundle.key}", f"--token-auth-file={pki / 'tokens.csv'}",
+                  "--authorization-mode=RBAC", "--service-account-issuer=https://kubernetes.default.svc",
+                  f"--service-account-key-file={pki / 'sa.pub'}",
+                  f"--service-account-signing-key-file={pki / 'sa.key'}",
+                  "--service-cluster-ip-range=10.0.0.0/24", "--enable-priority-and-fairness=false",
+                  # No kubelet or node lifecycle controller would ever lift the not-ready taint.
+                  "--disable-admission-plugins=TaintNodesByCondition",
+                  "--endpoint-reconciler-type=none", "--profiling=false", "--v=1")
+        self.admin_kubeconfig = kubeconfig(self.dir / "admin.kubeconfig", self.server, self.ca, self.admin_token)
+        self._wait(lambda: self.get("/readyz") == "ok", timeout_s, "kube-apiserver /readyz")
+        self._run("kube-controller-manager", f"--kubeconfig={self.admin_kubeconfig}",
+                  f"--authentication-kubeconfig={self.admin_kubeconfig}",
+                  f"--authorization-kubeconfig={self.admin_kubeconfig}", f"--secure-port={free_port()}",
+                  f"--controllers={','.join(CONTROLLERS)}", f"--service-account-private-key-file={pki / 'sa.key'}",
+                  f"--root-ca-file={self.ca}", "--leader-elect=false", "--use-service-account-credentials=false",
+                  "--v=1")
+        self._run("kube-scheduler", f"--kubeconfig={self.admin_kubeconfig}",
+                  f"--authentication-kubeconfig={self.admin_kubeconfig}",
+                  f"--authorization-kubeconfig={self.admin_kubeconfig}", f"--secure-port={free_port()}",
+                  "--leader-elect=false", "--v=1")
+        # Pods need the default ServiceAccount, which the controller-manager creates.
+        self._wait(lambda: self.kubectl("get", "serviceaccount", "default", check=False).returncode == 0,
+                   timeout_s, "default ServiceAccount")
+        return self
+
+    def stop(self) -> None:
+        for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+            process = self.processes.pop(name, None)
+            if process is not None and process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+    def _run(self, name: str, *args: str) -> None:
+        log = open(self.dir / f"{name}.log", "wb")
+        self.processes[name] = subprocess.Popen([str(self.bin / name), *args], stdout=log, stderr=subprocess.STDOUT)
+
+    def log(self, name: str) -> str:
+        return (self.dir / f"{name}.log").read_text(errors="replace")
+
+    def _wait(self, check, timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for name, process in self.processes.items():
+                if process.poll() is not None:
+                    raise RuntimeError(f"{name} exited ({process.returncode}):\n{self.log(name)[-3000:]}")
+            try:
+                if check():
+                    return
+            except (OSError, urllib.error.URLError, ssl.SSLError):
+                pass
+            time.sleep(0.3)
+        raise TimeoutError(f"{what} not ready after {timeout_s}s")
+
+    # -- clients ---------------------------------------------------------------------------
+    def get(self, path: str, token: str | None = None) -> str:
+        request = urllib.request.Request(self.server + path,
+                                         headers={"Authorization": f"Bearer {token or self.admin_token}"})
+        context = ssl.create_default_context(cafile=str(self.ca))
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            return response.read().decode()
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True, kubeconfig: str | None = None,
+                timeout: float = 60) -> subprocess.CompletedProcess:
+        result = subprocess.run([str(self.bin / "kubectl"), f"--kubeconfig={kubeconfig or self.admin_kubeconfig}",
+                                 *args], input=input, capture_output=True, text=True, timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr}")
+        return result
+
+    def apply(self, objects: list[dict], *extra: str, kubeconfig: str | None = None) -> subprocess.CompletedProcess:
+        return self.kubectl("apply", "-f", "-", *extra, input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                                           "items": objects}), kubeconfig=kubeconfig)
+
+    def json(self, *args: str) -> dict:
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def token(self, service_account: str, namespace: str) -> str:
+        return self.kubectl("create", "token", service_account, "-n", namespace, "--duration=2h").stdout.strip()
+
+    def ca_bundle(self, path: pathlib.Path) -> str:
+        return base64.b64encode(path.read_bytes()).decode()

@@ -1,0 +1,157 @@
+"""One real control plane per e2e run, with dra-bridge installed as an operator would: RBAC,
+ServiceAccounts and webhook configurations from manifests/, NVIDIA's DeviceClasses, GPU nodes
+published by our reporter (fake backend), and our webhook serving on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from app.server import tls
+from tests.conftest import ROOT
+from tests.e2e.cluster import ControlPlane, GoUnavailable, build, free_port, kubeconfig
+
+# GPU nodes: name -> fake GPU description; plus one node without GPUs.
+GPU_NODES = {"gpu-h100-0": "h100x8.yaml", "gpu-l4-0": "l4x4.yaml"}
+CPU_NODE = "cpu-0"
+INSTALLED_KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                   "ConfigMap"}
+# NVIDIA's DRA driver chart defines these two classes (deviceclass-gpu.yaml, deviceclass-mig.yaml).
+NVIDIA_CLASSES = [
+    {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": f"{kind}.nvidia.com"},
+     "spec": {"selectors": [{"cel": {"expression": (
+         f"device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == '{kind}'")}}]}}
+    for kind in ("gpu", "mig")]
+POLICY = {"apiVersion": "dra-bridge.io/v1alpha1", "kind": "Policy",
+          "defaults": {"mode": "warn"}, "namespaces": [{"names": ["strict"], "mode": "enforce"}]}
+NAMESPACES = {"team-a": {"dra-bridge.io/migrate": "enabled"}, "strict": {"dra-bridge.io/migrate": "enabled"},
+              "plain": {}}
+
+
+def wait_for(check, timeout_s=90.0, what="condition", interval=0.5):
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"{what} not reached in {timeout_s}s (last: {last!r})")
+
+
+@pytest.fixture(scope="session")
+def binaries():
+    try:
+        return build()
+    except GoUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def cluster(binaries, tmp_path_factory):
+    plane = ControlPlane(tmp_path_factory.mktemp("control-plane"), binaries).start()
+    try:
+        install(plane)
+        yield plane
+    finally:
+        plane.stop()
+
+
+def rendered_manifests(plane: ControlPlane) -> list[dict]:
+    text = plane.kubectl("kustomize", str(ROOT / "manifests")).stdout
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def install(plane: ControlPlane) -> None:
+    plane.apply([d for d in rendered_manifests(plane) if d["kind"] in INSTALLED_KINDS])
+    plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+                 for name, labels in NAMESPACES.items()])
+    nodes = [*GPU_NODES, CPU_NODE]
+    plane.apply([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": {
+        "kubernetes.io/hostname": n}}} for n in nodes])
+    status = {"capacity": {"cpu": "64", "memory": "512Gi", "pods": "110"},
+              "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"},
+              "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "e2e"}]}
+    for n in nodes:
+        plane.kubectl("patch", "node", n, "--subresource=status", "--type=merge", "-p",
+                      json.dumps({"status": status}))
+    plane.apply(NVIDIA_CLASSES)
+    reporter_config = kubeconfig(plane.dir / "reporter.kubeconfig", plane.server, plane.ca,
+                                 plane.token("dra-bridge-reporter", "dra-bridge"))
+    for node, description in GPU_NODES.items():
+        result = subprocess.run([sys.executable, "-m", "app", "reporter", "--backend",
+                                 f"fake:{ROOT / 'app' / 'data' / 'fake' / description}", "--node-name", node,
+                                 "--mode", "publish", "--kubeconfig", reporter_config, "--max-rounds", "1",
+                                 "--health-port", "0"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert result.returncode == 0, result.stderr
+
+
+class Webhook:
+    """`dra-bridge serve` on loopback with the webhook ServiceAccount's token and a live inventory."""
+
+    def __init__(self, plane: ControlPlane):
+        self.plane = plane
+        self.port = free_port()
+        self.pki = plane.dir / "webhook-pki"
+        self.bundle = tls.write_bundle(str(self.pki), ["localhost", "127.0.0.1"])
+        (plane.dir / "policy.yaml").write_text(yaml.safe_dump(POLICY))
+        self.kubeconfig = kubeconfig(plane.dir / "webhook.kubeconfig", plane.server, plane.ca,
+                                     plane.token("dra-bridge", "dra-bridge"))
+        self.process = None
+
+    def start(self) -> "Webhook":
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DRA_BRIDGE_")}
+        self.log = open(self.plane.dir / "webhook.log", "ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+             "--tls-cert", self.bundle.cert, "--tls-key", self.bundle.key, "--inventory", "live",
+             "--kubeconfig", self.kubeconfig, "--policy", str(self.plane.dir / "policy.yaml")],
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        wait_for(self.ready, 60, "webhook /readyz")
+        return self
+
+    def ready(self) -> bool:
+        import ssl
+        import urllib.request
+
+        context = ssl.create_default_context(cafile=self.bundle.ca_cert)
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{self.port}/readyz", context=context, timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            if self.process.poll() is not None:
+                raise AssertionError(f"webhook exited:\n{(self.plane.dir / 'webhook.log').read_text()[-3000:]}")
+            return False
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=20)
+
+    def configurations(self) -> list[dict]:
+        """The webhook configurations from manifests/, pointed at this server."""
+        out = []
+        for doc in rendered_manifests(self.plane):
+            if doc["kind"] not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+                continue
+            for hook in doc["webhooks"]:
+                path = hook["clientConfig"]["service"]["path"]
+                hook["clientConfig"] = {"url": f"https://127.0.0.1:{self.port}{path}",
+                                        "caBundle": self.plane.ca_bundle(pathlib.Path(self.bundle.ca_cert))}
+            out.append(doc)
+        return out
+
+
+@pytest.fixture(scope="session")
+def webhook(cluster):
+    server = Webhook(cluster).start()
+    cluster.apply(server.configurations())
+    yield server
+    server.stop()

@@ -1,0 +1,165 @@
+"""Real workflows against a real control plane: our webhook admits and rewrites, upstream's
+controllers and scheduler do the rest. The last test stops the webhook."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.e2e.conftest import GPU_NODES, wait_for
+
+# The first test builds (cold: many minutes) and starts the control plane.
+pytestmark = pytest.mark.timeout(3600)
+
+
+def legacy_pod(name, gpus=1, node_selector=None, resource="nvidia.com/gpu"):
+    spec = {"containers": [{"name": "cuda", "image": "nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04",
+                            "resources": {"limits": {resource: gpus}}}]}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def claim_results(cluster, namespace, pod):
+    """(driver, pool, device) of every device allocated to the pod's claims."""
+    statuses = pod["status"].get("resourceClaimStatuses") or []
+    out = []
+    for status in statuses:
+        claim = cluster.json("resourceclaim", status["resourceClaimName"], "-n", namespace)
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        out += [(r["driver"], r["pool"], r["device"]) for r in allocation.get("devices", {}).get("results", [])]
+    return out
+
+
+def scheduled(cluster, namespace, selector):
+    pods = cluster.json("pods", "-n", namespace, "-l", selector)["items"]
+    return pods if pods and all(p["spec"].get("nodeName") for p in pods) else None
+
+
+def test_legacy_deployment_is_migrated_allocated_and_bound(cluster, webhook):
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "trainer"},
+                  "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "trainer"}},
+                           "template": {"metadata": {"labels": {"app": "trainer"}},
+                                        "spec": legacy_pod("x", gpus=2)["spec"]}}}
+    cluster.apply([deployment], "-n", "team-a")
+    pods = wait_for(lambda: scheduled(cluster, "team-a", "app=trainer"), 120, "both trainer pods bound")
+    assert len(pods) == 2
+    devices = []
+    for pod in pods:
+        container = pod["spec"]["containers"][0]
+        assert "nvidia.com/gpu" not in (container["resources"].get("limits") or {})
+        [ref] = pod["spec"]["resourceClaims"]
+        assert ref["resourceClaimTemplateName"].startswith("dra-bridge-")
+        assert "dra-bridge.io/migration" in pod["metadata"]["annotations"]
+        allocated = wait_for(lambda pod=pod: claim_results(
+            cluster, "team-a", cluster.json("pod", pod["metadata"]["name"], "-n", "team-a")), 60, "allocation")
+        assert len(allocated) == 2
+        # The devices come from the node the pod was bound to, from NVIDIA's driver.
+        assert {(d, p) for d, p, _ in allocated} == {("gpu.nvidia.com", pod["spec"]["nodeName"])}
+        devices += allocated
+    assert len(set(devices)) == 4  # distinct GPUs, as the device plugin gave them
+    # The template was created through the webhook's own ServiceAccount, which may do little else.
+    template = cluster.json("resourceclaimtemplate", pods[0]["spec"]["resourceClaims"][0]["resourceClaimTemplateName"],
+                            "-n", "team-a")
+    assert template["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "dra-bridge"
+    as_webhook = ("--as=system:serviceaccount:dra-bridge:dra-bridge",)
+    assert cluster.kubectl("auth", "can-i", "create", "resourceclaimtemplates", "-n", "team-a",
+                           *as_webhook).stdout.strip() == "yes"
+    assert cluster.kubectl("auth", "can-i", "get", "secrets", "-n", "team-a", *as_webhook,
+                           check=False).stdout.strip() == "no"
+
+
+def test_gfd_label_becomes_a_selector_and_picks_the_node(cluster, webhook):
+    pod = legacy_pod("l4-inference", node_selector={"nvidia.com/gpu.product": "NVIDIA-L4"})
+    cluster.apply([pod], "-n", "team-a")
+    [bound] = wait_for(lambda: [p for p in [cluster.json("pod", "l4-inference", "-n", "team-a")]
+                                if p["spec"].get("nodeName")], 90, "L4 pod bound")
+    assert "nodeSelector" not in bound["spec"]  # translated into CEL on the device, removed from the pod
+    assert bound["spec"]["nodeName"] == "gpu-l4-0"
+    [device] = wait_for(lambda: claim_results(cluster, "team-a", cluster.json("pod", "l4-inference", "-n", "team-a")),
+                        60, "allocation")
+    assert device[:2] == ("gpu.nvidia.com", "gpu-l4-0")
+
+
+def test_server_side_dry_run_creates_nothing(cluster, webhook):
+    pod = legacy_pod("dry-run-preview", gpus=3)
+    before = {t["metadata"]["name"] for t in cluster.json("resourceclaimtemplates", "-n", "team-a")["items"]}
+    result = cluster.kubectl("apply", "--dry-run=server", "-n", "team-a", "-f", "-", "-o", "json",
+                             input=json.dumps(pod))
+    preview = json.loads(result.stdout)
+    [ref] = preview["spec"]["resourceClaims"]  # the answer shows the migrated pod
+    after = {t["metadata"]["name"] for t in cluster.json("resourceclaimtemplates", "-n", "team-a")["items"]}
+    assert after == before and ref["resourceClaimTemplateName"] not in after
+    assert cluster.kubectl("get", "pod", "dry-run-preview", "-n", "team-a", check=False).returncode != 0
+
+
+def impossible_claim(name):
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "mig", "exactly": {
+                "deviceClassName": "mig.nvidia.com", "count": 4, "selectors": [{"cel": {
+                    "expression": "device.attributes['gpu.nvidia.com'].profile == '1g.5gb'"}}]}}]}}}
+
+
+def test_unsatisfiable_claim_denied_in_enforce_and_warned_in_warn(cluster, webhook):
+    denied = cluster.kubectl("create", "-n", "strict", "-f", "-", input=json.dumps(impossible_claim("four-mig")),
+                             check=False)
+    assert denied.returncode != 0
+    assert "denied the request" in denied.stderr and "request mig" in denied.stderr, denied.stderr
+    warned = cluster.kubectl("create", "-n", "team-a", "-f", "-", input=json.dumps(impossible_claim("four-mig")))
+    assert "Warning: dra-bridge" in warned.stderr and "request mig" in warned.stderr, warned.stderr
+    cluster.json("resourceclaim", "four-mig", "-n", "team-a")  # created
+
+
+def test_extended_resource_served_by_dra_is_scheduled_natively(cluster, webhook):
+    """KEP-5004: a DeviceClass with extendedResourceName serves an unmigrated pod's nvidia.com/gpu."""
+    native = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu-native.nvidia.com"},
+              "spec": {"extendedResourceName": "nvidia.com/gpu", "selectors": [{"cel": {"expression": (
+                  "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'")}}]}}
+    cluster.apply([native])
+    cluster.apply([legacy_pod("native-gpu")], "-n", "plain")  # not opted in: our webhook never sees it
+    pod = wait_for(lambda: [p for p in [cluster.json("pod", "native-gpu", "-n", "plain")]
+                            if p["spec"].get("nodeName")], 90, "native pod bound")[0]
+    assert "resourceClaims" not in pod["spec"]  # the pod is as its owner wrote it
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert pod["spec"]["nodeName"] in GPU_NODES
+    status = wait_for(lambda: cluster.json("pod", "native-gpu", "-n", "plain")["status"].get(
+        "extendedResourceClaimStatus"), 60, "extended resource claim")
+    claim = cluster.json("resourceclaim", status["resourceClaimName"], "-n", "plain")
+    [result] = claim["status"]["allocation"]["devices"]["results"]
+    assert result["pool"] == pod["spec"]["nodeName"]
+
+
+def test_apiserver_measures_our_webhook(cluster, webhook):
+    metrics = cluster.get("/metrics")
+    lines = [line for line in metrics.splitlines()
+             if line.startswith("apiserver_admission_webhook_admission_duration_seconds_count")
+             and 'name="mutate.dra-bridge.io"' in line]
+    assert lines and sum(float(line.rsplit(" ", 1)[1]) for line in lines) >= 3
+
+
+def test_kubectl_plugin_with_the_built_kubectl(cluster, tmp_path):
+    plugin = shutil.which("kubectl-dra_bridge") or os.path.join(os.path.dirname(sys.executable), "kubectl-dra_bridge")
+    env = {**os.environ, "PATH": f"{os.path.dirname(plugin)}:{os.environ['PATH']}",
+           "KUBECONFIG": str(tmp_path / "none")}
+    kubectl = str(cluster.bin / "kubectl")
+    assert "kubectl-dra_bridge" in subprocess.run([kubectl, "plugin", "list"], capture_output=True, text=True,
+                                                  env=env, timeout=60).stdout
+    manifest = str(ROOT / "examples" / "workloads" / "gpu-pod.yaml")
+    result = subprocess.run([kubectl, "dra-bridge", "plan", "-f", manifest], capture_output=True, text=True, env=env,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "kind: ResourceClaimTemplate" in result.stdout
+
+
+def test_webhook_down_pods_are_still_admitted(cluster, webhook):
+    webhook.stop()
+    cluster.apply([legacy_pod("while-down")], "-n", "team-a")
+    pod = cluster.json("pod", "while-down", "-n", "team-a")
+    assert "resourceClaims" not in pod["spec"]  # admitted unmigrated: failurePolicy Ignore
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
