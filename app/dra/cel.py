@@ -329,7 +329,13 @@ def compile_selector(expression: str) -> Selector:
     return Selector(expression, program, domains)
 
 
+_LIST_TYPES = {"ints": int, "bools": bool, "strings": str, "versions": semver_value}
+
+
 def _attribute_value(raw: dict):
+    """The CEL value of one attribute; ValueError for a value upstream could not use either."""
+    if not isinstance(raw, dict):
+        raise ValueError("attribute must be an object")
     if "int" in raw:
         return int(raw["int"])
     if "bool" in raw:
@@ -338,6 +344,11 @@ def _attribute_value(raw: dict):
         return str(raw["string"])
     if "version" in raw:
         return semver_value(str(raw["version"]))
+    for key, convert in _LIST_TYPES.items():
+        if key in raw:  # list-typed attributes (alpha): lists in CEL, as upstream evaluates them
+            if not isinstance(raw[key], list):
+                raise ValueError(f"attribute {key} must be a list")
+            return [convert(v) for v in raw[key]]
     raise ValueError(f"attribute has no known value type: {sorted(raw)}")
 
 

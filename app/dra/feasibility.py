@@ -189,6 +189,20 @@ def _max_flow(requests: list[tuple[int, set[int]]], distinct_groups: dict[int, o
     return True
 
 
+def match_key(value) -> tuple | None:
+    """What matchAttribute / distinctAttribute compare: type and value, so bool true never equals
+    int 1 and versions compare by their text (upstream); None (no attribute, a list) never matches."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int):
+        return ("int", value)
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, dict) and len(value) == 1:
+        return ("version", next(iter(value.values())))
+    return None
+
+
 def _fits(chosen: list[Request], cands: list[set[int]], constraints: list[dict], index: Index, usable) -> bool:
     """`cands`: per chosen request, its matching devices reachable from this node."""
     local = []
@@ -214,22 +228,23 @@ def _fits(chosen: list[Request], cands: list[set[int]], constraints: list[dict],
         attr, members = distinct
         for i in members:
             count, devs = local[i]
-            local[i] = (count, {d for d in devs if attr in index.devices[d].flat})
+            local[i] = (count, {d for d in devs if match_key(index.devices[d].flat.get(attr)) is not None})
     distinct_groups = None
     if distinct:
-        distinct_groups = {d: index.devices[d].flat[distinct[0]] for i in distinct[1] for d in local[i][1]}
+        attr, members = distinct
+        distinct_groups = {d: match_key(index.devices[d].flat[attr]) for i in members for d in local[i][1]}
     if not match_attrs:
         return _max_flow(local, distinct_groups)
     value_sets = []
     for attr, members in match_attrs:
-        values = {index.devices[d].flat[attr] for i in members for d in local[i][1] if attr in index.devices[d].flat}
+        values = {match_key(index.devices[d].flat.get(attr)) for i in members for d in local[i][1]} - {None}
         value_sets.append(sorted(values, key=repr)[:MAX_MATCH_VALUES])
     for combo in itertools.islice(itertools.product(*value_sets), MAX_MATCH_VALUES):
         narrowed = list(local)
         for (attr, members), value in zip(match_attrs, combo):
             for i in members:
                 count, devs = narrowed[i]
-                narrowed[i] = (count, {d for d in devs if index.devices[d].flat.get(attr) == value})
+                narrowed[i] = (count, {d for d in devs if match_key(index.devices[d].flat.get(attr)) == value})
         if _max_flow(narrowed, distinct_groups):
             return True
     return False

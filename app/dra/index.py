@@ -61,6 +61,9 @@ class Index:
     classes: dict[str, dict] = field(default_factory=dict)
     allocated: set = field(default_factory=set)
     incomplete_pools: set = field(default_factory=set)
+    # (driver, pool, device, why) of devices left out: a value upstream could not use either
+    # makes that device unusable, never the whole inventory.
+    rejected: list = field(default_factory=list)
 
     def signature(self, local: list[int]) -> tuple:
         """Nodes with equal signatures are interchangeable for claims that ignore identity."""
@@ -112,7 +115,12 @@ def build(inventory: Inventory, allocated: set | None = None) -> Index:
             spec = s["spec"]
             node = spec.get("nodeName") or None
             for raw in spec.get("devices") or []:
-                shape_variable, identity = _split_identity(cel.device_variable(driver, raw))
+                try:
+                    shape_variable, identity = _split_identity(cel.device_variable(driver, raw))
+                except (ValueError, TypeError, AttributeError) as exc:
+                    name = raw.get("name") if isinstance(raw, dict) else None
+                    index.rejected.append((driver, pool_name, name, str(exc)))
+                    continue
                 key = orjson.dumps(shape_variable, option=orjson.OPT_SORT_KEYS)
                 if key not in shape_ids:
                     shape_ids[key] = len(index.shapes)

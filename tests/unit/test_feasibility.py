@@ -118,3 +118,33 @@ def test_shared_devices_are_reachable_from_every_node():
     network["spec"]["allNodes"] = True
     ix = index(slice_("n1", [device("a")]), network)
     assert dra.check(claim({"name": "x"}, {"name": "y"}), ix).nodes == 1
+
+
+
+def typed(name, **attributes):
+    """A device whose attributes are given as ResourceSlice values ({"version": ...}, {"bool": ...})."""
+    return {"name": name, "attributes": attributes}
+
+
+def test_match_attribute_on_versions_compares_their_text():
+    ix = index(slice_("n1", [typed("a", driverVersion={"version": "1.0.0"}),
+                             typed("b", driverVersion={"version": "1.0.0"}),
+                             typed("c", driverVersion={"version": "2.0.0"})]))
+    same = [{"matchAttribute": "d.example.com/driverVersion"}]
+    assert dra.check(claim({"name": "r", "count": 2}, constraints=same), ix).status == "satisfiable"
+    assert dra.check(claim({"name": "r", "count": 3}, constraints=same), ix).status == "never"
+
+
+def test_bool_true_never_matches_int_one():
+    ix = index(slice_("n1", [typed("a", flag={"bool": True}), typed("b", flag={"int": 1})]))
+    same = [{"matchAttribute": "d.example.com/flag"}]
+    assert dra.check(claim({"name": "r", "count": 2}, constraints=same), ix).status == "never"
+
+
+def test_an_unusable_value_leaves_out_that_device_only():
+    ix = index(slice_("n1", [typed("good", model={"string": "A"}), typed("bad", driverVersion={"version": "x.y"}),
+                             typed("odd", weird={"float": 1.5}), typed("listed", tags={"strings": ["x", "y"]})]))
+    assert sorted(r[2] for r in ix.rejected) == ["bad", "odd"]
+    assert len(ix.devices) == 2  # list-typed attributes are usable values
+    assert dra.check(claim({"name": "r", "count": 2}), ix).status == "satisfiable"
+    assert dra.check(claim({"name": "r", "count": 3}), ix).status == "never"

@@ -8,7 +8,6 @@ from tests.upstream import judge
 from tests.upstream.alloc_cases import CASES, UNSATISFIABLE
 from tests.upstream.report import record
 
-
 # The first test builds the oracle (Go), cold in about a minute or two.
 pytestmark = pytest.mark.timeout(900)
 
@@ -21,7 +20,6 @@ FEATURE_NAMES = ("AdminAccess", "CompatibilityGroups", "ConsumableCapacity", "De
 SEVERAL_CLAIMS = {c["name"] for c in CASES if len(c["claims"]) > 1}
 
 INVALID_POOL = "we do not detect invalid pools (duplicate devices, unknown counter sets): upstream aborts"
-VERSION_MATCH = "matchAttribute on a version attribute raises TypeError (unhashable) in our feasibility"
 DISAGREE = {
     "duplicate-slice": INVALID_POOL,
     "invalid-pool-is-error-if-no-other-device-can-be-allocated": INVALID_POOL,
@@ -32,10 +30,9 @@ DISAGREE = {
                                           "error upstream",
     "unsuccessful-allocation-network-attached-device": "slices with a nodeSelector are reachable from every node "
                                                        "for us; upstream matches the node's labels",
-    "with-constraint": VERSION_MATCH,
-    "with-constraint-not-matching-version-attribute": VERSION_MATCH,
-    "with-constraint-for-request": VERSION_MATCH,
-    "prioritized-list-subrequests-with-constraints-ref-sub-request": VERSION_MATCH,
+    "prioritized-list-subrequests-with-constraints-ref-sub-request": "a constraint naming req/sub is applied to "
+                                                                     "the whole request by us, to that subrequest "
+                                                                     "upstream",
     "too-many-devices-single-request": "more than 32 devices in a claim is 'never' for us, an error upstream",
     "unknown-constraint": "an empty constraint is ignored by us, an error upstream",
     "partitionable-devices-no-capacity-available": "shared counters (partitionable devices) are not modelled: "

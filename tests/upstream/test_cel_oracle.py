@@ -7,22 +7,16 @@ from tests.upstream import judge
 from tests.upstream.cel_cases import CASES
 from tests.upstream.report import record
 
-
 # The first test builds the oracle (Go), cold in about a minute or two.
 pytestmark = pytest.mark.timeout(900)
 
 # Ours disagrees with upstream on these, and why (strict: a fix turns them into failures to remove).
-LISTS = "list-typed attributes (ints/bools/strings/versions) make our device conversion raise"
 INCLUDES = "includes() (list-type attributes, off by default in 1.37) is not in our environment"
 DISAGREE = {
     "type-error": "a non-bool result is a compile-time type error upstream; ours fails only at evaluation",
     "bind": "cel.bind is not in our environment",
     "macro-compilation-error-new-expressions": "upstream types attributes, so a comprehension over a scalar "
                                                "does not compile; ours fails only at evaluation",
-    "list-result-type-causes-match-error": LISTS,
-    "list-of-bool": LISTS, "list-of-int": LISTS, "list-of-string": LISTS, "list-of-semver": LISTS,
-    "macro-on-list-of-int": LISTS, "macro-on-list-of-string": LISTS, "macro-on-list-of-semver": LISTS,
-    "in-operator-on-list": LISTS,
     "includes-function-can-evaluate": INCLUDES, "includes-function-compilation-and-eval-success": INCLUDES,
     "includes-bool-scalar-positive": INCLUDES, "includes-bool-scalar-negative": INCLUDES,
     "includes-int-list-positive": INCLUDES, "includes-int-list-negative": INCLUDES,

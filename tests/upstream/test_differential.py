@@ -7,7 +7,6 @@ from hypothesis import HealthCheck, given, settings
 from tests.upstream import generators, judge
 from tests.upstream.report import record
 
-
 # The first test builds the oracle (Go), cold in about a minute or two.
 pytestmark = pytest.mark.timeout(900)
 
