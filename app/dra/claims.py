@@ -18,6 +18,7 @@ class Request:
     count: int = 1
     admin: bool = False
     path: str = ""
+    tolerations: tuple = ()  # (key, operator, value, effect) per DeviceToleration, API defaults applied
 
 
 @dataclass
@@ -54,7 +55,21 @@ def _request(raw: dict, path: str, name: str) -> Request:
     if mode == "ExactCount" and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
         raise ClaimError(f"{path}.count", "must be a whole number of at least 1")
     return Request(name, device_class, selectors, mode, count if mode == "ExactCount" else 0,
-                   bool(raw.get("adminAccess")), path)
+                   bool(raw.get("adminAccess")), path, _tolerations(raw.get("tolerations"), f"{path}.tolerations"))
+
+
+def _tolerations(raw, path: str) -> tuple:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ClaimError(path, "must be a list")
+    out = []
+    for i, t in enumerate(raw):
+        if not isinstance(t, dict) or not all(isinstance(t.get(k, ""), str) for k in ("key", "operator", "value",
+                                                                                       "effect")):
+            raise ClaimError(f"{path}[{i}]", "must be an object of strings (key, operator, value, effect)")
+        out.append((t.get("key", ""), t.get("operator") or "Equal", t.get("value", ""), t.get("effect", "")))
+    return tuple(out)
 
 
 def parse_claim_spec(spec: dict, path: str = "spec") -> ClaimSpec:

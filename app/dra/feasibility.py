@@ -189,6 +189,20 @@ def _max_flow(requests: list[tuple[int, set[int]]], distinct_groups: dict[int, o
     return True
 
 
+def tolerates(tolerations: tuple, taint: tuple) -> bool:
+    """Does one of the request's tolerations tolerate this (key, value, effect) taint? (upstream:
+    an empty effect or key matches all; Exists matches any value, Equal the same value)."""
+    key, value, effect = taint
+    for t_key, operator, t_value, t_effect in tolerations:
+        if t_effect and t_effect != effect:
+            continue
+        if t_key and t_key != key:
+            continue
+        if operator == "Exists" or (operator == "Equal" and t_value == value):
+            return True
+    return False
+
+
 def match_key(value) -> tuple | None:
     """What matchAttribute / distinctAttribute compare: type and value, so bool true never equals
     int 1 and versions compare by their text (upstream); None (no attribute, a list) never matches."""
@@ -310,15 +324,19 @@ def check(spec: ClaimSpec, index: Index) -> Verdict:
                 example = example or nodes[0]
         return count, example
 
+    def untainted(d, req):
+        taints = index.shape_taints[index.devices[d].shape]
+        return not taints or all(tolerates(req.tolerations, taint) for taint in taints)
+
     def now(d, req):
         dev = index.devices[d]
-        return dev.complete_pool and (req.admin or dev.key not in index.allocated)
+        return dev.complete_pool and (req.admin or dev.key not in index.allocated) and untainted(d, req)
 
     nodes, example = decide(now)
     if nodes:
         return Verdict("satisfiable", f"satisfiable on {nodes} node(s), e.g. {example}", nodes, example,
                        errors=ev.errors)
-    ever_nodes, ever_example = decide(lambda d, req: True)
+    ever_nodes, ever_example = decide(untainted)
     if ever_nodes:
         return Verdict("unsatisfiable-now", f"devices exist on {ever_nodes} node(s) (e.g. {ever_example}) but are "
                        "allocated or their pool is incomplete", errors=ev.errors)

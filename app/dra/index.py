@@ -56,6 +56,7 @@ class Index:
     shapes: list[dict] = field(default_factory=list)  # representative CEL variable per shape
     shape_members: list[list[int]] = field(default_factory=list)
     shape_flat: list[dict] = field(default_factory=list)
+    shape_taints: list[tuple] = field(default_factory=list)  # (key, value, effect) that can block allocation
     node_groups: dict[tuple, list[str]] = field(default_factory=dict)  # device signature -> nodes
     selector_cache: dict = field(default_factory=dict)  # feasibility: (expression, mask) -> results
     classes: dict[str, dict] = field(default_factory=dict)
@@ -96,6 +97,15 @@ def _split_identity(variable: dict) -> tuple[dict, dict]:
     return {**variable, "attributes": attributes}, identity
 
 
+def _blocking_taints(raw) -> tuple:
+    """Taints that keep a device from being allocated unless tolerated: NoSchedule and NoExecute
+    (upstream ignores None and unknown effects)."""
+    if not isinstance(raw, list):
+        return ()
+    return tuple(sorted((str(t.get("key", "")), str(t.get("value", "")), t["effect"]) for t in raw
+                        if isinstance(t, dict) and t.get("effect") in ("NoSchedule", "NoExecute")))
+
+
 def build(inventory: Inventory, allocated: set | None = None) -> Index:
     index = Index(classes=dict(inventory.classes), allocated=set(allocated or ()))
     pools: dict[tuple, list[dict]] = {}
@@ -121,10 +131,12 @@ def build(inventory: Inventory, allocated: set | None = None) -> Index:
                     name = raw.get("name") if isinstance(raw, dict) else None
                     index.rejected.append((driver, pool_name, name, str(exc)))
                     continue
-                key = orjson.dumps(shape_variable, option=orjson.OPT_SORT_KEYS)
+                taints = _blocking_taints(raw.get("taints"))
+                key = orjson.dumps([shape_variable, taints], option=orjson.OPT_SORT_KEYS)
                 if key not in shape_ids:
                     shape_ids[key] = len(index.shapes)
                     index.shapes.append(shape_variable)
+                    index.shape_taints.append(taints)
                     index.shape_members.append([])
                     index.shape_flat.append({f"{d}/{n}": v for d, names in shape_variable["attributes"].items()
                                              for n, v in names.items()})

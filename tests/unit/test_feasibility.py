@@ -148,3 +148,23 @@ def test_an_unusable_value_leaves_out_that_device_only():
     assert len(ix.devices) == 2  # list-typed attributes are usable values
     assert dra.check(claim({"name": "r", "count": 2}), ix).status == "satisfiable"
     assert dra.check(claim({"name": "r", "count": 3}), ix).status == "never"
+
+
+def test_taints_block_devices_unless_tolerated():
+    xid = {"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoExecute"}
+    ix = index(slice_("n1", [{**typed("a"), "taints": [xid]},
+                             {**typed("b"), "taints": [{"key": "maintenance", "effect": "None"}]}]))
+    assert dra.check(claim({"name": "r", "count": 2}), ix).status == "never"
+    assert dra.check(claim({"name": "r", "count": 1}), ix).status == "satisfiable"  # effect None never blocks
+    tolerant = {"name": "r", "count": 2, "tolerations": [{"key": "gpu.nvidia.com/xid", "operator": "Exists"}]}
+    assert dra.check(claim(tolerant), ix).status == "satisfiable"
+    other_effect = {"name": "r", "count": 2, "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}]}
+    assert dra.check(claim(other_effect), ix).status == "never"
+    assert dra.check(claim({"name": "r", "allocationMode": "All"}), ix).status == "never"  # All needs every device
+
+
+def test_bad_tolerations_name_the_field():
+    import pytest
+
+    with pytest.raises(dra.ClaimError, match=r"requests\[0\]\.exactly\.tolerations\[0\]"):
+        claim({"name": "r", "tolerations": [{"key": 3}]})

@@ -68,7 +68,7 @@ def _device(draw, name, profile, used, lists):
     device = {"name": name, "attributes": attributes}
     if draw(st.booleans()):
         device["capacity"] = {"memory": {"value": draw(st.sampled_from(MEMORY))}}
-    if profile == "full" and draw(st.integers(0, 5)) == 0:
+    if draw(st.integers(0, 5)) == 0:
         device["taints"] = [{"key": "example.com/unhealthy", "value": draw(st.sampled_from(("xid", "ecc"))),
                              "effect": draw(st.sampled_from(("NoSchedule", "NoExecute", "None")))}]
         used.add("taints")
@@ -171,8 +171,11 @@ def _exact(draw, profile, used):
         used.add("unguarded-selectors")
     if selectors:
         out["selectors"] = [{"cel": {"expression": s.format(d=domain)}} for s in selectors]
-    if profile == "full" and draw(st.integers(0, 4)) == 0:
-        out["tolerations"] = [{"key": "example.com/unhealthy", "operator": "Exists"}]
+    if draw(st.integers(0, 4)) == 0:
+        out["tolerations"] = [draw(st.sampled_from((
+            {"key": "example.com/unhealthy", "operator": "Exists"},
+            {"key": "example.com/unhealthy", "operator": "Equal", "value": "xid", "effect": "NoExecute"},
+            {"operator": "Exists", "effect": "NoSchedule"})))]
         used.add("taints")
     if profile == "full" and draw(st.integers(0, 4)) == 0:
         out["capacity"] = {"requests": {"memory": draw(st.sampled_from(("10Gi", "20Gi", "40Gi")))}}

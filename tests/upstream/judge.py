@@ -112,7 +112,6 @@ def our_allocation(case: dict) -> tuple[str, str]:
 
 # Gaps we know of, by the feature a generated case uses (issue 11 closes them).
 KNOWN_GAPS = {
-    "taints": "device taints and tolerations are not modelled",
     "shared-counters": "shared counters (partitionable devices) are not modelled",
     "node-selector": "nodeSelector / per-device node selection: reachable from every node for us",
     "list-attributes": "list-typed attributes: matchAttribute / distinctAttribute over lists not modelled",
@@ -121,7 +120,7 @@ KNOWN_GAPS = {
     "capacity-requests": "per-request capacity (consumable capacity) is not modelled",
     "admin-access": "adminAccess allocation semantics are not modelled",
     "distinctAttribute": "distinctAttribute is exact only when one constraint covers the requests",
-    "all": "allocationMode All: incomplete pools and taints differ",
+    "all": "allocationMode All over incomplete pools differs",
     "nodes-without-devices": "nodes without devices of their own are unknown to us (no Node objects read)",
     "unguarded-selectors": "a CEL runtime error aborts allocation upstream; ours counts it as no match",
 }
@@ -160,13 +159,6 @@ def _exacts(case):
         if "exactly" in request:
             yield request["exactly"]
         yield from request.get("firstAvailable") or []
-
-
-def _drop_taints(case):
-    for d in _devices(case):
-        d.pop("taints", None)
-    for e in _exacts(case):
-        e.pop("tolerations", None)
 
 
 def _drop_counters(case):
@@ -230,7 +222,6 @@ ABLATIONS = [
      "as no match", _guard_selectors),
     ("nodes without devices of their own are unknown to us (no Node objects read)", None),
     (KNOWN_GAPS["node-selector"], _drop_node_selectors),
-    (KNOWN_GAPS["taints"], _drop_taints),
     (KNOWN_GAPS["shared-counters"], _drop_counters),
     ("consumable capacity (devices shared by several allocations, capacity requests) is not modelled", _drop_sharing),
     (KNOWN_GAPS["admin-access"], _drop_admin),

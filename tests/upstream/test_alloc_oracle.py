@@ -37,8 +37,6 @@ DISAGREE = {
     "unknown-constraint": "an empty constraint is ignored by us, an error upstream",
     "partitionable-devices-no-capacity-available": "shared counters (partitionable devices) are not modelled: "
                                                    "counters consumed by allocated devices are ignored",
-    "tainted-two-devices": "device taints are not modelled: NoSchedule/NoExecute devices count as usable",
-    "tainted-all-devices-single": "device taints are not modelled: NoSchedule/NoExecute devices count as usable",
 }
 
 
