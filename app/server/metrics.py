@@ -26,6 +26,9 @@ class Metrics:
                                          registry=self.registry)
         self.policy_reload_errors = Counter("dra_bridge_policy_reload_errors_total",
                                             "Policy files rejected on reload", registry=self.registry)
+        self.rejected_devices = Gauge("dra_bridge_inventory_rejected_devices",
+                                      "Devices left out of the inventory index for a value they cannot be used with",
+                                      registry=self.registry)
         self.ready = Gauge("dra_bridge_ready", "1 when certificates and inventory are loaded",
                            registry=self.registry)
 

@@ -69,12 +69,28 @@ class ServiceState:
     def index(self):
         """Device index of the inventory, built once per inventory object (live: per change)."""
         if self.live is not None:
-            return self.live.index()
+            return self._noted(self.live.index())
         cached = self.extra.get("index")
         if cached is None or cached[0] is not self.inventory:
             cached = (self.inventory, build_index(self.inventory))
             self.extra["index"] = cached
-        return cached[1]
+        return self._noted(cached[1])
+
+    def _noted(self, index):
+        """Devices a new index left out are a metric, a log line and readyz detail, once per index."""
+        if self.extra.get("noted") is not index:
+            self.extra["noted"] = index
+            rejected = [f"{d}/{p}/{n}: {why}" for d, p, n, why in getattr(index, "rejected", [])]
+            self.extra["rejected"] = rejected
+            self.metrics.rejected_devices.set(len(rejected))
+            if rejected:
+                log.warning("%d device(s) left out of the inventory: %s", len(rejected), "; ".join(rejected[:5]))
+        return index
+
+    def detail(self) -> dict:
+        """What readyz shows beyond its checks: devices the inventory could not use."""
+        rejected = self.extra.get("rejected") or []
+        return {"rejectedDevices": rejected[:20], "rejectedDeviceCount": len(rejected)} if rejected else {}
 
     def readiness(self) -> tuple[bool, dict]:
         checks = {

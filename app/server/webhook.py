@@ -92,7 +92,11 @@ def create_app(state: ServiceState) -> FastAPI:
     @app.get("/readyz")
     async def readyz() -> Response:
         ready, checks = state.readiness()
-        return _json({"ready": ready, "checks": checks}, 200 if ready else 503)
+        body = {"ready": ready, "checks": checks}
+        detail = state.detail()
+        if detail:
+            body["detail"] = detail  # a usable inventory with some devices left out stays ready
+        return _json(body, 200 if ready else 503)
 
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:

@@ -136,3 +136,43 @@ def test_stale_inventory_never_denies(tmp_path):
             server.stop()
     finally:
         fake.stop()
+
+
+def test_unusual_slices_in_the_live_inventory_keep_validation_up(tmp_path):
+    """List attributes, a taint and a value nobody can use: every claim still gets its verdict,
+    readyz stays ready and names the device left out."""
+    from tests.kube.fakeapi import FakeKube
+    from tests.kube.test_live_inventory import CLASS, slice_obj
+
+    fake = FakeKube().start()
+    try:
+        unusual = slice_obj("n1-s", "n1", 4)
+        devices = unusual["spec"]["devices"]
+        devices[0]["attributes"]["numas"] = {"ints": [0, 1]}
+        devices[1]["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoExecute"}]
+        devices[2]["attributes"]["driverVersion"] = {"version": "not-a-version"}
+        fake.add_cluster_object("resourceslices", unusual)
+        fake.add_cluster_object("deviceclasses", CLASS)
+        (tmp_path / "policy.yaml").write_text("defaults:\n  mode: enforce\n")
+        server = srv.start(tmp_path, "--inventory", "live", "--kubeconfig", fake.kubeconfig(tmp_path / "kc"),
+                           "--policy", str(tmp_path / "policy.yaml"))
+        try:
+            with server.client() as c:
+                deadline = time.monotonic() + 10
+                while c.get("/readyz").status_code != 200 and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                # Usable: device 0 (list attribute) and device 3; device 1 tainted, device 2 left out.
+                assert post(c, review(claim(2), kind="ResourceClaim")).json()["response"] == \
+                    {"uid": "uid-1", "allowed": True}
+                denied = post(c, review(claim(3), kind="ResourceClaim")).json()["response"]
+                assert denied["allowed"] is False
+                ready = c.get("/readyz")
+                assert ready.status_code == 200
+                assert ready.json()["detail"]["rejectedDeviceCount"] == 1
+                assert "gpu-2" in ready.json()["detail"]["rejectedDevices"][0]
+                assert "dra_bridge_inventory_rejected_devices 1.0" in c.get("/metrics").text
+        finally:
+            server.stop()
+        assert "left out of the inventory" in server.log()
+    finally:
+        fake.stop()
