@@ -3,17 +3,8 @@ ResourceSlices, claim shapes, and feasibility (can these devices satisfy this cl
 
 from . import cel
 from .cel import CelError, compile_selector, device_variable, estimated_cost
-from .claims import (
-                     CLAIM_KINDS,
-                     SUPPORTED_VERSIONS,
-                     ClaimError,
-                     ClaimSpec,
-                     Request,
-                     claim_spec,
-                     from_v1beta1,
-                     parse_claim_object,
-                     parse_claim_spec,
-)
+from .claims import (CLAIM_KINDS, SUPPORTED_VERSIONS, ClaimError, ClaimSpec, Request, claim_spec, from_v1beta1,
+                     parse_claim_object, parse_claim_spec)
 from .feasibility import Verdict, check
 from .index import IDENTITY_ATTRIBUTES, Index, build_from_api
 from .index import build as build_index

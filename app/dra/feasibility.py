@@ -238,27 +238,27 @@ def _fits(chosen: list[Request], cands: list[set[int]], constraints: list[dict],
             match_attrs.append((c["matchAttribute"], members))
         elif c.get("distinctAttribute"):
             distinct = (c["distinctAttribute"], members)
-    if distinct:
-        attr, members = distinct
-        for i in members:
-            count, devs = local[i]
-            local[i] = (count, {d for d in devs if match_key(index.devices[d].flat.get(attr)) is not None})
+    def keys(attr, members):
+        # Computed once per constraint: Device.flat builds a dict on every access.
+        return {d: match_key(index.devices[d].flat.get(attr)) for i in members for d in local[i][1]}
+
     distinct_groups = None
     if distinct:
         attr, members = distinct
-        distinct_groups = {d: match_key(index.devices[d].flat[attr]) for i in members for d in local[i][1]}
+        distinct_groups = {d: k for d, k in keys(attr, members).items() if k is not None}
+        for i in members:
+            count, devs = local[i]
+            local[i] = (count, {d for d in devs if d in distinct_groups})
     if not match_attrs:
         return _max_flow(local, distinct_groups)
-    value_sets = []
-    for attr, members in match_attrs:
-        values = {match_key(index.devices[d].flat.get(attr)) for i in members for d in local[i][1]} - {None}
-        value_sets.append(sorted(values, key=repr)[:MAX_MATCH_VALUES])
+    match_keys = [keys(attr, members) for attr, members in match_attrs]
+    value_sets = [sorted(set(k.values()) - {None}, key=repr)[:MAX_MATCH_VALUES] for k in match_keys]
     for combo in itertools.islice(itertools.product(*value_sets), MAX_MATCH_VALUES):
         narrowed = list(local)
-        for (attr, members), value in zip(match_attrs, combo):
+        for (_attr, members), device_keys, value in zip(match_attrs, match_keys, combo):
             for i in members:
                 count, devs = narrowed[i]
-                narrowed[i] = (count, {d for d in devs if match_key(index.devices[d].flat.get(attr)) == value})
+                narrowed[i] = (count, {d for d in devs if device_keys[d] == value})
         if _max_flow(narrowed, distinct_groups):
             return True
     return False

@@ -80,7 +80,7 @@ class ServiceState:
         """Devices a new index left out are a metric, a log line and readyz detail, once per index."""
         if self.extra.get("noted") is not index:
             self.extra["noted"] = index
-            rejected = [f"{d}/{p}/{n}: {why}" for d, p, n, why in getattr(index, "rejected", [])]
+            rejected = [f"{d}/{p}/{n}: {why}" for d, p, n, why in index.rejected]
             self.extra["rejected"] = rejected
             self.metrics.rejected_devices.set(len(rejected))
             if rejected:

@@ -41,11 +41,8 @@ def claims(corpus):
     out = {}
     for path in sorted((corpus / "dra-claims").glob("*.yaml")):
         for line, obj in read_objects(str(path)):
-            if obj.get("kind") in ("ResourceClaim", "ResourceClaimTemplate"):
-                spec = obj["spec"]["spec"] if obj["kind"] == "ResourceClaimTemplate" else obj["spec"]
-                if obj["apiVersion"] == "resource.k8s.io/v1beta1":
-                    spec = dra.from_v1beta1(spec)
-                out[(path.name, line)] = spec
+            if obj.get("kind") in dra.CLAIM_KINDS:
+                out[(path.name, line)] = dra.claim_spec(obj)[0]
     return out
 
 

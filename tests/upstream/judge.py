@@ -44,7 +44,6 @@ def our_cel(case: dict) -> tuple[tuple[str, object], int | None]:
 
 
 # -- allocation --------------------------------------------------------------------------
-DEFAULT_FEATURES = None  # the oracle's default: Kubernetes 1.37's feature gates
 
 
 def nodes_of(case: dict) -> list[dict]:
@@ -66,9 +65,10 @@ def nodes_known_to_us(case: dict) -> list[dict]:
     return known or case["nodes"][:1]
 
 
-def oracle_allocate_request(case: dict, features=DEFAULT_FEATURES, nodes=None, allocated=True) -> dict:
+def oracle_allocate_request(case: dict, features=None, nodes=None) -> dict:
+    """Features None: the oracle's default, Kubernetes 1.37's feature gates."""
     request = {"op": "allocate", "slices": case["slices"], "classes": case["classes"], "claims": case["claims"],
-               "allocatedDevices": case["allocated"] if allocated else [], "nodes": nodes or [case["node"]]}
+               "allocatedDevices": case["allocated"], "nodes": nodes or [case["node"]]}
     if features is not None:
         request["features"] = features
     return request
@@ -116,26 +116,34 @@ KNOWN_GAPS = {
     "node-selector": "nodeSelector / per-device node selection: reachable from every node for us",
     "list-attributes": "list-typed attributes: matchAttribute / distinctAttribute over lists not modelled",
     "version-match": "matchAttribute on a version attribute",
-    "multiple-allocations": "devices allowing multiple allocations (consumable capacity) are not modelled",
-    "capacity-requests": "per-request capacity (consumable capacity) is not modelled",
+    "consumable-capacity": "consumable capacity (devices shared by several allocations, capacity requests) is "
+                           "not modelled",
     "admin-access": "adminAccess allocation semantics are not modelled",
     "distinctAttribute": "distinctAttribute is exact only when one constraint covers the requests",
     "all": "allocationMode All over incomplete pools differs",
     "nodes-without-devices": "nodes without devices of their own are unknown to us (no Node objects read)",
-    "unguarded-selectors": "a CEL runtime error aborts allocation upstream; ours counts it as no match",
+    "cel-runtime-error": "a CEL runtime error (lookup of an attribute a device lacks) aborts allocation upstream; "
+                         "ours counts it as no match",
+    "all-with-constraint": "allocationMode All with a constraint that excludes a device is an error upstream",
 }
+# Features a generated case records (generators.py) -> the gap each can cause.
+FEATURE_GAPS = {"shared-counters": "shared-counters", "node-selector": "node-selector",
+                "list-attributes": "list-attributes", "version-match": "version-match",
+                "multiple-allocations": "consumable-capacity", "capacity-requests": "consumable-capacity",
+                "admin-access": "admin-access", "distinctAttribute": "distinctAttribute", "all": "all",
+                "unguarded-selectors": "cel-runtime-error"}
 
 
 def explain(case: dict, oracle_answer: dict, ours: str) -> list[str]:
     """The known gaps that can account for a disagreement on a generated case."""
-    causes = [KNOWN_GAPS[f] for f in case["features_used"] if f in KNOWN_GAPS]
+    causes = [KNOWN_GAPS[FEATURE_GAPS[f]] for f in case["features_used"] if f in FEATURE_GAPS]
     if len(nodes_known_to_us(case)) < len(case["nodes"]):
         causes.append(KNOWN_GAPS["nodes-without-devices"])
     errors = " ".join(n["error"] or "" for n in oracle_answer["nodes"])
     if "CEL runtime error" in errors or "no such key" in errors:
-        causes.append("a CEL runtime error aborts allocation upstream; ours counts it as no match")
+        causes.append(KNOWN_GAPS["cel-runtime-error"])
     if "because a claim constraint would not be satisfied" in errors:
-        causes.append("allocationMode All with a constraint that excludes a device is an error upstream")
+        causes.append(KNOWN_GAPS["all-with-constraint"])
     if ours == "crash":
         causes.append("our feasibility crashed")
     return causes
@@ -218,12 +226,11 @@ def _guard_selectors(case):
 
 
 ABLATIONS = [
-    ("a CEL runtime error (lookup of an attribute a device lacks) aborts allocation upstream; ours counts it "
-     "as no match", _guard_selectors),
-    ("nodes without devices of their own are unknown to us (no Node objects read)", None),
+    (KNOWN_GAPS["cel-runtime-error"], _guard_selectors),
+    (KNOWN_GAPS["nodes-without-devices"], None),
     (KNOWN_GAPS["node-selector"], _drop_node_selectors),
     (KNOWN_GAPS["shared-counters"], _drop_counters),
-    ("consumable capacity (devices shared by several allocations, capacity requests) is not modelled", _drop_sharing),
+    (KNOWN_GAPS["consumable-capacity"], _drop_sharing),
     (KNOWN_GAPS["admin-access"], _drop_admin),
     (KNOWN_GAPS["list-attributes"], _drop_lists),
     (KNOWN_GAPS["version-match"], _drop_version_match),
@@ -248,7 +255,7 @@ def attribute(case: dict, oracle) -> str:
             return cause
     errors = " ".join(n["error"] or "" for n in answer["nodes"])
     if "because a claim constraint would not be satisfied" in errors:
-        return "allocationMode All with a constraint that excludes a device is an error upstream"
+        return KNOWN_GAPS["all-with-constraint"]
     if "distinctAttribute" in str(work["claims"]):
         return KNOWN_GAPS["distinctAttribute"]
     return "unexplained"
