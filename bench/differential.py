@@ -29,8 +29,7 @@ def run(profile: str, cases: int, oracle: Oracle) -> dict:
     @settings(max_examples=cases, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(generators.case(profile))
     def one(case):
-        nodes = judge.nodes_known_to_us(case) if profile == "modelled" else case["nodes"]
-        answer = oracle.ask(judge.oracle_allocate_request(case, nodes=nodes))
+        answer = oracle.ask(judge.oracle_allocate_request(case, nodes=case["nodes"]))
         theirs = judge.allocation_outcome(answer)
         ours, message = judge.our_allocation(case)
         tally["cases"] += 1

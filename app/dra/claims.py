@@ -4,6 +4,9 @@ constraints, with the field path of whatever is malformed. Pure."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
+
+from app.common import parse_quantity
 
 CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
 SUPPORTED_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
@@ -19,6 +22,12 @@ class Request:
     admin: bool = False
     path: str = ""
     tolerations: tuple = ()  # (key, operator, value, effect) per DeviceToleration, API defaults applied
+    capacity: dict[str, Decimal] | None = None  # capacity.requests: name -> amount
+
+    @property
+    def base(self) -> str:
+        """The request's own name (a subrequest's parent)."""
+        return self.name.split("/", 1)[0]
 
 
 @dataclass
@@ -54,8 +63,26 @@ def _request(raw: dict, path: str, name: str) -> Request:
     count = raw.get("count", 1)
     if mode == "ExactCount" and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
         raise ClaimError(f"{path}.count", "must be a whole number of at least 1")
-    return Request(name, device_class, selectors, mode, count if mode == "ExactCount" else 0,
-                   bool(raw.get("adminAccess")), path, _tolerations(raw.get("tolerations"), f"{path}.tolerations"))
+    # DeviceSubRequest has no adminAccess field: the API server drops it there.
+    admin = bool(raw.get("adminAccess")) and "/" not in name
+    return Request(name, device_class, selectors, mode, count if mode == "ExactCount" else 0, admin, path, _tolerations(raw.get("tolerations"), f"{path}.tolerations"),
+                   _capacity_requests(raw.get("capacity"), f"{path}.capacity"))
+
+
+def _capacity_requests(raw, path: str) -> dict[str, Decimal] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("requests") or {}, dict):
+        raise ClaimError(path, "must be an object with a map of requests")
+    if raw.get("requests") is None:
+        return None
+    out = {}
+    for name, amount in raw["requests"].items():
+        try:
+            out[name] = parse_quantity(amount)
+        except ValueError as exc:
+            raise ClaimError(f"{path}.requests[{name}]", str(exc)) from None
+    return out
 
 
 def _tolerations(raw, path: str) -> tuple:
@@ -100,7 +127,11 @@ def parse_claim_spec(spec: dict, path: str = "spec") -> ClaimSpec:
                              for j, sub in enumerate(raw["firstAvailable"])])
         else:
             raise ClaimError(where, "needs 'exactly' or 'firstAvailable'")
-    constraints = [c for c in devices.get("constraints") or [] if isinstance(c, dict)]
+    constraints = []
+    for i, c in enumerate(devices.get("constraints") or []):
+        if not isinstance(c, dict):
+            raise ClaimError(f"{path}.devices.constraints[{i}]", "must be an object")
+        constraints.append(c)
     return ClaimSpec(requests, constraints)
 
 

@@ -1,18 +1,26 @@
 """Device index over ResourceSlices: pools, node reachability, device shapes. Pure.
 
-Devices whose attributes and capacities are equal apart from identity (uuid, index, PCI
+Devices whose attributes, capacities and taints are equal apart from identity (uuid, index, PCI
 address, parent ids) form one *shape*; selectors that never mention an identity attribute are
 evaluated once per shape, so cost grows with distinct shapes, not with devices.
+
+Each node gets the view upstream's allocator builds for it (GatherPools): the pools its slices
+reach, in allocation order, each complete, incomplete or invalid. Nodes whose views are equal
+up to device identity form one group and are decided once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 import orjson
 
+from app.common import parse_quantity
+
 from . import cel
-from .inventory import Inventory, allocated_devices
+from .inventory import Inventory, allocated_capacity, allocated_devices, shared_devices
+from .nodes import node_matches
 
 IDENTITY_ATTRIBUTES = frozenset({"uuid", "index", "minor", "pciBusID", "pcieRoot", "parentUUID", "parentIndex",
                                  "parentMinor", "numaNode"})
@@ -23,12 +31,14 @@ ANY_NODE = "(any node)"
 class Device:
     """One device. Shape-wide facts live once in the Index; a device keeps only its identity."""
 
-    __slots__ = ("key", "node", "identity", "shape", "complete_pool", "_index")
+    __slots__ = ("key", "node", "identity", "shape", "consumes", "binding", "placement", "_index")
     key: tuple  # (driver, pool, name)
-    node: str | None  # None: reachable from every node (allNodes / nodeSelector slices)
+    node: str | None  # the slice's nodeName; None: network-attached (allNodes / selector / per device)
     identity: dict  # (domain, name) -> value of identity attributes only
     shape: int
-    complete_pool: bool
+    consumes: tuple  # ((counterSet, ((counter, Decimal), ...)), ...)
+    binding: bool  # has bindingConditions: allocation waits for them
+    placement: tuple | None  # per-device node selection: ("name", n) | ("all",) | ("selector", s)
     _index: "Index"
 
     @property
@@ -40,49 +50,67 @@ class Device:
             attributes.setdefault(domain, {})[name] = value
         return {**base, "attributes": attributes}
 
-    @property
-    def flat(self) -> dict:
-        """"domain/name" -> value, for matchAttribute / distinctAttribute."""
-        out = dict(self._index.shape_flat[self.shape])
-        out.update({f"{d}/{n}": v for (d, n), v in self.identity.items()})
-        return out
+    def attribute(self, qualified: str):
+        """matchAttribute's lookup: the fully qualified name, or the bare name when its domain is
+        the device's driver (upstream's lookupAttribute). None when the device lacks it."""
+        domain, _, name = qualified.partition("/")
+        if not name:
+            return None
+        value = self.identity.get((domain, name))
+        if value is None:
+            value = self._index.shape_flat[self.shape].get(qualified)
+        return value
+
+
+@dataclass(eq=False)
+class PoolView:
+    """One pool as a node sees it, in the order upstream allocates from."""
+
+    key: tuple  # (driver, pool)
+    status: str  # ok | incomplete | invalid
+    devices: tuple = ()  # device positions of the slices targeting the node, slice-name order
+    selectable: frozenset | None = None  # per-device node selection: the positions this node may use
+    counters: dict = field(default_factory=dict)  # counterSet -> counter -> Decimal (total)
+    allocated_use: dict = field(default_factory=dict)  # counterSet -> counter -> Decimal used by allocated devices
+    binding: bool = False
+    reason: str = ""
+    local: bool = False  # the pool's slices name this node
 
 
 @dataclass
 class Index:
     devices: list[Device] = field(default_factory=list)
-    by_node: dict[str, list[int]] = field(default_factory=dict)
-    shared: list[int] = field(default_factory=list)
     shapes: list[dict] = field(default_factory=list)  # representative CEL variable per shape
     shape_members: list[list[int]] = field(default_factory=list)
     shape_flat: list[dict] = field(default_factory=list)
     shape_taints: list[tuple] = field(default_factory=list)  # (key, value, effect) that can block allocation
-    node_groups: dict[tuple, list[str]] = field(default_factory=dict)  # device signature -> nodes
-    selector_cache: dict = field(default_factory=dict)  # feasibility: (expression, mask) -> results
+    shape_capacity: list[dict] = field(default_factory=list)  # name -> (Decimal value, request policy or None)
+    views: dict[str, list[PoolView]] = field(default_factory=dict)  # node -> its pools in allocation order
+    node_groups: dict[tuple, list[str]] = field(default_factory=dict)  # view signature -> nodes
+    node_labels_known: bool = False  # Node objects were read: nodeSelector slices are matched for real
+    selector_slices: int = 0  # slices placed by a nodeSelector (whole slice or per device)
+    selector_cache: dict = field(default_factory=dict)  # feasibility: expression -> per-shape results
     classes: dict[str, dict] = field(default_factory=dict)
-    allocated: set = field(default_factory=set)
+    allocated: set = field(default_factory=set)  # (driver, pool, device) allocated whole
+    allocated_capacity: dict = field(default_factory=dict)  # key -> capacity name -> Decimal, shared devices
+    shared_in_use: set = field(default_factory=set)  # keys of allow-multiple devices with a share allocated
     incomplete_pools: set = field(default_factory=set)
+    invalid_pools: dict = field(default_factory=dict)  # (driver, pool) -> why
     # (driver, pool, device, why) of devices left out: a value upstream could not use either
     # makes that device unusable, never the whole inventory.
     rejected: list = field(default_factory=list)
 
-    def signature(self, local: list[int]) -> tuple:
-        """Nodes with equal signatures are interchangeable for claims that ignore identity."""
-        return tuple(sorted((self.devices[d].shape, self.devices[d].key in self.allocated,
-                             self.devices[d].complete_pool) for d in local))
+    @property
+    def by_node(self) -> dict[str, list[int]]:
+        """Node -> positions of the devices in slices that name it."""
+        return {node: [d for p in view if p.local for d in p.devices] for node, view in self.views.items()}
 
-    def groups(self) -> list[tuple[list[str], list[int]]]:
-        """(nodes, devices reachable from the first of them) per node group."""
-        if not self.by_node:
-            return [([ANY_NODE], list(self.shared))] if self.shared else []
-        # Built sorted (see build): nothing to sort on the validation path.
-        return [(nodes, self.by_node[nodes[0]] + self.shared) for nodes in self.node_groups.values()]
+    def groups(self) -> list[tuple[list[str], list[PoolView]]]:
+        """(nodes, the first node's view) per group of interchangeable nodes."""
+        return [(nodes, self.views[nodes[0]]) for nodes in self.node_groups.values()]
 
-    def locations(self) -> list[tuple[str, list[int]]]:
-        """(node, device indices reachable from it). Only shared devices: one abstract location."""
-        if not self.by_node:
-            return [(ANY_NODE, list(self.shared))] if self.shared else []
-        return [(node, local + self.shared) for node, local in sorted(self.by_node.items())]
+    def in_use(self, key: tuple) -> bool:
+        return key in self.allocated
 
 
 def _split_identity(variable: dict) -> tuple[dict, dict]:
@@ -106,56 +134,276 @@ def _blocking_taints(raw) -> tuple:
                         if isinstance(t, dict) and t.get("effect") in ("NoSchedule", "NoExecute")))
 
 
-def build(inventory: Inventory, allocated: set | None = None) -> Index:
-    index = Index(classes=dict(inventory.classes), allocated=set(allocated or ()))
-    pools: dict[tuple, list[dict]] = {}
-    for s in inventory.slices:
-        spec = s.get("spec") or {}
-        pool = spec.get("pool") or {}
-        pools.setdefault((spec.get("driver"), pool.get("name")), []).append(s)
-    shape_ids: dict[bytes, int] = {}
-    for (driver, pool_name), slices in sorted(pools.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
-        newest = max(int((s["spec"].get("pool") or {}).get("generation", 0)) for s in slices)
-        current = [s for s in slices if int((s["spec"].get("pool") or {}).get("generation", 0)) == newest]
-        expected = max(int((s["spec"].get("pool") or {}).get("resourceSliceCount", 1)) for s in current)
-        complete = len(current) >= expected  # stale generations are ignored outright
-        if not complete:
-            index.incomplete_pools.add((driver, pool_name))
-        for s in current:
+def _policy(raw) -> dict | None:
+    """A capacity's requestPolicy with quantities parsed (default, validValues, validRange)."""
+    if not isinstance(raw, dict):
+        return None
+    out: dict = {}
+    if raw.get("default") is not None:
+        out["default"] = parse_quantity(raw["default"])
+    if raw.get("validValues"):
+        out["validValues"] = [parse_quantity(v) for v in raw["validValues"]]
+    if isinstance(raw.get("validRange"), dict):
+        out["validRange"] = {k: parse_quantity(v) for k, v in raw["validRange"].items()
+                             if k in ("min", "max", "step") and v is not None}
+    return out
+
+
+def _capacity(raw) -> dict:
+    out = {}
+    for name, cap in (raw or {}).items():
+        if isinstance(cap, dict):
+            out[name] = (parse_quantity(cap.get("value")), _policy(cap.get("requestPolicy")))
+    return out
+
+
+def _consumes(raw) -> tuple:
+    out = []
+    for use in raw or ():
+        if not isinstance(use, dict):
+            raise ValueError("consumesCounters entries must be objects")
+        counters = tuple(sorted((name, parse_quantity((c or {}).get("value")))
+                                for name, c in (use.get("counters") or {}).items()))
+        out.append((str(use.get("counterSet", "")), counters))
+    return tuple(out)
+
+
+def _placement(raw: dict) -> tuple | None:
+    if raw.get("nodeName"):
+        return ("name", raw["nodeName"])
+    if raw.get("allNodes"):
+        return ("all",)
+    if raw.get("nodeSelector") is not None:
+        return ("selector", raw["nodeSelector"])
+    return ("none",)
+
+
+def _generation(s: dict) -> int:
+    return int((s["spec"].get("pool") or {}).get("generation", 0) or 0)
+
+
+def _slice_count(s: dict) -> int:
+    return int((s["spec"].get("pool") or {}).get("resourceSliceCount", 1) or 0)
+
+
+class _Builder:
+    def __init__(self, inventory: Inventory, index: Index):
+        self.index = index
+        self.shape_ids: dict[bytes, int] = {}
+        self.positions: dict[int, list[int]] = {}  # id(slice) -> device positions
+        self.pools: dict[tuple, list[dict]] = {}
+        self.node_labels = inventory.nodes
+
+    def add_slice(self, s: dict) -> None:
+        spec = s["spec"]
+        driver, pool_name = spec.get("driver"), (spec.get("pool") or {}).get("name")
+        self.pools.setdefault((driver, pool_name), []).append(s)
+        positions = self.positions.setdefault(id(s), [])
+        if spec.get("nodeSelector") is not None or spec.get("perDeviceNodeSelection"):
+            self.index.selector_slices += 1
+        if spec.get("sharedCounters"):
+            return  # a counter slice: its devices are not allocatable (upstream)
+        per_device = bool(spec.get("perDeviceNodeSelection"))
+        for raw in spec.get("devices") or []:
+            if not isinstance(raw, dict):
+                continue
+            try:
+                shape_variable, identity = _split_identity(cel.device_variable(driver, raw))
+                capacity = _capacity(raw.get("capacity"))
+                consumes = _consumes(raw.get("consumesCounters"))
+            except (ValueError, TypeError, AttributeError) as exc:
+                self.index.rejected.append((driver, pool_name, raw.get("name"), str(exc)))
+                continue
+            taints = _blocking_taints(raw.get("taints"))
+            key = orjson.dumps([shape_variable, taints, {k: [str(v), repr(p)] for k, (v, p) in capacity.items()}],
+                               option=orjson.OPT_SORT_KEYS)
+            index = self.index
+            if key not in self.shape_ids:
+                self.shape_ids[key] = len(index.shapes)
+                index.shapes.append(shape_variable)
+                index.shape_taints.append(taints)
+                index.shape_capacity.append(capacity)
+                index.shape_members.append([])
+                index.shape_flat.append({f"{d}/{n}": v for d, names in shape_variable["attributes"].items()
+                                         for n, v in names.items()})
+            device = Device((driver, pool_name, raw.get("name")), spec.get("nodeName") or None, identity,
+                            self.shape_ids[key], consumes, bool(raw.get("bindingConditions")),
+                            _placement(raw) if per_device else None, index)
+            position = len(index.devices)
+            index.devices.append(device)
+            index.shape_members[device.shape].append(position)
+            positions.append(position)
+
+    # -- per node: upstream's GatherPools --------------------------------------------------
+    def reaches(self, s: dict, node: str) -> bool:
+        spec = s["spec"]
+        if spec.get("nodeName"):
+            return spec["nodeName"] == node
+        if spec.get("allNodes"):
+            return True
+        if spec.get("nodeSelector") is not None:
+            return self.selector_matches(spec["nodeSelector"], node)
+        if spec.get("perDeviceNodeSelection"):
+            return any(self.device_reaches(d, node) for d in self.positions[id(s)])
+        return False  # nothing known was set: some future extension, ignored
+
+    def selector_matches(self, selector, node: str) -> bool:
+        if self.node_labels is None:
+            return True  # no Node objects read: assumed reachable (the verdict says so)
+        return node_matches(selector, node, self.node_labels.get(node) or {})
+
+    def device_reaches(self, position: int, node: str) -> bool:
+        placement = self.index.devices[position].placement
+        if placement is None:
+            return True
+        kind = placement[0]
+        if kind == "name":
+            return placement[1] == node
+        if kind == "all":
+            return True
+        if kind == "selector":
+            return self.selector_matches(placement[1], node)
+        return False
+
+    def view(self, node: str, local: list[dict], shared: list[dict]) -> list[PoolView]:
+        targeting: dict[tuple, list[dict]] = {}
+        for s in local + shared:
+            if not self.reaches(s, node):
+                continue
             spec = s["spec"]
-            node = spec.get("nodeName") or None
-            for raw in spec.get("devices") or []:
+            pool_key = (spec.get("driver"), (spec.get("pool") or {}).get("name"))
+            current = targeting.get(pool_key)
+            if current is None or _generation(s) > _generation(current[0]):
+                targeting[pool_key] = [s]
+            elif _generation(s) == _generation(current[0]):
+                current.append(s)
+        ready, waiting = [], []
+        for pool_key, slices in targeting.items():
+            pool = self.pool_view(node, pool_key, slices)
+            if pool is not None:
+                (waiting if pool.binding else ready).append(pool)
+        order = lambda p: (str(p.key[0]), str(p.key[1]))  # noqa: E731 - upstream sorts pools by ID
+        return sorted(ready, key=order) + sorted(waiting, key=order)
+
+    def pool_view(self, node: str, pool_key: tuple, slices: list[dict]) -> PoolView | None:
+        count, generation = _slice_count(slices[0]), _generation(slices[0])
+        local = slices[0]["spec"].get("nodeName") == node
+        by_name = sorted(slices, key=lambda s: str((s.get("metadata") or {}).get("name", "")))
+        device_slices = [s for s in by_name if not s["spec"].get("sharedCounters")]
+        devices = tuple(p for s in device_slices for p in self.positions[id(s)])
+        per_device = {p for s in device_slices if s["spec"].get("perDeviceNodeSelection")
+                      for p in self.positions[id(s)]}
+        selectable = None
+        if per_device:
+            selectable = frozenset(p for p in devices if p not in per_device or self.device_reaches(p, node))
+        everything = None
+        if len(slices) != count:
+            all_slices = self.pools[pool_key]
+            if any(_generation(s) > generation for s in all_slices):
+                return None  # being replaced by a newer generation: ignored
+            everything = [s for s in all_slices if _generation(s) == generation]
+            if len(everything) != count:
+                self.index.incomplete_pools.add(pool_key)
+                # Devices and counters kept: once complete the pool may serve (the "not now" verdict).
+                pool = PoolView(pool_key, "incomplete", devices, selectable, local=local)
+                self.invalid(device_slices, [s for s in everything if s["spec"].get("sharedCounters")], [], pool)
+                return pool
+        targeting_ids = {id(s) for s in slices}
+        counter_slices = [s for s in (everything or slices) if s["spec"].get("sharedCounters")]
+        others = [s for s in everything or () if id(s) not in targeting_ids and not s["spec"].get("sharedCounters")]
+        pool = PoolView(pool_key, "ok", devices, selectable, local=local,
+                        binding=any(self.index.devices[p].binding for p in devices))
+        why = self.invalid(device_slices, counter_slices, others, pool)
+        if why:
+            self.index.invalid_pools[pool_key] = why
+            return PoolView(pool_key, "invalid", reason=why, local=pool.local)
+        return pool
+
+    def invalid(self, device_slices, counter_slices, others, pool: PoolView) -> str:
+        names = set()
+        for s in device_slices:
+            for raw in s["spec"].get("devices") or []:
+                name = raw.get("name") if isinstance(raw, dict) else None
+                if name in names:
+                    return f"duplicate device name {name}"
+                names.add(name)
+        for s in counter_slices:
+            for counter_set in s["spec"].get("sharedCounters") or []:
+                name = (counter_set or {}).get("name")
+                if name in pool.counters:
+                    return f"duplicate counter set name {name}"
                 try:
-                    shape_variable, identity = _split_identity(cel.device_variable(driver, raw))
-                except (ValueError, TypeError, AttributeError) as exc:
-                    name = raw.get("name") if isinstance(raw, dict) else None
-                    index.rejected.append((driver, pool_name, name, str(exc)))
-                    continue
-                taints = _blocking_taints(raw.get("taints"))
-                key = orjson.dumps([shape_variable, taints], option=orjson.OPT_SORT_KEYS)
-                if key not in shape_ids:
-                    shape_ids[key] = len(index.shapes)
-                    index.shapes.append(shape_variable)
-                    index.shape_taints.append(taints)
-                    index.shape_members.append([])
-                    index.shape_flat.append({f"{d}/{n}": v for d, names in shape_variable["attributes"].items()
-                                             for n, v in names.items()})
-                device = Device((driver, pool_name, raw.get("name")), node, identity, shape_ids[key], complete,
-                                index)
-                position = len(index.devices)
-                index.devices.append(device)
-                index.shape_members[device.shape].append(position)
-                if node:
-                    index.by_node.setdefault(node, []).append(position)
-                else:
-                    index.shared.append(position)
-    for node, local in sorted(index.by_node.items()):
-        index.node_groups.setdefault(index.signature(local), []).append(node)
-    # Groups in order of their first node, nodes sorted within: examples stay deterministic.
+                    pool.counters[name] = {c: parse_quantity((v or {}).get("value"))
+                                           for c, v in ((counter_set or {}).get("counters") or {}).items()}
+                except ValueError as exc:
+                    return f"counter set {name}: {exc}"
+        allocated = self.index.allocated
+        for s in device_slices + others:
+            for p in self.positions[id(s)]:
+                device = self.index.devices[p]
+                for set_name, counters in device.consumes:
+                    if set_name not in pool.counters:
+                        return f"counter set {set_name} not found"
+                    for counter, amount in counters:
+                        if counter not in pool.counters[set_name]:
+                            return f"counter {counter} not found in counter set {set_name}"
+                        if device.key in allocated or device.key in self.index.shared_in_use \
+                                or device.key in self.index.allocated_capacity:
+                            use = pool.allocated_use.setdefault(set_name, {})
+                            use[counter] = use.get(counter, Decimal(0)) + amount
+        return ""
+
+
+def _view_signature(view: list[PoolView], index: Index) -> tuple:
+    """Equal for nodes whose views differ only in device identity and local pool names."""
+    out = []
+    for pool in view:
+        devices = tuple((index.devices[p].shape, index.devices[p].key in index.allocated,
+                         index.devices[p].key in index.shared_in_use, index.devices[p].consumes,
+                         index.devices[p].binding, pool.selectable is None or p in pool.selectable)
+                        for p in pool.devices)
+        name = pool.key[1] if not pool.local else None
+        out.append((pool.key[0], name, pool.status, pool.reason, devices,
+                    tuple(sorted((k, tuple(sorted(v.items()))) for k, v in pool.counters.items())),
+                    tuple(sorted((k, tuple(sorted(v.items()))) for k, v in pool.allocated_use.items()))))
+    return tuple(out)
+
+
+def build(inventory: Inventory, allocated: set | None = None, capacity: dict | None = None,
+          shared: set | None = None) -> Index:
+    index = Index(classes=dict(inventory.classes), allocated=set(allocated or ()),
+                  allocated_capacity=dict(capacity or {}), shared_in_use=set(shared or ()),
+                  node_labels_known=inventory.nodes is not None)
+    builder = _Builder(inventory, index)
+    local: dict[str, list[dict]] = {}
+    network: list[dict] = []
+    for s in inventory.slices:
+        if not isinstance(s.get("spec"), dict):
+            continue
+        builder.add_slice(s)
+        node = s["spec"].get("nodeName")
+        (local.setdefault(node, []) if node else network).append(s)
+    if inventory.nodes is not None:
+        nodes = sorted(inventory.nodes)
+    else:
+        # No Node objects: the nodes slices name (or one stand-in node for network-attached devices).
+        named = set(local) | {d.placement[1] for d in index.devices if d.placement and d.placement[0] == "name"}
+        nodes = sorted(named) or ([ANY_NODE] if network else [])
+    for node in nodes:
+        index.views[node] = builder.view(node, local.get(node, []), network)
+        if not index.views[node] and inventory.nodes is None:
+            del index.views[node]
+            continue
+        index.node_groups.setdefault(_view_signature(index.views[node], index), []).append(node)
+    # Groups in order of their first node (nodes are sorted): examples stay deterministic.
     index.node_groups = dict(sorted(index.node_groups.items(), key=lambda kv: kv[1][0]))
     return index
 
 
-def build_from_api(slices: list[dict], classes: dict[str, dict], claims: list[dict]) -> Index:
+def build_from_api(slices: list[dict], classes: dict[str, dict], claims: list[dict],
+                   nodes: list[dict] | None = None) -> Index:
     """The index of objects as the API serves them (the live inventory's builder)."""
-    return build(Inventory(slices=slices, classes=classes, source="live"), allocated_devices(claims))
+    labels = None if nodes is None else {
+        (n.get("metadata") or {}).get("name"): dict((n.get("metadata") or {}).get("labels") or {}) for n in nodes}
+    inventory = Inventory(slices=slices, classes=classes, source="live", nodes=labels)
+    return build(inventory, allocated_devices(claims), allocated_capacity(claims), shared_devices(claims))

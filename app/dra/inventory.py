@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 
-from app.common import InputError
+from app.common import InputError, parse_quantity
 
 SUPPORTED = "resource.k8s.io/v1"
 INVENTORY_KINDS = ("ResourceSlice", "DeviceClass")
@@ -15,6 +16,7 @@ class Inventory:
     slices: list[dict] = field(default_factory=list)
     classes: dict[str, dict] = field(default_factory=dict)
     source: str = ""
+    nodes: dict[str, dict] | None = None  # node name -> labels; None: no Node objects were read
 
     @property
     def device_count(self) -> int:
@@ -25,9 +27,15 @@ def from_objects(objects: list[tuple[int, dict]], source: str) -> Inventory:
     inv = Inventory(source=source)
     for line, obj in objects:
         kind = obj.get("kind")
+        where = f"{source}:{line}" if line else source
+        if kind == "Node" and obj.get("apiVersion") == "v1":
+            metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            if not isinstance(metadata.get("name"), str) or not isinstance(metadata.get("labels") or {}, dict):
+                raise InputError(f"{where}.metadata", "a Node needs a name and labels as a map")
+            inv.nodes = {**(inv.nodes or {}), metadata["name"]: dict(metadata.get("labels") or {})}
+            continue
         if kind not in INVENTORY_KINDS:
             continue
-        where = f"{source}:{line}" if line else source
         if obj.get("apiVersion") != SUPPORTED:
             raise InputError(where, f"{kind} apiVersion {obj.get('apiVersion')!r} is not supported; "
                                     f"export it as {SUPPORTED} (kubectl get {kind.lower()}s.v1.resource.k8s.io -o yaml)")
@@ -44,12 +52,35 @@ def from_objects(objects: list[tuple[int, dict]], source: str) -> Inventory:
     return inv
 
 
-def allocated_devices(claims: list[dict]) -> set[tuple]:
-    """(driver, pool, device) of every device allocated to a claim; admin access allocates nothing."""
-    out = set()
+def _results(claims: list[dict]):
     for claim in claims:
-        results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
-        for r in results:
-            if not r.get("adminAccess"):
-                out.add((r.get("driver"), r.get("pool"), r.get("device")))
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        yield from ((allocation.get("devices") or {}).get("results")) or []
+
+
+def allocated_devices(claims: list[dict]) -> set[tuple]:
+    """(driver, pool, device) of every device allocated whole to a claim; admin access allocates
+    nothing, and a share of a device that allows multiple allocations (shareID) is not the whole."""
+    return {(r.get("driver"), r.get("pool"), r.get("device")) for r in _results(claims)
+            if not r.get("adminAccess") and not r.get("shareID")}
+
+
+def shared_devices(claims: list[dict]) -> set[tuple]:
+    """Devices with at least one share allocated (their counters are already charged)."""
+    return {(r.get("driver"), r.get("pool"), r.get("device")) for r in _results(claims)
+            if not r.get("adminAccess") and r.get("shareID")}
+
+
+def allocated_capacity(claims: list[dict]) -> dict[tuple, dict[str, Decimal]]:
+    """Capacity consumed by the shares allocated so far, summed per device and capacity name."""
+    out: dict[tuple, dict[str, Decimal]] = {}
+    for r in _results(claims):
+        if r.get("adminAccess") or not r.get("shareID") or not isinstance(r.get("consumedCapacity"), dict):
+            continue
+        used = out.setdefault((r.get("driver"), r.get("pool"), r.get("device")), {})
+        for name, amount in r["consumedCapacity"].items():
+            try:
+                used[name] = used.get(name, Decimal(0)) + parse_quantity(amount)
+            except ValueError:
+                continue  # the API server validated it; a value we cannot read charges nothing
     return out

@@ -12,14 +12,16 @@ from tests.unit.device_inventory import build_index
 EXPECTED = {
     # file, line of the object: (verdict, why)
     ("draex-admin-access.yaml", 10): ("satisfiable", "All gpu.example.com devices with adminAccess on the example worker"),
-    ("draex-allow-multiple-allocations.yaml", 12): ("satisfiable", "one example GPU; capacity requests are not checked"),
-    ("draex-allow-multiple-allocations.yaml", 29): ("satisfiable", "same, second claim"),
+    ("draex-allow-multiple-allocations.yaml", 12): ("never", "asks for compute capacity, which the README's slices "
+                                                             "do not publish (gpuAllowMultipleAllocations=false)"),
+    ("draex-allow-multiple-allocations.yaml", 29): ("never", "same, second claim"),
     ("draex-initcontainer-shared-gpu.yaml", 10): ("satisfiable", "one example GPU shared by two containers"),
     ("draex-opaque-config-ts-sp.yaml", 10): ("satisfiable", "two example GPUs; opaque config does not affect allocation"),
     ("draex-prioritized-alternatives.yaml", 52): ("satisfiable", "falls through to older-gpu: no BLEEDING-EDGE model, no 1Ti"),
     ("draex-prioritized-alternatives.yaml", 79): ("satisfiable", "latest-gpu matches LATEST-GPU-MODEL"),
     ("gke-ccc-dra-allgpus-v1beta1.yaml", 15): ("satisfiable", "v1beta1 converted; All GPUs of a node"),
-    ("k8sweb-resourceclaimtemplate.yaml", 1): ("never", "DeviceClass example-device-class does not exist here"),
+    ("k8sweb-resourceclaimtemplate.yaml", 1): ("invalid", "no DeviceClass example-device-class here: "
+                                                              "upstream's allocator stops with an error"),
     ("nvidia-dra-bats-gpu-simple-mig-ts.yaml", 1): ("satisfiable", "MIG with multiprocessors > 10 (A100 MIG devices have 14+)"),
     ("nvidia-dra-bats-two-claims-one-pod.yaml", 1): ("satisfiable", "one whole GPU"),
     ("nvidia-dra-bats-two-claims-one-pod.yaml", 15): ("satisfiable", "one whole GPU"),

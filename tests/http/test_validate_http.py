@@ -36,16 +36,19 @@ def post(client, payload):
 
 def test_unsatisfiable_claim_denied_in_enforce_namespace(running):
     with running.client() as c:
+        resp = post(c, review(claim(16), kind="ResourceClaim", namespace="strict")).json()["response"]
+        assert resp["allowed"] is False and "needs 16" in resp["status"]["message"]
+        # More than 32 devices in one claim: upstream's allocator stops with an error.
         resp = post(c, review(claim(64), kind="ResourceClaim", namespace="strict")).json()["response"]
-        assert resp["allowed"] is False and "needs 64" in resp["status"]["message"]
+        assert resp["allowed"] is False and "claim limit of 32" in resp["status"]["message"]
         ok = post(c, review(claim(8), kind="ResourceClaim", namespace="strict")).json()["response"]
         assert ok == {"uid": "uid-1", "allowed": True}
 
 
 def test_warn_namespace_gets_warning(running):
     with running.client() as c:
-        resp = post(c, review(claim(64), kind="ResourceClaim")).json()["response"]
-        assert resp["allowed"] is True and any("needs 64" in w for w in resp["warnings"])
+        resp = post(c, review(claim(16), kind="ResourceClaim")).json()["response"]
+        assert resp["allowed"] is True and any("needs 16" in w for w in resp["warnings"])
 
 
 def _denied_count(client) -> float:

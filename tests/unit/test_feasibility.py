@@ -95,14 +95,17 @@ def test_incomplete_pool_is_not_usable_now_and_stale_generations_are_ignored():
     assert dra.check(claim({"name": "r"}), incomplete).status == "unsatisfiable-now"
     stale = index(slice_("n1", [device("old"), device("old2")], generation=1, name="s1"),
                   slice_("n1", [device("new")], generation=2, name="s2"))
-    assert [d.key[2] for d in stale.devices] == ["new"]
+    assert [stale.devices[p].key[2] for pool in stale.views["n1"] for p in pool.devices] == ["new"]
+    two = claim({"name": "r", "count": 2})
+    assert dra.check(two, stale).status == "never"  # the old generation's two devices are gone
 
 
 def test_missing_device_class_and_bad_cel():
     ix = index(slice_("n1", [device("a")]))
     verdict = dra.check(dra.parse_claim_spec({"devices": {"requests": [
         {"name": "r", "exactly": {"deviceClassName": "nope"}}]}}), ix)
-    assert verdict.status == "never" and "DeviceClass 'nope' does not exist" in verdict.message
+    # Upstream's allocator stops with an error on every node: the claim is invalid, not waiting.
+    assert verdict.status == "invalid" and "DeviceClass 'nope' does not exist" in verdict.message
     bad = dra.check(claim({"name": "r", "selectors": [{"cel": {"expression": "device.attributes["}}]}), ix)
     assert bad.status == "invalid" and "spec.devices.requests[0].exactly.selectors[0].cel.expression" in bad.message
 

@@ -98,7 +98,9 @@ OUR_TO_ORACLE = {"satisfiable": "satisfiable", "unsatisfiable-now": "unsatisfiab
 def our_allocation(case: dict) -> tuple[str, str]:
     """Our verdict for the case's one claim over every node, in oracle terms, and its message."""
     [claim] = case["claims"]
-    inventory = dra.Inventory(slices=case["slices"], classes={c["metadata"]["name"]: c for c in case["classes"]})
+    nodes = {n["metadata"]["name"]: dict(n["metadata"].get("labels") or {}) for n in case.get("nodes") or nodes_of(case)}
+    inventory = dra.Inventory(slices=case["slices"], classes={c["metadata"]["name"]: c for c in case["classes"]},
+                              nodes=nodes)
     allocated = {(a["driver"], a["pool"], a["device"]) for a in case["allocated"]}
     try:
         index = dra.build_index(inventory, allocated)
