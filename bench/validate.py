@@ -1,13 +1,19 @@
-"""Feasibility of a 3-request claim against 100,000 devices on 12,500 nodes.
+"""Feasibility of claims against 100,000 devices on 12,500 nodes.
 
-Prints index build time and RSS, the median and p99 of `dra.check`, and the same
-selectors evaluated naively per device (measured on a sample, scaled to the inventory) in
-the same run, with the ratio. Usage: python bench/validate.py [--nodes 12500] [--runs 200]
+Two inventories: `uniform` (three node kinds from the reporter's fake GPUs) and
+`heterogeneous` (racks with their own NVLink clique and driver version: hundreds of device
+shapes; health taints, MIG partitions drawing on shared counters, GPUs shared through
+consumable capacity, a third of the devices allocated, Node objects with labels).
+Prints index build time and RSS, the median and p99 of `dra.check` for a satisfiable claim and
+an impossible one, and the same selectors evaluated naively per device (measured on a sample,
+scaled to the inventory) in the same run, with the ratio.
+Usage: python bench/validate.py [--inventory uniform|heterogeneous] [--nodes 12500] [--runs 200]
 """
 
 import argparse
 import dataclasses
 import pathlib
+import random
 import resource
 import statistics
 import sys
@@ -61,6 +67,94 @@ def inventory(nodes: int) -> Inventory:
     return Inventory(slices=slices, classes=load_inventory(None).classes)
 
 
+PRODUCTS = (("NVIDIA H100 80GB HBM3", "80Gi", "9.0.0"), ("NVIDIA H200", "141Gi", "9.0.0"),
+            ("NVIDIA A100-SXM4-40GB", "40Gi", "8.0.0"), ("NVIDIA L4", "24Gi", "8.9.0"))
+DRIVERS = ("550.54.15", "550.90.07", "560.35.03", "570.86.10", "575.51.03")
+
+
+def _gpu(name, product, memory, cc, driver, clique, taint, shared):
+    device = {"name": name, "attributes": {
+        "type": {"string": "gpu"}, "productName": {"string": product},
+        "driverVersion": {"version": driver.split(".")[0] + "." + driver.split(".")[1] + ".0"},
+        "cudaComputeCapability": {"version": cc}, "cliqueId": {"string": clique},
+        "uuid": {"string": f"GPU-{name}"}, "index": {"int": int(name.rsplit("-", 1)[1])}},
+        "capacity": {"memory": {"value": memory}}}
+    if taint:
+        device["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}]
+    if shared:
+        device["allowMultipleAllocations"] = True
+        device["capacity"]["memory"]["requestPolicy"] = {"default": "8Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}
+    return device
+
+
+def heterogeneous(nodes: int, seed: int = 7) -> tuple[Inventory, set, dict, set]:
+    """Racks of 18 nodes; per rack a product, driver version and NVLink clique; some racks MIG
+    (a full GPU and seven 1g partitions drawing on one counter set) or shared GPUs."""
+    rng = random.Random(seed)
+    slices, labels, allocated, capacity, shared = [], {}, set(), {}, set()
+    for n in range(nodes):
+        rack = n // 18
+        product, memory, cc = PRODUCTS[rack % len(PRODUCTS)]
+        driver = DRIVERS[(rack // len(PRODUCTS)) % len(DRIVERS)]
+        node = f"node-{n:05d}"
+        kind = ("mig" if rack % 7 == 3 else "shared" if rack % 7 == 5 else "whole")
+        labels[node] = {"rack": f"rack-{rack}", "kind": kind, "nvidia.com/gpu.product": product.replace(" ", "-")}
+        devices, counters = [], None
+        if kind == "mig":
+            counters = [{"name": "gpu-0", "counters": {"memory": {"value": "40Gi"}, "slices": {"value": "7"}}}]
+            whole = _gpu(f"{node}-gpu-0", "NVIDIA A100-SXM4-40GB", "40Gi", "8.0.0", driver, f"clique-{rack}",
+                         False, False)
+            whole["consumesCounters"] = [{"counterSet": "gpu-0", "counters": {
+                "memory": {"value": "40Gi"}, "slices": {"value": "7"}}}]
+            devices.append(whole)
+            for i in range(7):
+                devices.append({"name": f"{node}-mig-1g-{i}", "attributes": {
+                    "type": {"string": "mig"}, "profile": {"string": "1g.5gb"}, "productName": {"string": product},
+                    "driverVersion": {"version": driver.split(".")[0] + ".0.0"}, "cliqueId": {"string": f"clique-{rack}"},
+                    "uuid": {"string": f"MIG-{node}-{i}"}}, "capacity": {"memory": {"value": "5Gi"}},
+                    "consumesCounters": [{"counterSet": "gpu-0", "counters": {
+                        "memory": {"value": "5Gi"}, "slices": {"value": "1"}}}]})
+        else:
+            for i in range(8):
+                devices.append(_gpu(f"{node}-gpu-{i}", product, memory, cc, driver, f"clique-{rack}",
+                                    rng.random() < 0.01, kind == "shared"))
+        for d in devices:
+            key = ("gpu.nvidia.com", node, d["name"])
+            roll = rng.random()
+            if kind == "shared" and roll < 0.5:
+                shared.add(key)
+                capacity[key] = {"memory": dra.cel.parse_quantity(f"{rng.randint(1, 4) * 8}Gi")}
+            elif kind != "shared" and roll < 0.33:
+                allocated.add(key)
+        spec = {"driver": "gpu.nvidia.com", "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 2 if counters else 1},
+                "devices": devices}
+        slices.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                       "metadata": {"name": f"{node}-gpu"}, "spec": spec})
+        if counters:
+            slices.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                           "metadata": {"name": f"{node}-counters"},
+                           "spec": {**{k: v for k, v in spec.items() if k != "devices"}, "sharedCounters": counters}})
+    inv = Inventory(slices=slices, classes=load_inventory(None).classes, nodes=labels)
+    return inv, allocated, capacity, shared
+
+
+IMPOSSIBLE = {"devices": {"requests": [{"name": "huge", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 9,
+    "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName.contains('H100')"}}]}}]}}
+
+
+def timed(spec, ix, runs, cold):
+    out = []
+    verdict = None
+    for _ in range(runs):
+        if cold:
+            ix.selector_cache.clear()  # as for a claim whose selectors this index has not seen
+        t = time.perf_counter()
+        verdict = dra.check(spec, ix)
+        out.append(time.perf_counter() - t)
+    return out, verdict
+
+
 def percentile(values, q):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
@@ -78,7 +172,10 @@ def naive_per_device(ix: dra.Index, sample: int) -> float:
     for device in picked:
         variable = device.variable
         for sel in selectors:
-            sel.matches(variable)
+            try:
+                sel.matches(variable)
+            except cel.CelError:
+                pass  # a device without the attribute: evaluated all the same
     return (time.perf_counter() - started) / len(picked) * len(ix.devices)
 
 
@@ -112,41 +209,39 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=12500)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--naive-sample", type=int, default=2000)
+    parser.add_argument("--inventory", choices=("uniform", "heterogeneous"), default="uniform")
     args = parser.parse_args()
     base_rss = rss_mb()
     started = time.perf_counter()
-    inv = inventory(args.nodes)
+    if args.inventory == "uniform":
+        inv, state = inventory(args.nodes), ()
+    else:
+        inv, *state = heterogeneous(args.nodes)
     generated = time.perf_counter()
     tracemalloc.start()
-    ix = dra.build_index(inv)
+    ix = dra.build_index(inv, *state)
     index_bytes = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     built = time.perf_counter()
     del inv
-    print(f"inventory: {len(ix.devices)} devices on {len(ix.by_node)} nodes, {len(ix.shapes)} shapes, "
+    print(f"inventory ({args.inventory}): {len(ix.devices)} devices on {len(ix.views)} nodes, {len(ix.shapes)} shapes, "
           f"{len(ix.node_groups)} node groups")
     print(f"generate {generated - started:.1f}s, index build {built - generated:.1f}s (traced), "
           f"index memory {index_bytes / 2**20:.0f} MB (tracemalloc), process RSS {rss_mb():.0f} MB "
           f"incl. the generated slices (start {base_rss:.0f} MB)")
     spec = dra.parse_claim_spec(CLAIM)
-    timings = []
-    verdict = None
-    for _ in range(args.runs):
-        t = time.perf_counter()
-        verdict = dra.check(spec, ix)
-        timings.append(time.perf_counter() - t)
-    cold = []
-    for _ in range(args.runs):
-        ix.selector_cache.clear()  # as for a claim whose selectors this index has not seen
-        t = time.perf_counter()
-        dra.check(spec, ix)
-        cold.append(time.perf_counter() - t)
+    timings, verdict = timed(spec, ix, args.runs, cold=False)
+    cold, _ = timed(spec, ix, args.runs, cold=True)
     median, p99 = statistics.median(timings) * 1e3, percentile(timings, 0.99) * 1e3
     print(f"verdict: {verdict.status}, {verdict.message}")
     print(f"indexed check, selectors already evaluated on this index: median {median:.2f} ms, p99 {p99:.2f} ms "
           f"over {args.runs} runs")
     print(f"indexed check, selectors new to the index: median {statistics.median(cold) * 1e3:.2f} ms, "
           f"p99 {percentile(cold, 0.99) * 1e3:.2f} ms")
+    impossible = dra.parse_claim_spec(IMPOSSIBLE)
+    never_cold, never_verdict = timed(impossible, ix, max(5, args.runs // 10), cold=True)
+    print(f"impossible claim (9 H100 on one node), new selectors: {never_verdict.status}; median "
+          f"{statistics.median(never_cold) * 1e3:.1f} ms, p99 {percentile(never_cold, 0.99) * 1e3:.1f} ms")
     naive = naive_per_device(ix, args.naive_sample)
     print(f"naive per-device evaluation (sampled {args.naive_sample}, scaled): {naive * 1e3:.0f} ms")
     print(f"ratio naive/indexed (median, new selectors): {naive / statistics.median(cold):.0f}x")

@@ -15,7 +15,7 @@ def check_object(obj: dict, ix: dra.Index) -> dra.Verdict:
         parsed = dra.parse_claim_object(obj)
     except dra.ClaimError as exc:
         return dra.Verdict("invalid", str(exc))
-    return dra.check(parsed, ix)
+    return dra.check(parsed, ix, count_nodes=True)
 
 
 def run_check(args) -> int:

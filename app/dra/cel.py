@@ -196,11 +196,41 @@ KNOWN_FUNCTIONS = _CEL_BUILTINS | set(_FUNCTIONS)
 _DOMAIN_LOOKUP = re.compile(r"device\s*\.\s*(attributes|capacity)\s*\[\s*(['\"])([^'\"]+)\2\s*\]")
 
 
+_Q_LIT = r"""(?:'([^'\\]*)'|"([^"\\]*)")"""
+_MAP = rf"device\s*\.\s*(attributes|capacity)\s*\[\s*{_Q_LIT}\s*\]"
+_READ_DOT = re.compile(rf"{_MAP}\s*\.\s*([A-Za-z_]\w*)\b(?!\s*\()")
+_READ_INDEX = re.compile(rf"{_MAP}\s*\[\s*{_Q_LIT}\s*\]")
+_READ_PRESENCE = re.compile(rf"{_Q_LIT}\s+in\s+{_MAP}(?!\s*[.\[])")
+_READ_FIELD = re.compile(r"device\s*\.\s*(driver|allowMultipleAllocations)\b")
+_DEVICE = re.compile(r"\bdevice\b")
+
+
+def _reads(expression: str) -> tuple | None:
+    """The device fields an expression can look at: ("attributes"|"capacity", domain, name) or
+    (field,). None when it uses a whole map (iterates it, passes it on): then every field counts.
+    A read found inside a string literal only makes the set larger, never wrong."""
+    found: set[tuple] = set()
+
+    def read(kind, domain_quotes, name_quotes) -> str:
+        found.add((kind, next(q for q in domain_quotes if q is not None),
+                   next(q for q in name_quotes if q is not None)))
+        return " _read_ "
+
+    text = _READ_INDEX.sub(lambda m: read(m[1], (m[2], m[3]), (m[4], m[5])), expression)
+    text = _READ_DOT.sub(lambda m: read(m[1], (m[2], m[3]), (m[4],)), text)
+    text = _READ_PRESENCE.sub(lambda m: read(m[3], (m[4], m[5]), (m[1], m[2])), text)
+    text = _READ_FIELD.sub(lambda m: (found.add((m[1],)), " _read_ ")[1], text)
+    if _DEVICE.search(text):
+        return None
+    return tuple(sorted(found))
+
+
 @dataclass(frozen=True)
 class Selector:
     expression: str
     program: object
     domains: tuple = ()  # (attributes|capacity, domain) the expression looks up
+    reads: tuple | None = None  # what of the device the result can depend on (see _reads)
 
     def matches(self, device: dict) -> bool:
         """True/False for one device (a dict from `device_variable`); CelError on runtime errors."""
@@ -326,7 +356,7 @@ def compile_selector(expression: str) -> Selector:
     if stray:
         raise CelError(f"undeclared reference to {stray[0]!r} (only 'device' is defined)")
     domains = tuple(sorted({(m[1], m[3]) for m in _DOMAIN_LOOKUP.finditer(expression)}))
-    return Selector(expression, program, domains)
+    return Selector(expression, program, domains, _reads(expression))
 
 
 _LIST_TYPES = {"ints": int, "bools": bool, "strings": str, "versions": semver_value}

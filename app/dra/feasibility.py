@@ -44,18 +44,45 @@ class _Results:
         self.selector, self.index = selector, index
         self.per_device = _mentions_identity(selector.expression)
         self.values: list = [_UNKNOWN] * (len(index.devices) if self.per_device else len(index.shapes))
+        self.by_reads: dict = {}  # what the expression reads of a device -> its outcome
 
     def at(self, p: int):
         slot = p if self.per_device else self.index.devices[p].shape
         value = self.values[slot]
         if value is _UNKNOWN:
-            variable = self.index.devices[p].variable if self.per_device else self.index.shapes[slot]
-            try:
-                value = self.selector.matches(variable)
-            except cel.CelError as exc:
-                value = str(exc)
+            key = _projection(self.index, p, self.selector.reads) if self.selector.reads is not None else None
+            value = self.by_reads.get(key, _UNKNOWN) if key is not None else _UNKNOWN
+            if value is _UNKNOWN:
+                variable = self.index.devices[p].variable if self.per_device else self.index.shapes[slot]
+                try:
+                    value = self.selector.matches(variable)
+                except cel.CelError as exc:
+                    value = str(exc)
+                if key is not None:
+                    self.by_reads[key] = value
             self.values[slot] = value
         return value
+
+
+_MISSING = "\0missing"
+
+
+def _projection(index: Index, p: int, reads: tuple) -> tuple:
+    """The values of the fields an expression reads, for device p: devices equal there get the
+    same outcome, so it is computed once (most selectors read one or two attributes)."""
+    device = index.devices[p]
+    shape = index.shapes[device.shape]
+    out = []
+    for read in reads:
+        if len(read) == 1:
+            out.append(repr(shape.get(read[0])))
+            continue
+        kind, domain, name = read
+        value = device.identity.get((domain, name), _MISSING) if kind == "attributes" else _MISSING
+        if value is _MISSING:
+            value = shape[kind].get(domain, {}).get(name, _MISSING)
+        out.append(repr(value))
+    return tuple(out)
 
 
 class _Selection:
@@ -66,6 +93,7 @@ class _Selection:
         self.index = index
         self.errors: list[str] = []
         self.parts: dict[str, list[tuple[str, _Results]]] = {}  # request path -> (label, results)
+        self._per_device: bool | None = None
 
     def results(self, expr: str, path: str) -> _Results | None:
         try:
@@ -95,7 +123,9 @@ class _Selection:
 
     @property
     def per_device(self) -> bool:
-        return any(r is not None and r.per_device for parts in self.parts.values() for _l, r in parts)
+        if self._per_device is None:
+            self._per_device = any(r is not None and r.per_device for parts in self.parts.values() for _l, r in parts)
+        return self._per_device
 
     def __call__(self, req: Request, p: int) -> bool:
         for i, (label, results) in enumerate(self.parts[req.path]):
@@ -123,43 +153,158 @@ class _Selection:
         return tuple(out)
 
 
-def _constraint_pattern(view, index: Index, attrs: list[str]) -> tuple:
-    """Constraint attribute values on a node's devices, relabelled by first appearance: only
-    equality within a node matters."""
-    labels: dict = {}
-    out = []
+def _constraint_pattern(view, index: Index, attrs: list[str], ordered: bool) -> tuple:
+    """Constraint attribute values on a node's devices, each replaced by its rank on that node:
+    only equality within a node matters. Unordered: the rows as a sorted multiset."""
+    rows = []
     for pool in view:
         for p in pool.devices:
             device = index.devices[p]
-            row = []
-            for i, attr in enumerate(attrs):
-                value = search.match_key(device.attribute(attr))
-                row.append(None if value is None else labels.setdefault((i, value), len(labels)))
-            out.append(tuple(row))
-    return tuple(out)
+            rows.append((device.shape, tuple(search.match_key(device.attribute(a)) for a in attrs)))
+    ranks = [{v: i for i, v in enumerate(sorted({r[1][k] for r in rows} - {None}, key=repr))}
+             for k in range(len(attrs))]
+    out = [(shape, tuple(None if v is None else ranks[k][v] for k, v in enumerate(values)))
+           for shape, values in rows]
+    return tuple(out if ordered else sorted(out, key=repr))
 
 
-def _units(index: Index, spec: ClaimSpec, selection: _Selection):
-    """(nodes, view) per set of nodes the claim cannot tell apart."""
-    attrs = [c.get("matchAttribute") or c.get("distinctAttribute") for c in spec.constraints]
-    attrs = [a for a in attrs if isinstance(a, str)]
-    per_device = selection.per_device
-    reqs = [r for alts in spec.requests for r in alts]
-    for nodes, view in index.groups():
-        if not attrs and not per_device:
-            yield nodes, view
-            continue
-        refined: dict[tuple, list[str]] = {}
-        for node in nodes:
-            node_view = index.views[node]
-            key = (_constraint_pattern(node_view, index, attrs) if attrs else (),
-                   selection.pattern(node_view, reqs) if per_device else ())
-            refined.setdefault(key, []).append(node)
-        for members in refined.values():
-            yield members, index.views[members[0]]
+class _Units:
+    """The sets of nodes one search decides for this claim. Nodes in one canonical group hold the
+    same devices; their order matters only where an error can stop upstream's search first (a
+    CEL runtime error, a constraint on allocationMode All, the 32-device limit): such groups are
+    split by their exact order."""
+
+    def __init__(self, index: Index, spec: ClaimSpec, selection: _Selection):
+        self.index, self.spec, self.selection = index, spec, selection
+        attrs = [c.get("matchAttribute") or c.get("distinctAttribute") for c in spec.constraints]
+        self.attrs = [a for a in attrs if isinstance(a, str)]
+        self.reqs = [r for alts in spec.requests for r in alts]
+        constrained_all = any(r.mode == "All" and any(_applies(c, r) for c in spec.constraints) for r in self.reqs)
+        near_limit = sum(max(r.count for r in alts) for alts in spec.requests) > search.MAX_DEVICES_PER_CLAIM
+        self.order_matters = constrained_all or near_limit or selection.per_device
+        self.erring: dict[int, bool] = {}  # shape -> can stop the search with an error
+
+    def _group_shapes(self, gi: int, view) -> list[int]:
+        cache = self.index.group_cache
+        if gi not in cache:
+            cache[gi] = sorted({self.index.devices[p].shape for pool in view for p in pool.devices})
+        return cache[gi]
+
+    def may_error(self, gi: int, view) -> bool:
+        for shape in self._group_shapes(gi, view):
+            erring = self.erring.get(shape)
+            if erring is None:
+                erring = False
+                p = self.index.shape_members[shape][0]
+                for req in self.reqs:
+                    try:
+                        self.selection(req, p)
+                        search.consumed(req.capacity, self.index.shape_capacity[shape])
+                    except search.AllocationError:
+                        erring = True
+                        break
+                self.erring[shape] = erring
+            if erring:
+                return True
+        return False
+
+    def histogram(self, gi: int, view) -> list[tuple[int, bool, int]]:
+        """(shape, allocated, how many) of the devices the group's nodes may use, incomplete
+        pools marked allocated-like by a None."""
+        key = ("histogram", gi)
+        cache = self.index.group_cache
+        if key not in cache:
+            counts: dict = {}
+            for pool in view:
+                if pool.status == "invalid":
+                    continue
+                for p in pool.devices:
+                    if pool.selectable is not None and p not in pool.selectable:
+                        continue
+                    device = self.index.devices[p]
+                    state = None if pool.status == "incomplete" else device.key in self.index.allocated
+                    counts[(device.shape, state)] = counts.get((device.shape, state), 0) + 1
+            cache[key] = [(shape, state, n) for (shape, state), n in counts.items()]
+        return cache[key]
+
+    def __iter__(self):
+        index = self.index
+        for gi, (nodes, view) in enumerate(index.groups()):
+            exact = self.order_matters or self.may_error(gi, view)
+            if exact:
+                buckets: dict = {}
+                for node in nodes:
+                    buckets.setdefault(index.ordered_id[node], []).append(node)
+                parts = list(buckets.values())
+            else:
+                parts = [nodes]
+            for members in parts:
+                if not self.attrs and not self.selection.per_device:
+                    yield members, index.views[members[0]], exact, gi
+                    continue
+                refined: dict[tuple, list[str]] = {}
+                for node in members:
+                    node_view = index.views[node]
+                    key = (_constraint_pattern(node_view, index, self.attrs, exact) if self.attrs else (),
+                           self.selection.pattern(node_view, self.reqs) if self.selection.per_device else ())
+                    refined.setdefault(key, []).append(node)
+                for same in refined.values():
+                    yield same, index.views[same[0]], exact, gi
 
 
-def check(spec: ClaimSpec, index: Index) -> Verdict:
+def _applies(constraint: dict, req: Request) -> bool:
+    names = constraint.get("requests") or ()
+    return not names or req.base in names or req.name in names
+
+
+def _cannot(spec: ClaimSpec, histogram, index: Index, selection: _Selection, now: bool, passes: dict) -> bool:
+    """A quick sufficient test that the search would fail: some request finds fewer free,
+    tolerated devices passing its selectors than it needs (only for claims without All, where no
+    error can come first). `passes` caches (request path, shape) -> bool across groups."""
+    for alternatives in spec.requests:
+        enough = False
+        for req in alternatives:
+            have = 0
+            for shape, state, n in histogram:
+                if state is None and now or (now and state and not req.admin):
+                    continue  # incomplete pool now, or allocated
+                key = (req.path, shape)
+                ok = passes.get(key)
+                if ok is None:
+                    taints = index.shape_taints[shape]
+                    ok = (not taints or all(search.tolerated(req.tolerations, t) for t in taints)) and \
+                        selection(req, index.shape_members[shape][0])
+                    passes[key] = ok
+                if ok:
+                    have += n
+            if have >= req.count:
+                enough = True
+                break
+        if not enough:
+            return True
+    return False
+
+
+def _claim_error(spec: ClaimSpec, index: Index) -> str:
+    """What upstream's allocator refuses on every node before it looks at a device."""
+    fewest = 0
+    for alternatives in spec.requests:
+        for req in alternatives:
+            if req.device_class not in index.classes:
+                return f"{req.path}.deviceClassName: DeviceClass {req.device_class!r} does not exist"
+        fewest += min(r.count if r.mode != "All" else 0 for r in alternatives)
+        if fewest > search.MAX_DEVICES_PER_CLAIM:
+            return (f"request {alternatives[0].base}: the claim needs at least {fewest} devices, more than the "
+                    f"claim limit of {search.MAX_DEVICES_PER_CLAIM}")
+    for i, c in enumerate(spec.constraints):
+        if not (c.get("matchAttribute") or c.get("distinctAttribute")):
+            return f"spec.devices.constraints[{i}]: empty constraint (no matchAttribute or distinctAttribute)"
+    return ""
+
+
+def check(spec: ClaimSpec, index: Index, count_nodes: bool = False) -> Verdict:
+    """The verdict for one claim. count_nodes: decide every node group (the CLI's "satisfiable
+    on N nodes"); otherwise stop at the first node that can hold the claim."""
     selection = _Selection(index)
     for alternatives in spec.requests:
         for req in alternatives:
@@ -170,10 +315,22 @@ def check(spec: ClaimSpec, index: Index) -> Verdict:
     if not index.node_labels_known and index.selector_slices:
         notes.append("no Node objects in the inventory: slices with a nodeSelector are taken as reachable from "
                      "every node")
+    stop = _claim_error(spec, index)
+    if stop and index.views:
+        return Verdict("invalid", f"the scheduler would stop with an error on every node: {stop}", notes=notes)
+    units = _Units(index, spec, selection)
+    quick = not any(r.mode == "All" for r in units.reqs)
 
     def decide(now: bool):
         count, example, errors, undecided, binding = 0, None, [], 0, False
-        for nodes, view in _units(index, spec, selection):
+        passes: dict = {}
+        for nodes, view, exact, gi in units:
+            if quick and not exact and _cannot(spec, units.histogram(gi, view), index, selection, now, passes):
+                invalid = [p for p in view if p.status == "invalid"]
+                if invalid:
+                    errors.append((nodes[0], f"invalid resource pools were encountered: pool {invalid[0].key[1]} "
+                                             f"({invalid[0].reason})"))
+                continue
             try:
                 outcome = search.allocate(spec, view, index, selection, now, selection.per_device, SEARCH_BUDGET)
             except search.BudgetExceeded:
@@ -183,6 +340,8 @@ def check(spec: ClaimSpec, index: Index) -> Verdict:
                 count += len(nodes)
                 example = example or nodes[0]
                 binding = binding or outcome.binding
+                if not count_nodes:
+                    break
             elif outcome.status == "error":
                 errors.append((nodes[0], outcome.message))
         return count, example, errors, undecided, binding
@@ -191,8 +350,8 @@ def check(spec: ClaimSpec, index: Index) -> Verdict:
     if binding:
         notes.append("the devices have binding conditions: the pod waits until the driver reports them ready")
     if nodes:
-        return Verdict("satisfiable", f"satisfiable on {nodes} node(s), e.g. {example}", nodes, example,
-                       notes=notes)
+        where = f"on {nodes} node(s), e.g. {example}" if count_nodes else f"e.g. on node {example}"
+        return Verdict("satisfiable", f"satisfiable {where}", nodes, example, notes=notes)
     if errors:
         node, message = errors[0]
         return Verdict("invalid", f"the scheduler would stop with an error (on node {node}): {message}", notes=notes)
@@ -201,8 +360,9 @@ def check(spec: ClaimSpec, index: Index) -> Verdict:
                        f"{SEARCH_BUDGET} device attempts", notes=notes)
     ever_nodes, ever_example, _errors, _undecided, _binding = decide(now=False)
     if ever_nodes:
-        return Verdict("unsatisfiable-now", f"devices exist on {ever_nodes} node(s) (e.g. {ever_example}) but are "
-                       "allocated, their counters or capacity are in use, or their pool is incomplete", notes=notes)
+        where = f"on {ever_nodes} node(s) (e.g. {ever_example})" if count_nodes else f"(e.g. on node {ever_example})"
+        return Verdict("unsatisfiable-now", f"devices exist {where} but are allocated, their counters or capacity "
+                       "are in use, or their pool is incomplete", notes=notes)
     verdict = _never(spec, index, selection)
     verdict.notes = notes
     return verdict
@@ -258,10 +418,20 @@ def _never(spec: ClaimSpec, index: Index, selection: _Selection) -> Verdict:
         return Verdict("never", f"request {req.name}: no device matches ({first_fail})", failed_request=req.name,
                        closest=closest)
     best = []
-    for nodes, view in index.groups():
-        positions = [p for pool in view for p in pool.devices]
-        counts = [max(sum(1 for p in positions if not selection.failed_parts(r, p)) for r in alts)
-                  for alts in spec.requests]
+    passing: dict = {}
+    units = _Units(index, spec, selection)
+    for gi, (nodes, view) in enumerate(index.groups()):
+        counts = []
+        for alts in spec.requests:
+            most = 0
+            for r in alts:
+                have = 0
+                for shape, _state, n in units.histogram(gi, view):
+                    if (r.path, shape) not in passing:
+                        passing[(r.path, shape)] = not selection.failed_parts(r, index.shape_members[shape][0])
+                    have += n if passing[(r.path, shape)] else 0
+                most = max(most, have)
+            counts.append(most)
         best.append((sum(counts), nodes[0], counts))
     best.sort(key=lambda b: (-b[0], b[1]))
     wanted = [alts[0].count if alts[0].mode == "ExactCount" else "all" for alts in spec.requests]

@@ -86,7 +86,11 @@ class Index:
     shape_taints: list[tuple] = field(default_factory=list)  # (key, value, effect) that can block allocation
     shape_capacity: list[dict] = field(default_factory=list)  # name -> (Decimal value, request policy or None)
     views: dict[str, list[PoolView]] = field(default_factory=dict)  # node -> its pools in allocation order
-    node_groups: dict[tuple, list[str]] = field(default_factory=dict)  # view signature -> nodes
+    # Nodes whose views hold the same devices in any order (canonical signature), and the id of
+    # each node's view in allocation order: the order matters only when an error can stop upstream.
+    node_groups: dict[tuple, list[str]] = field(default_factory=dict)
+    ordered_id: dict[str, int] = field(default_factory=dict)
+    group_cache: dict = field(default_factory=dict)  # feasibility: per-group shapes
     node_labels_known: bool = False  # Node objects were read: nodeSelector slices are matched for real
     selector_slices: int = 0  # slices placed by a nodeSelector (whole slice or per device)
     selector_cache: dict = field(default_factory=dict)  # feasibility: expression -> per-shape results
@@ -107,7 +111,9 @@ class Index:
 
     def groups(self) -> list[tuple[list[str], list[PoolView]]]:
         """(nodes, the first node's view) per group of interchangeable nodes."""
-        return [(nodes, self.views[nodes[0]]) for nodes in self.node_groups.values()]
+        if self.group_cache.get("groups") is None:
+            self.group_cache["groups"] = [(nodes, self.views[nodes[0]]) for nodes in self.node_groups.values()]
+        return self.group_cache["groups"]
 
     def in_use(self, key: tuple) -> bool:
         return key in self.allocated
@@ -354,19 +360,21 @@ class _Builder:
         return ""
 
 
-def _view_signature(view: list[PoolView], index: Index) -> tuple:
-    """Equal for nodes whose views differ only in device identity and local pool names."""
+def _view_signature(view: list[PoolView], index: Index, ordered: bool) -> tuple:
+    """Equal for nodes whose views differ only in device identity and local pool names (and,
+    unless `ordered`, in the order of devices and pools)."""
     out = []
     for pool in view:
-        devices = tuple((index.devices[p].shape, index.devices[p].key in index.allocated,
-                         index.devices[p].key in index.shared_in_use, index.devices[p].consumes,
-                         index.devices[p].binding, pool.selectable is None or p in pool.selectable)
-                        for p in pool.devices)
+        devices = [(index.devices[p].shape, index.devices[p].key in index.allocated,
+                    index.devices[p].key in index.shared_in_use,
+                    repr(sorted(index.allocated_capacity.get(index.devices[p].key, {}).items())),
+                    index.devices[p].consumes, index.devices[p].binding,
+                    pool.selectable is None or p in pool.selectable) for p in pool.devices]
         name = pool.key[1] if not pool.local else None
-        out.append((pool.key[0], name, pool.status, pool.reason, devices,
+        out.append((pool.key[0], name, pool.status, pool.reason, tuple(devices if ordered else sorted(devices)),
                     tuple(sorted((k, tuple(sorted(v.items()))) for k, v in pool.counters.items())),
                     tuple(sorted((k, tuple(sorted(v.items()))) for k, v in pool.allocated_use.items()))))
-    return tuple(out)
+    return tuple(out if ordered else sorted(out, key=repr))
 
 
 def build(inventory: Inventory, allocated: set | None = None, capacity: dict | None = None,
@@ -389,12 +397,15 @@ def build(inventory: Inventory, allocated: set | None = None, capacity: dict | N
         # No Node objects: the nodes slices name (or one stand-in node for network-attached devices).
         named = set(local) | {d.placement[1] for d in index.devices if d.placement and d.placement[0] == "name"}
         nodes = sorted(named) or ([ANY_NODE] if network else [])
+    ordered_ids: dict[tuple, int] = {}
     for node in nodes:
         index.views[node] = builder.view(node, local.get(node, []), network)
         if not index.views[node] and inventory.nodes is None:
             del index.views[node]
             continue
-        index.node_groups.setdefault(_view_signature(index.views[node], index), []).append(node)
+        index.node_groups.setdefault(_view_signature(index.views[node], index, ordered=False), []).append(node)
+        ordered = _view_signature(index.views[node], index, ordered=True)
+        index.ordered_id[node] = ordered_ids.setdefault(ordered, len(ordered_ids))
     # Groups in order of their first node (nodes are sorted): examples stay deterministic.
     index.node_groups = dict(sorted(index.node_groups.items(), key=lambda kv: kv[1][0]))
     return index

@@ -353,7 +353,7 @@ class Search:
                 return None
             steps.append(lambda: self._refund(pool, device.consumes))
         taints = index.shape_taints[device.shape]
-        if taints and not all(_tolerated(req.tolerations, t) for t in taints):
+        if taints and not all(tolerated(req.tolerations, t) for t in taints):
             undo()
             return None
         for c in self.constraints:
@@ -411,7 +411,7 @@ class Search:
                 taken[set_name][counter] -= amount
 
 
-def _tolerated(tolerations: tuple, taint: tuple) -> bool:
+def tolerated(tolerations: tuple, taint: tuple) -> bool:
     key, value, effect = taint
     for t_key, operator, t_value, t_effect in tolerations:
         if t_effect and t_effect != effect:
