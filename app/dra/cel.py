@@ -71,6 +71,45 @@ def semver_value(text: str) -> dict:
     return {_V: text}
 
 
+def normalized_semver(text: str) -> str:
+    """semver(text, true): a leading v, missing minor or patch and leading zeros are tolerated
+    (as the Kubernetes library's tolerant parse does)."""
+    if not isinstance(text, str):
+        raise ValueError("semver() takes a string")
+    text = text.strip()
+    text = text[1:] if text.startswith("v") else text
+    parts = text.split(".", 2)
+    parts = [p.lstrip("0") or "0" if len(p) > 1 and p[0] == "0" and p[1:2].isdigit() else p for p in parts]
+    if len(parts) < 3:
+        if any(c in parts[-1] for c in "+-"):
+            raise ValueError(f"{text!r}: a short version cannot carry pre-release or build metadata")
+        parts += ["0"] * (3 - len(parts))
+    return ".".join(parts)
+
+
+def _semver(text, normalize=False):
+    return semver_value(normalized_semver(text) if normalize else text)
+
+
+def _is_semver_text(text, normalize=False) -> bool:
+    try:
+        _semver(text, normalize)
+        return True
+    except ValueError:
+        return False
+
+
+def _includes(receiver, item) -> bool:
+    """includes(): membership for a list attribute, equality for a scalar one."""
+    if isinstance(receiver, list):
+        return any(_equal(v, item) for v in receiver)
+    return _equal(receiver, item)
+
+
+def _equal(a, b) -> bool:
+    return type(a) is type(b) and a == b
+
+
 def _quantity(text):
     if not isinstance(text, str):
         raise ValueError("quantity() takes a string")
@@ -161,8 +200,9 @@ def _as_integer(q) -> int:
 _FUNCTIONS = {
     "quantity": _quantity,
     "isQuantity": _is_quantity_text,
-    "semver": lambda text, *normalize: semver_value(text),
-    "isSemver": lambda text, *normalize: isinstance(text, str) and bool(_SEMVER.match(text)),
+    "semver": _semver,
+    "isSemver": _is_semver_text,
+    "includes": _includes,
     "compareTo": _compare,
     "isGreaterThan": lambda a, b: _compare(a, b) > 0,
     "isLessThan": lambda a, b: _compare(a, b) < 0,
@@ -317,26 +357,167 @@ def _range_size(text: str, dot_at: int) -> int:
     return 1 + sum(1 for _i, c, depth in _structure(inner) if c == "," and depth == 0)
 
 
+_COST_TOKEN = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\d[\w.]*|[A-Za-z_]\w*|==|!=|<=|>=|&&|\|\||\S")
+_FREE_WORDS = {"true", "false", "null"}
+_OPERATORS = {"==", "!=", "<=", ">=", "&&", "||", "<", ">", "!", "+", "-", "*", "/", "%", "?"}
+_REGEX_FUNCTIONS = {"matches", "find", "findAll"}
+_STRING_SCANS = {"split", "replace", "join", "format", "lowerAscii", "upperAscii", "trim", "indexOf", "lastIndexOf",
+                 "substring", "charAt", "quote", "reverse"}
+MAX_LIST_ELEMENTS = 64  # a list-typed attribute's longest list, as upstream sizes it
+MAX_ATTRIBUTES = 32  # attributes (or capacities) of one domain
+MAX_DOMAINS = 40
+
+
+def _iterated_size(expression: str, dot_at: int) -> int:
+    """How many elements a comprehension at `dot_at` iterates, at most."""
+    before = expression[:dot_at].rstrip()
+    if re.search(r"device\s*\.\s*(attributes|capacity)$", before):
+        return MAX_DOMAINS
+    if re.search(r"device\s*\.\s*(attributes|capacity)\s*\[[^\[\]]*\]$", before):
+        return MAX_ATTRIBUTES
+    literal = _range_size(expression, dot_at)
+    return MAX_LIST_ELEMENTS if literal == UNBOUNDED_RANGE else literal
+
+
+def _token_cost(expression: str, token: re.Match, previous: str, following: str) -> int:
+    text = token.group(0)
+    if text[0] in "'\"":
+        return -(-(len(text) - 2) // 8)  # comparing or passing a string costs by its length
+    if text[0].isdigit() or text in _FREE_WORDS:
+        return 0
+    if text == "in":
+        rest = expression[token.end():]
+        maps = re.match(r"\s*device\s*\.\s*(attributes|capacity)\s*(\[[^\[\]]*\])?\s*(?:$|[)&|?:])", rest)
+        return 1 if maps else 1 + MAX_LIST_ELEMENTS  # membership in a list walks it
+    if text[0].isalpha() or text[0] == "_":
+        if following == "(":
+            if text in _REGEX_FUNCTIONS:
+                pattern = re.match(r"\(\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", expression[token.end():])
+                return 1 + 2 * (len(pattern.group(1)) if pattern else MAX_LIST_ELEMENTS)
+            if text == "includes":
+                return 1 + MAX_LIST_ELEMENTS  # searches a list attribute
+            if text in _STRING_SCANS:
+                return 1 + MAX_LIST_ELEMENTS // 4  # walks a string of up to 64 characters
+            if text == "bind" and previous == ".":
+                return 8  # a one-element comprehension
+        return 1
+    if text == "[":
+        return 1 if previous and (previous[-1].isalnum() or previous[-1] in "_])\"'") else 0  # index, not a literal
+    return 1 if text in _OPERATORS else 0
+
+
 def estimated_cost(expression: str) -> int:
-    """Upper bound in the spirit of the Kubernetes estimator: every token costs one, and a
-    comprehension multiplies what it contains by the size of what it iterates."""
+    """An upper bound shaped like the Kubernetes estimator's: each identifier, field or index
+    lookup, call and operator costs one, literals nothing; membership in a list and regular
+    expressions cost by size; a comprehension multiplies what it contains (plus its own step)
+    by how many elements it can iterate (a literal's length, 64 for a list attribute, 32 for a
+    domain's attributes)."""
     spans = []
     for match in _MACRO.finditer(expression):
         open_at = match.end() - 1
-        spans.append((open_at, _closing(expression, open_at), _range_size(expression, match.start())))
+        spans.append((open_at, _closing(expression, open_at), _iterated_size(expression, match.start())))
+    tokens = list(_COST_TOKEN.finditer(expression))
     cost = 0
-    for token in _TOKEN.finditer(expression):
+    for i, token in enumerate(tokens):
+        previous = tokens[i - 1].group(0) if i else ""
+        following = tokens[i + 1].group(0) if i + 1 < len(tokens) else ""
         factor = 1
         for start, end, size in spans:
             if start < token.start() < end:
                 factor *= max(size, 1)
-        cost += factor
+        cost += factor * _token_cost(expression, token, previous, following)
+    for start, _end, size in spans:  # each iteration's own bookkeeping
+        nested = 1
+        for other_start, other_end, other_size in spans:
+            if other_start < start < other_end:
+                nested *= max(other_size, 1)
+        cost += 3 * size * nested
     return cost
 
 
+_BIND = re.compile(r"\bcel\s*\.\s*bind\s*\(")
+
+
+def _outside_strings(text: str) -> set[int]:
+    return {i for i, _c, _d in _structure(text)}
+
+
+def _top_level_split(text: str, separator: str = ",") -> list[str]:
+    parts, start = [], 0
+    for i, c, depth in _structure(text):
+        if c == separator and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def expand_bind(expression: str) -> str:
+    """cel.bind(v, init, body) as `[init].map(v, body)[0]`: init evaluated once, v bound in body
+    (the engine has no cel.bind). The last bind never contains another, so expand from the end."""
+    text = expression
+    while True:
+        outside = _outside_strings(text)
+        found = [m for m in _BIND.finditer(text) if m.start() in outside]
+        if not found:
+            return text
+        match = found[-1]
+        open_at = match.end() - 1
+        close = _closing(text, open_at)
+        args = _top_level_split(text[open_at + 1:close])
+        if len(args) != 3 or not re.fullmatch(r"\s*[A-Za-z_]\w*\s*", args[0]):
+            raise CelError("cel.bind takes a variable name, a value and an expression")
+        text = f"{text[:match.start()]}[{args[1]}].map({args[0].strip()}, {args[2]})[0]{text[close + 1:]}"
+
+
+_LITERAL_KIND = [(re.compile(r"^-?\d+u$"), "uint"), (re.compile(r"^-?(\d+\.\d*|\.\d+|\d+[eE][-+]?\d+)"), "double"),
+                 (re.compile(r"^-?(0x[0-9a-fA-F]+|\d+)$"), "int"), (re.compile(r"^[rR]?(['\"]).*\1$", re.S), "string"),
+                 (re.compile(r"^[bB](['\"]).*\1$", re.S), "bytes"), (re.compile(r"^null$"), "null_type")]
+
+
+def _literal_kind(text: str) -> str | None:
+    text = text.strip()
+    while text.startswith("(") and _closing(text, 0) == len(text) - 1:
+        text = text[1:-1].strip()
+    if text.startswith("[") and _closing(text, 0) == len(text) - 1:
+        return "list"
+    if text.startswith("{") and _closing(text, 0) == len(text) - 1:
+        return "map"
+    for pattern, kind in _LITERAL_KIND:
+        if pattern.match(text) and (kind != "double" or re.fullmatch(r"-?[\d.eE+-]+", text)):
+            return kind
+    return None
+
+
+def _result_type_error(expression: str) -> str | None:
+    """What upstream's type checker says of an expression whose result is plainly not a bool:
+    a literal, or arithmetic on literals only (anything read from the device is dyn)."""
+    text = expression.strip()
+    depth0 = [(i, c) for i, c, depth in _structure(text) if depth == 0]
+    chars = "".join(c for _i, c in depth0)
+    if any(op in chars for op in ("&&", "||", "==", "!=", "<", ">", "?")) or re.search(r"\bin\b", chars):
+        return None
+    if text.startswith("!"):
+        return None
+    operands = re.split(r"(?<=[\w)\]'\"])\s*[-+*/%]\s*", text)
+    kinds = {_literal_kind(o) for o in operands}
+    if None in kinds or len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    return f"must evaluate to bool or the unknown type, not {kind}"
+
+
+_ATTRIBUTE_COMPREHENSION = re.compile(
+    rf"{_MAP}\s*(?:\.\s*[A-Za-z_]\w*|\[\s*{_Q_LIT}\s*\])\s*\.\s*(all|exists_one|exists|map|filter)\s*\(")
+
+
 @lru_cache(maxsize=4096)
-def compile_selector(expression: str) -> Selector:
-    """Compile once per distinct expression; CelError says what is wrong."""
+def compile_selector(expression: str, list_attributes: bool = False, consumable_capacity: bool = True) -> Selector:
+    """Compile once per distinct expression; CelError says what is wrong. list_attributes: the
+    environment of clusters with DRAListTypeAttributes on (alpha, off in Kubernetes 1.37):
+    attribute values may be lists, iterated by macros and searched with includes().
+    consumable_capacity False: clusters without DRAConsumableCapacity (before 1.36), where
+    `device.allowMultipleAllocations` is not declared."""
     if not isinstance(expression, str) or not expression.strip():
         raise CelError("expression is empty")
     if len(expression) > MAX_EXPRESSION_LENGTH:
@@ -344,14 +525,26 @@ def compile_selector(expression: str) -> Selector:
     cost = estimated_cost(expression)
     if cost > MAX_COST:
         raise CelError(f"estimated cost {cost} exceeds the limit {MAX_COST}: reduce nested comprehensions")
+    type_error = _result_type_error(expression)
+    if type_error:
+        raise CelError(type_error)
+    if not consumable_capacity and re.search(r"\bdevice\s*\.\s*allowMultipleAllocations\b", expression):
+        raise CelError("undefined field 'allowMultipleAllocations' (DRAConsumableCapacity is off)")
+    if not list_attributes:
+        macro = _ATTRIBUTE_COMPREHENSION.search(expression)
+        if macro:
+            raise CelError(f"compilation failed: {macro.group(macro.lastindex)}() over an attribute value: attribute "
+                           "values are not lists unless DRAListTypeAttributes is on (off in Kubernetes 1.37)")
+    engine_text = expand_bind(expression)
     try:
-        program = _engine.compile(expression)
+        program = _engine.compile(engine_text)
     except (ValueError, RuntimeError) as exc:
         raise CelError(_clean(str(exc).replace("Failed to parse expression", "syntax error in"))) from None
-    unknown = sorted(set(program.functions()) - KNOWN_FUNCTIONS)
+    known = KNOWN_FUNCTIONS if list_attributes else KNOWN_FUNCTIONS - {"includes"}
+    unknown = sorted(set(program.functions()) - known)
     if unknown:
         raise CelError(f"undeclared reference to function {unknown[0]!r}")
-    bound = set(_COMPREHENSION_VAR.findall(expression))
+    bound = set(_COMPREHENSION_VAR.findall(engine_text))
     stray = sorted(set(program.variables()) - {"device"} - bound)
     if stray:
         raise CelError(f"undeclared reference to {stray[0]!r} (only 'device' is defined)")

@@ -391,11 +391,12 @@ def build(inventory: Inventory, allocated: set | None = None, capacity: dict | N
         builder.add_slice(s)
         node = s["spec"].get("nodeName")
         (local.setdefault(node, []) if node else network).append(s)
+    # The nodes slices name, and every Node object (one with no devices of its own can still
+    # reach network-attached ones); without Node objects, a stand-in for network-attached devices.
+    named = set(local) | {d.placement[1] for d in index.devices if d.placement and d.placement[0] == "name"}
     if inventory.nodes is not None:
-        nodes = sorted(inventory.nodes)
+        nodes = sorted(named | set(inventory.nodes))
     else:
-        # No Node objects: the nodes slices name (or one stand-in node for network-attached devices).
-        named = set(local) | {d.placement[1] for d in index.devices if d.placement and d.placement[0] == "name"}
         nodes = sorted(named) or ([ANY_NODE] if network else [])
     ordered_ids: dict[tuple, int] = {}
     for node in nodes:

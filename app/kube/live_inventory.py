@@ -1,8 +1,9 @@
-"""Live inventory: list + watch ResourceSlices, DeviceClasses and ResourceClaims. IO.
+"""Live inventory: list + watch ResourceSlices, DeviceClasses, ResourceClaims and Nodes. IO.
 
 Resumes each watch from its last resourceVersion, relists on 410 Gone, and reports
 readiness false until every list has synced and while a watch has been failing for longer
-than `stale_after_s`. The index is built by the injected `build_index(slices, classes, claims)`
+than `stale_after_s`. Of a Node only its name and labels are kept (what nodeSelectors match).
+The index is built by the injected `build_index(slices, classes, claims, nodes)`
 (DRA semantics are not ours to know here), lazily, at most once per `rebuild_interval_s`.
 """
 
@@ -21,7 +22,8 @@ from kubernetes.client.exceptions import ApiException
 from .client import raw_get
 
 log = logging.getLogger("dra_bridge.live")
-RESOURCES = ("resourceslices", "deviceclasses", "resourceclaims")
+RESOURCES = ("resourceslices", "deviceclasses", "resourceclaims", "nodes")
+PATHS = {"nodes": "/api/v1/nodes"}
 
 
 class _Gone(Exception):
@@ -29,7 +31,8 @@ class _Gone(Exception):
 
 
 class LiveInventory:
-    def __init__(self, api: client.ApiClient, build_index: Callable[[list[dict], dict[str, dict], list[dict]], object],
+    def __init__(self, api: client.ApiClient,
+                 build_index: Callable[[list[dict], dict[str, dict], list[dict], list[dict]], object],
                  watch_timeout_s: int = 300, stale_after_s: float = 60.0,
                  rebuild_interval_s: float = 1.0, backoff_s: float = 1.0):
         self.api, self.build_index = api, build_index
@@ -67,13 +70,20 @@ class LiveInventory:
         if built is None or (built[0] != version and time.monotonic() - self._built_at >= self.rebuild_interval_s):
             classes = {c["metadata"]["name"]: c for c in self._decoded("deviceclasses")}
             built = (version, self.build_index(self._decoded("resourceslices"), classes,
-                                               self._decoded("resourceclaims")))
+                                               self._decoded("resourceclaims"), self._decoded("nodes")))
             self._built, self._built_at = built, time.monotonic()
         return built[1]
 
     # -- list and watch -----------------------------------------------------------------
     def _path(self, resource: str) -> str:
-        return f"/apis/resource.k8s.io/v1/{resource}"
+        return PATHS.get(resource, f"/apis/resource.k8s.io/v1/{resource}")
+
+    @staticmethod
+    def _kept(resource: str, obj: dict) -> bytes:
+        if resource == "nodes":  # a Node's status is large; selectors read name and labels only
+            meta = obj.get("metadata") or {}
+            obj = {"metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}}}
+        return orjson.dumps(obj)
 
     def _get(self, resource: str, query: list, stream: bool):
         """The raw urllib3 response: JSON is decoded here, not into generated model objects."""
@@ -82,7 +92,7 @@ class LiveInventory:
     def list_once(self, resource: str) -> str:
         response = self._get(resource, [], stream=False)
         data = orjson.loads(response.data)
-        items = {(i.get("metadata") or {}).get("namespace", "") + "/" + i["metadata"]["name"]: orjson.dumps(i)
+        items = {(i.get("metadata") or {}).get("namespace", "") + "/" + i["metadata"]["name"]: self._kept(resource, i)
                  for i in data.get("items") or []}
         self.failing_since[resource] = None
         with self._lock:
@@ -125,7 +135,7 @@ class LiveInventory:
                 if kind == "DELETED":
                     self.objects[resource].pop(key, None)
                 else:
-                    self.objects[resource][key] = orjson.dumps(obj)
+                    self.objects[resource][key] = self._kept(resource, obj)
                 self._version += 1
         return meta.get("resourceVersion") or version
 

@@ -49,13 +49,40 @@ def _policy_rules(parsed: dra.ClaimSpec, settings: Effective) -> list[Finding]:
     return out
 
 
-def evaluate_claim(obj: dict, settings: Effective, index: dra.Index) -> Outcome:
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+
+
+def asks_admin_access(obj: dict) -> bool:
+    """Cheap look before parsing: does any request of this claim or template set adminAccess?"""
+    spec = (obj or {}).get("spec") if isinstance(obj, dict) else None
+    if isinstance(spec, dict) and (obj or {}).get("kind") == "ResourceClaimTemplate":
+        spec = spec.get("spec")
+    requests = ((spec or {}).get("devices") or {}).get("requests") if isinstance(spec, dict) else None
+    return isinstance(requests, list) and any(
+        isinstance(r, dict) and (r.get("adminAccess") or (isinstance(r.get("exactly"), dict) and
+                                                          r["exactly"].get("adminAccess"))) for r in requests)
+
+
+def _admin_label_rule(parsed: dra.ClaimSpec, namespace: str, labels: dict | None) -> list[Finding]:
+    """Upstream: adminAccess only in namespaces labelled resource.kubernetes.io/admin-access=true
+    (the API server refuses it elsewhere); our policy can forbid more, never allow more."""
+    admin = [r for alts in parsed.requests for r in alts if r.admin]
+    if not admin or labels is None or labels.get(ADMIN_ACCESS_LABEL) == "true":
+        return []
+    return [Finding("violation", f"{admin[0].path}.adminAccess: namespace {namespace!r} is not labelled "
+                                 f"{ADMIN_ACCESS_LABEL}=true, so the API server refuses admin access there")]
+
+
+def evaluate_claim(obj: dict, settings: Effective, index: dra.Index, namespace: str = "",
+                   namespace_labels: dict | None = None) -> Outcome:
+    """namespace_labels None: not known (the admin-access label rule is not checked)."""
     outcome = Outcome()
     try:
         parsed = dra.parse_claim_object(obj)
     except dra.ClaimError as exc:
         outcome.findings.append(Finding("violation", str(exc)))
         return outcome
+    outcome.findings.extend(_admin_label_rule(parsed, namespace, namespace_labels))
     outcome.findings.extend(_policy_rules(parsed, settings))
     verdict = dra.check(parsed, index)
     outcome.verdict = verdict

@@ -141,11 +141,15 @@ async def _validate(state: ServiceState, req: admission.Request) -> tuple[dict, 
     if not validation.applies(req):
         return admission.response(req.uid, True), "skipped"
     policy = state.policy.policy
-    settings = policy.for_namespace(req.namespace, await _namespace_labels(state, policy, req))
+    labels = None
+    if req.kind != "Pod" and req.namespace and validation.asks_admin_access(req.obj):
+        labels = await run_in_threadpool(state.namespace_labels.get, req.namespace)
+    settings = policy.for_namespace(req.namespace, labels if labels is not None else
+                                    await _namespace_labels(state, policy, req))
     if req.kind == "Pod":
         outcome = validation.evaluate_pod(req.obj, settings, policy)
     else:
-        outcome = validation.evaluate_claim(req.obj, settings, state.index())
+        outcome = validation.evaluate_claim(req.obj, settings, state.index(), req.namespace, labels)
         if not state.readiness()[1]["inventory"]:
             # A verdict against a stale or unsynced inventory is advice, never a denial.
             settings = settings.model_copy(update={"mode": "warn"})

@@ -21,6 +21,7 @@ GRANTED = {
         ("", "namespaces", "get"): "kube.NamespaceLabels.get (policy namespace selectors)",
         **{("resource.k8s.io", r, v): "live.LiveInventory list + watch"
            for r in ("resourceslices", "deviceclasses", "resourceclaims") for v in ("list", "watch")},
+        **{("", "nodes", v): "live.LiveInventory list + watch (labels for nodeSelector slices)" for v in ("list", "watch")},
     },
     "dra-bridge-reporter": {
         ("resource.k8s.io", "resourceslices", "list"): "publish.SlicePublisher._ours",

@@ -141,9 +141,58 @@ def test_stale_inventory_never_denies(tmp_path):
         fake.stop()
 
 
+def typed_claim(kind, *requests, attribute="kind"):
+    """A claim whose requests select devices by an attribute (count, capacity request each)."""
+    reqs = []
+    for i, (count, memory) in enumerate(requests):
+        exact = {"deviceClassName": "gpu.nvidia.com", "count": count, "selectors": [{"cel": {"expression": (
+            f"'{attribute}' in device.attributes['gpu.nvidia.com'] && "
+            f"device.attributes['gpu.nvidia.com'].{attribute} == '{kind}'")}}]}
+        if memory:
+            exact["capacity"] = {"requests": {"memory": memory}}
+        reqs.append({"name": f"r{i}", "exactly": exact})
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"},
+            "spec": {"devices": {"requests": reqs}}}
+
+
+def partitioned_and_shared_slices() -> list[dict]:
+    """On node n1: a GPU and its two halves drawing on one counter set (two slices), a GPU that
+    allows multiple allocations; and a network-attached device for nodes in region `far`."""
+    def device(name, kind, **extra):
+        return {"name": name, "attributes": {"kind": {"string": kind}}, **extra}
+
+    def consumes(amount):
+        return [{"counterSet": "gpu-0", "counters": {"memory": {"value": amount}}}]
+
+    pool = {"name": "n1-mig", "generation": 1, "resourceSliceCount": 2}
+    base = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice"}
+    return [
+        {**base, "metadata": {"name": "n1-mig-devices"}, "spec": {
+            "driver": "gpu.nvidia.com", "nodeName": "n1", "pool": pool, "devices": [
+                device("whole", "whole", consumesCounters=consumes("40Gi")),
+                device("half-0", "half", consumesCounters=consumes("20Gi")),
+                device("half-1", "half", consumesCounters=consumes("20Gi"))]}},
+        {**base, "metadata": {"name": "n1-mig-counters"}, "spec": {
+            "driver": "gpu.nvidia.com", "nodeName": "n1", "pool": pool,
+            "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}]}},
+        {**base, "metadata": {"name": "n1-shared"}, "spec": {
+            "driver": "gpu.nvidia.com", "nodeName": "n1", "pool": {"name": "n1-shared", "generation": 1,
+                                                                    "resourceSliceCount": 1},
+            "devices": [device("shared-0", "shared", allowMultipleAllocations=True, capacity={"memory": {
+                "value": "80Gi", "requestPolicy": {"default": "10Gi", "validRange": {"min": "10Gi",
+                                                                                    "step": "10Gi"}}}})]}},
+        {**base, "metadata": {"name": "far-nic"}, "spec": {
+            "driver": "gpu.nvidia.com", "pool": {"name": "far", "generation": 1, "resourceSliceCount": 1},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "region", "operator": "In", "values": ["far"]}]}]},
+            "devices": [device("far-0", "far")]}},
+    ]
+
+
 def test_unusual_slices_in_the_live_inventory_keep_validation_up(tmp_path):
-    """List attributes, a taint and a value nobody can use: every claim still gets its verdict,
-    readyz stays ready and names the device left out."""
+    """List attributes, a taint, a value nobody can use, a counter set, a shared device and a
+    slice for other nodes: every claim gets upstream's verdict, readyz stays ready and names
+    the device left out."""
     from tests.kube.fakeapi import FakeKube
     from tests.kube.test_live_inventory import CLASS, slice_obj
 
@@ -155,6 +204,10 @@ def test_unusual_slices_in_the_live_inventory_keep_validation_up(tmp_path):
         devices[1]["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoExecute"}]
         devices[2]["attributes"]["driverVersion"] = {"version": "not-a-version"}
         fake.add_cluster_object("resourceslices", unusual)
+        for extra in partitioned_and_shared_slices():
+            fake.add_cluster_object("resourceslices", extra)
+        fake.add_cluster_object("nodes", {"apiVersion": "v1", "kind": "Node",
+                                          "metadata": {"name": "n1", "labels": {"region": "near"}}})
         fake.add_cluster_object("deviceclasses", CLASS)
         (tmp_path / "policy.yaml").write_text("defaults:\n  mode: enforce\n")
         server = srv.start(tmp_path, "--inventory", "live", "--kubeconfig", fake.kubeconfig(tmp_path / "kc"),
@@ -165,10 +218,28 @@ def test_unusual_slices_in_the_live_inventory_keep_validation_up(tmp_path):
                 while c.get("/readyz").status_code != 200 and time.monotonic() < deadline:
                     time.sleep(0.1)
                 # Usable: device 0 (list attribute) and device 3; device 1 tainted, device 2 left out.
-                assert post(c, review(claim(2), kind="ResourceClaim")).json()["response"] == \
+                gpus = typed_claim("gpu", (2, None), attribute="type")
+                assert post(c, review(gpus, kind="ResourceClaim")).json()["response"] == \
                     {"uid": "uid-1", "allowed": True}
-                denied = post(c, review(claim(3), kind="ResourceClaim")).json()["response"]
+                denied = post(c, review(typed_claim("gpu", (3, None), attribute="type"),
+                                        kind="ResourceClaim")).json()["response"]
                 assert denied["allowed"] is False
+
+                def allowed(obj):
+                    return post(c, review(obj, kind="ResourceClaim")).json()["response"]["allowed"]
+
+                # Counters: both halves fit in the GPU's 40Gi; the whole GPU and a half do not.
+                assert allowed(typed_claim("half", (2, None)))
+                assert allowed(typed_claim("whole", (1, None)))
+                mixed = typed_claim("whole", (1, None))
+                mixed["spec"]["devices"]["requests"].append(typed_claim("half", (1, None))["spec"]["devices"]
+                                                            ["requests"][0] | {"name": "r1"})
+                assert not allowed(mixed)
+                # One shared device serves two requests of 40Gi; 90Gi is more than it has.
+                assert allowed(typed_claim("shared", (1, "40Gi"), (1, "40Gi")))
+                assert not allowed(typed_claim("shared", (1, "90Gi")))
+                # The Node's labels say region `near`: the slice for region `far` is out of reach.
+                assert not allowed(typed_claim("far", (1, None)))
                 ready = c.get("/readyz")
                 assert ready.status_code == 200
                 assert ready.json()["detail"]["rejectedDeviceCount"] == 1

@@ -20,14 +20,14 @@ def gpus(count, cls="gpu.nvidia.com", selectors=None, **extra):
     return {"name": "gpus", "exactly": exactly}
 
 
-def decide(obj, policy_text="", namespace="team-a", kind=None):
+def decide(obj, policy_text="", namespace="team-a", kind=None, labels=None):
     policy = parse_policy(policy_text)
     req = admission.parse_review(orjson.dumps(review(obj, namespace=namespace, kind=kind or obj["kind"])))
-    settings = policy.for_namespace(namespace, {})
+    settings = policy.for_namespace(namespace, labels or {})
     if req.kind == "Pod":
         outcome = validation.evaluate_pod(req.obj, settings, policy)
     else:
-        outcome = validation.evaluate_claim(req.obj, settings, INDEX)
+        outcome = validation.evaluate_claim(req.obj, settings, INDEX, namespace, labels)
     return validation.respond(req, outcome, settings)["response"]
 
 
@@ -78,6 +78,19 @@ def test_admin_access_allowed_in_listed_namespaces():
     text = ENFORCE + "namespaces:\n- names: [monitoring]\n  allowAdminAccess: true\n"
     assert decide(rct([gpus(1, adminAccess=True)]), text, namespace="monitoring")["allowed"] is True
     assert decide(rct([gpus(1, adminAccess=True)]), text)["allowed"] is False
+
+
+def test_admin_access_needs_the_upstream_namespace_label_whatever_the_policy_says():
+    text = ENFORCE + "namespaces:\n- names: [monitoring]\n  allowAdminAccess: true\n"
+    admin = rct([gpus(1, adminAccess=True)])
+    labelled = {"resource.kubernetes.io/admin-access": "true"}
+    assert decide(admin, text, namespace="monitoring", labels=labelled)["allowed"] is True
+    refused = decide(admin, text, namespace="monitoring", labels={"team": "infra"})
+    assert refused["allowed"] is False
+    assert "not labelled resource.kubernetes.io/admin-access=true" in refused["status"]["message"]
+    # The label never allows more than the policy: team-a is not listed.
+    assert decide(admin, text, namespace="team-a", labels=labelled)["allowed"] is False
+    assert validation.asks_admin_access(admin) and not validation.asks_admin_access(rct([gpus(1)]))
 
 
 def test_v1beta1_claims_are_converted():

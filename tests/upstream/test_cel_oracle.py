@@ -11,21 +11,8 @@ from tests.upstream.report import record
 pytestmark = pytest.mark.timeout(900)
 
 # Ours disagrees with upstream on these, and why (strict: a fix turns them into failures to remove).
-INCLUDES = "includes() (list-type attributes, off by default in 1.37) is not in our environment"
-DISAGREE = {
-    "type-error": "a non-bool result is a compile-time type error upstream; ours fails only at evaluation",
-    "bind": "cel.bind is not in our environment",
-    "macro-compilation-error-new-expressions": "upstream types attributes, so a comprehension over a scalar "
-                                               "does not compile; ours fails only at evaluation",
-    "includes-function-can-evaluate": INCLUDES, "includes-function-compilation-and-eval-success": INCLUDES,
-    "includes-bool-scalar-positive": INCLUDES, "includes-bool-scalar-negative": INCLUDES,
-    "includes-int-list-positive": INCLUDES, "includes-int-list-negative": INCLUDES,
-    "includes-string-list-negative": INCLUDES, "includes-semver-scalar-positive": INCLUDES,
-    "includes-semver-list-negative": INCLUDES,
-    "version_v": "semver(text, true) (normalize: v prefix, missing parts) is not supported by ours",
-    "allow_multiple_allocations_disabled": "our environment always declares allowMultipleAllocations; "
-                                           "upstream only with consumable capacity on",
-}
+# None left since issue 11; cases needing a feature off by default in 1.37 run with that feature.
+DISAGREE: dict[str, str] = {}
 
 BY_NAME = {c["name"]: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names"
