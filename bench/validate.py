@@ -12,8 +12,11 @@ Usage: python bench/validate.py [--inventory uniform|heterogeneous] [--nodes 125
 
 import argparse
 import dataclasses
+import gc
 import pathlib
 import random
+import subprocess
+import tempfile
 import resource
 import statistics
 import sys
@@ -155,6 +158,54 @@ def timed(spec, ix, runs, cold):
     return out, verdict
 
 
+def live_mode_rss(inv: Inventory, allocated: set, capacity: dict, shared: set) -> str:
+    """The webhook's memory in live mode at this size: a child process holds the objects as the
+    live inventory does (JSON bytes per object) and builds the index from them as it does."""
+    import orjson
+
+    claims: dict[str, list] = {}
+    for driver, pool, device in sorted(allocated | shared):
+        result = {"request": "r", "driver": driver, "pool": pool, "device": device}
+        if (driver, pool, device) in capacity:
+            result |= {"shareID": f"s-{device}", "consumedCapacity": {
+                k: str(v) for k, v in capacity[(driver, pool, device)].items()}}
+        claims.setdefault(pool, []).append(result)
+    with tempfile.NamedTemporaryFile("wb", suffix=".jsonl", delete=False) as handle:
+        for s in inv.slices:
+            handle.write(b"S" + orjson.dumps(s) + b"\n")
+        for c in inv.classes.values():
+            handle.write(b"C" + orjson.dumps(c) + b"\n")
+        for pool, results in claims.items():
+            handle.write(b"R" + orjson.dumps({"metadata": {"name": f"claim-{pool}", "namespace": "default"},
+                                              "status": {"allocation": {"devices": {"results": results}}}}) + b"\n")
+        for name, labels in (inv.nodes or {}).items():
+            handle.write(b"N" + orjson.dumps({"metadata": {"name": name, "labels": labels}}) + b"\n")
+    child = subprocess.run([sys.executable, __file__, "--live-child", handle.name], capture_output=True, text=True,
+                           check=True)
+    pathlib.Path(handle.name).unlink()
+    return child.stdout.strip()
+
+
+def live_child(path: str) -> None:
+    import orjson
+
+    start = rss_mb()
+    held: dict[bytes, list[bytes]] = {b"S": [], b"C": [], b"R": [], b"N": []}
+    with open(path, "rb") as handle:
+        for line in handle:
+            held[line[:1]].append(line[1:].rstrip(b"\n"))
+    stored = rss_mb()
+    started = time.perf_counter()
+    classes = {c["metadata"]["name"]: c for c in map(orjson.loads, held[b"C"])}
+    ix = dra.build_from_api((orjson.loads(b) for b in held[b"S"]), classes, [orjson.loads(b) for b in held[b"R"]],
+                            [orjson.loads(b) for b in held[b"N"]])
+    seconds = time.perf_counter() - started
+    gc.collect()
+    print(f"live mode (child process): {len(ix.devices)} devices, {sum(map(len, held.values()))} objects held as "
+          f"JSON {sum(len(b) for v in held.values() for b in v) / 2**20:.0f} MB; RSS start {start:.0f} MB, objects "
+          f"held {stored:.0f} MB, after index build {rss_mb():.0f} MB (build {seconds:.1f}s)")
+
+
 def percentile(values, q):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
@@ -210,7 +261,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--naive-sample", type=int, default=2000)
     parser.add_argument("--inventory", choices=("uniform", "heterogeneous"), default="uniform")
+    parser.add_argument("--live-rss", action="store_true", help="also measure live-mode RSS in a child process")
+    parser.add_argument("--live-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.live_child:
+        live_child(args.live_child)
+        return
     base_rss = rss_mb()
     started = time.perf_counter()
     if args.inventory == "uniform":
@@ -223,6 +279,8 @@ def main() -> None:
     index_bytes = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     built = time.perf_counter()
+    if args.live_rss:
+        print(live_mode_rss(inv, *(state or (set(), {}, set()))))
     del inv
     print(f"inventory ({args.inventory}): {len(ix.devices)} devices on {len(ix.views)} nodes, {len(ix.shapes)} shapes, "
           f"{len(ix.node_groups)} node groups")

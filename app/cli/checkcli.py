@@ -29,7 +29,7 @@ def run_check(args) -> int:
             verdict = check_object(obj, ix)
             rows.append({"source": f"{source}:{line}", "kind": obj["kind"], "name": meta.get("name", "?"),
                          "status": verdict.status, "message": verdict.message, "closest": verdict.closest,
-                         "warnings": verdict.errors})
+                         "warnings": verdict.errors, "notes": verdict.notes})
     if args.output == "json":
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
     else:
@@ -37,6 +37,8 @@ def run_check(args) -> int:
             sys.stdout.write(f"{row['status']:18s} {row['kind']}/{row['name']} ({row['source']}): {row['message']}\n")
             for hint in row["closest"]:
                 sys.stdout.write(f"{'':18s}   closest: {hint}\n")
+            for note in row["notes"]:
+                sys.stdout.write(f"{'':18s}   note: {note}\n")
     if not rows:
         sys.stderr.write("no ResourceClaim or ResourceClaimTemplate found\n")
     return 0 if all(r["status"] == "satisfiable" for r in rows) else 1

@@ -200,17 +200,23 @@ class _Builder:
         self.pools: dict[tuple, list[dict]] = {}
         self.node_labels = inventory.nodes
 
-    def add_slice(self, s: dict) -> None:
-        spec = s["spec"]
+    def add_slice(self, full: dict) -> dict:
+        """Index the slice's devices; what is kept of the slice (its spec without the device
+        bodies), so a large inventory is never all decoded at once."""
+        spec = full["spec"]
+        devices = spec.get("devices") or []
+        s = {"metadata": {"name": (full.get("metadata") or {}).get("name")},
+             "spec": {**{k: v for k, v in spec.items() if k != "devices"},
+                      "deviceNames": [d.get("name") if isinstance(d, dict) else None for d in devices]}}
         driver, pool_name = spec.get("driver"), (spec.get("pool") or {}).get("name")
         self.pools.setdefault((driver, pool_name), []).append(s)
         positions = self.positions.setdefault(id(s), [])
         if spec.get("nodeSelector") is not None or spec.get("perDeviceNodeSelection"):
             self.index.selector_slices += 1
         if spec.get("sharedCounters"):
-            return  # a counter slice: its devices are not allocatable (upstream)
+            return s  # a counter slice: its devices are not allocatable (upstream)
         per_device = bool(spec.get("perDeviceNodeSelection"))
-        for raw in spec.get("devices") or []:
+        for raw in devices:
             if not isinstance(raw, dict):
                 continue
             try:
@@ -239,6 +245,7 @@ class _Builder:
             index.devices.append(device)
             index.shape_members[device.shape].append(position)
             positions.append(position)
+        return s
 
     # -- per node: upstream's GatherPools --------------------------------------------------
     def reaches(self, s: dict, node: str) -> bool:
@@ -328,8 +335,7 @@ class _Builder:
     def invalid(self, device_slices, counter_slices, others, pool: PoolView) -> str:
         names = set()
         for s in device_slices:
-            for raw in s["spec"].get("devices") or []:
-                name = raw.get("name") if isinstance(raw, dict) else None
+            for name in s["spec"]["deviceNames"]:
                 if name in names:
                     return f"duplicate device name {name}"
                 names.add(name)
@@ -385,10 +391,10 @@ def build(inventory: Inventory, allocated: set | None = None, capacity: dict | N
     builder = _Builder(inventory, index)
     local: dict[str, list[dict]] = {}
     network: list[dict] = []
-    for s in inventory.slices:
-        if not isinstance(s.get("spec"), dict):
+    for full in inventory.slices:  # may be a generator: each slice is decoded, indexed, let go
+        if not isinstance(full.get("spec"), dict):
             continue
-        builder.add_slice(s)
+        s = builder.add_slice(full)
         node = s["spec"].get("nodeName")
         (local.setdefault(node, []) if node else network).append(s)
     # The nodes slices name, and every Node object (one with no devices of its own can still
@@ -412,9 +418,9 @@ def build(inventory: Inventory, allocated: set | None = None, capacity: dict | N
     return index
 
 
-def build_from_api(slices: list[dict], classes: dict[str, dict], claims: list[dict],
-                   nodes: list[dict] | None = None) -> Index:
-    """The index of objects as the API serves them (the live inventory's builder)."""
+def build_from_api(slices, classes: dict[str, dict], claims: list[dict], nodes: list[dict] | None = None) -> Index:
+    """The index of objects as the API serves them (the live inventory's builder); `slices` may
+    be a generator, consumed once."""
     labels = None if nodes is None else {
         (n.get("metadata") or {}).get("name"): dict((n.get("metadata") or {}).get("labels") or {}) for n in nodes}
     inventory = Inventory(slices=slices, classes=classes, source="live", nodes=labels)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import orjson
 import urllib3
@@ -32,7 +32,7 @@ class _Gone(Exception):
 
 class LiveInventory:
     def __init__(self, api: client.ApiClient,
-                 build_index: Callable[[list[dict], dict[str, dict], list[dict], list[dict]], object],
+                 build_index: Callable[[Iterable[dict], dict[str, dict], list[dict], list[dict]], object],
                  watch_timeout_s: int = 300, stale_after_s: float = 60.0,
                  rebuild_interval_s: float = 1.0, backoff_s: float = 1.0):
         self.api, self.build_index = api, build_index
@@ -69,7 +69,10 @@ class LiveInventory:
         built = self._built
         if built is None or (built[0] != version and time.monotonic() - self._built_at >= self.rebuild_interval_s):
             classes = {c["metadata"]["name"]: c for c in self._decoded("deviceclasses")}
-            built = (version, self.build_index(self._decoded("resourceslices"), classes,
+            with self._lock:
+                slices = list(self.objects["resourceslices"].values())
+            # Decoded one at a time as the builder takes them: the whole inventory is never decoded.
+            built = (version, self.build_index((orjson.loads(b) for b in slices), classes,
                                                self._decoded("resourceclaims"), self._decoded("nodes")))
             self._built, self._built_at = built, time.monotonic()
         return built[1]

@@ -93,6 +93,7 @@ def evaluate_claim(obj: dict, settings: Effective, index: dra.Index, namespace: 
     elif verdict.status == "unsatisfiable-now":
         outcome.findings.append(Finding("warning", f"not satisfiable now: {verdict.message}"))
     outcome.findings.extend(Finding("warning", e) for e in verdict.errors if "runtime error" in e)
+    outcome.findings.extend(Finding("warning", note) for note in verdict.notes)
     return outcome
 
 

@@ -171,3 +171,61 @@ def test_bad_tolerations_name_the_field():
 
     with pytest.raises(dra.ClaimError, match=r"requests\[0\]\.exactly\.tolerations\[0\]"):
         claim({"name": "r", "tolerations": [{"key": 3}]})
+
+
+def test_first_available_beyond_64_combinations_is_searched_not_capped():
+    # Three requests of five alternatives: 125 combinations; only the last one of each fits.
+    models = ["B", "C", "D", "E", "A"]
+
+    def request(i):
+        return {"name": f"r{i}", "firstAvailable": [
+            {"name": f"s{j}", "deviceClassName": "gpu", "selectors": [{"cel": {
+                "expression": f"device.attributes['d.example.com'].model == '{m}'"}}]} for j, m in enumerate(models)]}
+
+    ix = index(slice_("n1", [device("a"), device("b"), device("c")]))
+    assert dra.check(claim(request(0), request(1), request(2)), ix).status == "satisfiable"
+    assert dra.check(claim(request(0), request(1), request(2), request(3)), ix).status == "never"
+
+
+def test_duplicate_device_names_make_the_pool_invalid():
+    ix = index(slice_("n1", [device("a"), device("a")]))
+    verdict = dra.check(claim({"name": "r"}), ix)
+    assert verdict.status == "invalid" and "duplicate device name a" in verdict.message
+
+
+def test_binding_conditions_are_allocatable_and_noted():
+    waiting = device("a") | {"bindingConditions": ["example.com/attached"], "bindingFailureConditions": ["x/failed"]}
+    verdict = dra.check(claim({"name": "r"}), index(slice_("n1", [waiting])))
+    assert verdict.status == "satisfiable"
+    assert any("binding conditions" in note for note in verdict.notes)
+
+
+def network_slice(region):
+    s = slice_("unused", [device("far")], pool="far")
+    del s["spec"]["nodeName"]
+    s["spec"]["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "region", "operator": "In", "values": [region]}]}]}
+    return s
+
+
+def test_node_selector_slices_reach_only_matching_nodes_when_nodes_are_known():
+    slices = [slice_("n1", [device("local", model="B")]), network_slice("east")]
+    wants_far = claim({"name": "r", "selectors": [{"cel": {"expression": "device.attributes['d.example.com'].model "
+                                                                          "== 'A'"}}]})
+    west = dra.build_index(Inventory(slices=slices, classes={"gpu": CLASS}, nodes={"n1": {"region": "west"}}))
+    assert dra.check(wants_far, west).status == "never"
+    east = dra.build_index(Inventory(slices=slices, classes={"gpu": CLASS},
+                                     nodes={"n1": {"region": "east"}, "n2": {"region": "east"}}))
+    verdict = dra.check(wants_far, east, count_nodes=True)
+    assert verdict.status == "satisfiable" and verdict.nodes == 2  # n2 has no devices of its own
+    unknown = dra.build_index(Inventory(slices=slices, classes={"gpu": CLASS}))
+    assumed = dra.check(wants_far, unknown)
+    assert assumed.status == "satisfiable" and any("no Node objects" in n for n in assumed.notes)
+
+
+def test_node_objects_in_an_inventory_file_are_read(tmp_path):
+    from app.cli import load_inventory
+
+    path = tmp_path / "inventory.yaml"
+    path.write_text("apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n  labels:\n    region: east\n")
+    assert load_inventory(str(path)).nodes == {"n1": {"region": "east"}}
