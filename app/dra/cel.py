@@ -436,6 +436,30 @@ def estimated_cost(expression: str) -> int:
 
 
 _BIND = re.compile(r"\bcel\s*\.\s*bind\s*\(")
+_DOMAIN_INDEX = re.compile(r"\bdevice\s*\.\s*(attributes|capacity)\s*\[")
+_STRING_LITERAL = re.compile(r"""\s*(?:'[^'\\]*'|"[^"\\]*")\s*""")
+
+
+def computed_domains(expression: str) -> str:
+    """`device.attributes[E]` with E not a string literal reads an empty map when the device has
+    no such domain (upstream); the engine would raise, so it becomes `(E in ... ? ... : {})`."""
+    text = expression
+    start = 0
+    while True:
+        outside = _outside_strings(text)
+        match = next((m for m in _DOMAIN_INDEX.finditer(text, start) if m.start() in outside), None)
+        if match is None:
+            return text
+        open_at = match.end() - 1
+        close = _closing(text, open_at)
+        key = text[open_at + 1:close]
+        if _STRING_LITERAL.fullmatch(key):
+            start = close + 1
+            continue
+        whole = f"device.{match[1]}"
+        replacement = f"(({key}) in {whole} ? {whole}[{key}] : {{}})"
+        text = text[:match.start()] + replacement + text[close + 1:]
+        start = match.start() + len(replacement)
 
 
 def _outside_strings(text: str) -> set[int]:
@@ -535,7 +559,7 @@ def compile_selector(expression: str, list_attributes: bool = False, consumable_
         if macro:
             raise CelError(f"compilation failed: {macro.group(macro.lastindex)}() over an attribute value: attribute "
                            "values are not lists unless DRAListTypeAttributes is on (off in Kubernetes 1.37)")
-    engine_text = expand_bind(expression)
+    engine_text = computed_domains(expand_bind(expression))
     try:
         program = _engine.compile(engine_text)
     except (ValueError, RuntimeError) as exc:
@@ -577,11 +601,13 @@ def _attribute_value(raw: dict):
 
 def device_variable(driver: str, device: dict, allow_multiple: bool | None = None) -> dict:
     """The CEL `device` for one ResourceSlice device: names without a domain belong to the driver."""
-    attributes: dict[str, dict] = {driver: {}}
+    # A domain is present only when the device has something in it (upstream); lookups in a
+    # missing domain see an empty map (Selector.matches, computed_domains).
+    attributes: dict[str, dict] = {}
     for name, raw in (device.get("attributes") or {}).items():
         domain, _, short = name.rpartition("/")
         attributes.setdefault(domain or driver, {})[short] = _attribute_value(raw)
-    capacity: dict[str, dict] = {driver: {}}
+    capacity: dict[str, dict] = {}
     for name, raw in (device.get("capacity") or {}).items():
         domain, _, short = name.rpartition("/")
         capacity.setdefault(domain or driver, {})[short] = quantity_value(parse_quantity(raw.get("value")))

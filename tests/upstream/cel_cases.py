@@ -54,6 +54,12 @@ CASES = [
          'device.attributes["no-such-domain"]["noSuchAttr"].isGreaterThan(quantity("0"))',
          match_error("no such key: noSuchAttr"), 6),
     case("domain-check-negative", '"no-such-domain" in device.attributes', match(False), 3),
+    # Ours (issue 11): the driver's domain exists only when the device has attributes there, and a
+    # domain computed at run time reads as an empty map.
+    case("driver-domain-absent-without-attributes", '"dra.example.com" in device.attributes', match(False),
+         driver=D),
+    case("driver-domain-absent-without-capacity", '"dra.example.com" in device.capacity', match(False), driver=D),
+    case("computed-domain-is-empty-map", '"x" in device.attributes[device.driver]', match(False), driver=D),
     case("domain-check-positive", '"dra.example.com" in device.attributes', match(True), 3,
          attributes={"dra.example.com/something": {"bool": True}}),
     case("empty-driver-name", 'device.driver == ""', match(True), 2),
