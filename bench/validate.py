@@ -113,7 +113,8 @@ def heterogeneous(nodes: int, seed: int = 7) -> tuple[Inventory, set, dict, set]
             for i in range(7):
                 devices.append({"name": f"{node}-mig-1g-{i}", "attributes": {
                     "type": {"string": "mig"}, "profile": {"string": "1g.5gb"}, "productName": {"string": product},
-                    "driverVersion": {"version": driver.split(".")[0] + ".0.0"}, "cliqueId": {"string": f"clique-{rack}"},
+                    "driverVersion": {"version": driver.split(".")[0] + ".0.0"},
+                    "cliqueId": {"string": f"clique-{rack}"},
                     "uuid": {"string": f"MIG-{node}-{i}"}}, "capacity": {"memory": {"value": "5Gi"}},
                     "consumesCounters": [{"counterSet": "gpu-0", "counters": {
                         "memory": {"value": "5Gi"}, "slices": {"value": "1"}}}]})

@@ -3,8 +3,17 @@ ResourceSlices, claim shapes, and feasibility (can these devices satisfy this cl
 
 from . import cel
 from .cel import CelError, compile_selector, device_variable, estimated_cost
-from .claims import (CLAIM_KINDS, SUPPORTED_VERSIONS, ClaimError, ClaimSpec, Request, claim_spec, from_v1beta1,
-                     parse_claim_object, parse_claim_spec)
+from .claims import (
+                     CLAIM_KINDS,
+                     SUPPORTED_VERSIONS,
+                     ClaimError,
+                     ClaimSpec,
+                     Request,
+                     claim_spec,
+                     from_v1beta1,
+                     parse_claim_object,
+                     parse_claim_spec,
+)
 from .feasibility import Verdict, check
 from .index import IDENTITY_ATTRIBUTES, Index, build_from_api
 from .index import build as build_index
@@ -12,6 +21,6 @@ from .inventory import Inventory, allocated_capacity, allocated_devices, shared_
 from .inventory import from_objects as inventory_from_objects
 
 __all__ = ["CLAIM_KINDS", "IDENTITY_ATTRIBUTES", "SUPPORTED_VERSIONS", "CelError", "ClaimError", "ClaimSpec", "Index",
-           "Inventory", "Request", "Verdict", "allocated_capacity", "allocated_devices", "build_from_api", "build_index", "cel", "check",
-           "claim_spec", "compile_selector", "device_variable", "estimated_cost", "from_v1beta1",
-           "inventory_from_objects", "parse_claim_object", "parse_claim_spec", "shared_devices"]
+           "Inventory", "Request", "Verdict", "allocated_capacity", "allocated_devices", "build_from_api",
+           "build_index", "cel", "check", "claim_spec", "compile_selector", "device_variable", "estimated_cost",
+           "from_v1beta1", "inventory_from_objects", "parse_claim_object", "parse_claim_spec", "shared_devices"]

@@ -21,6 +21,8 @@ import cel as _engine
 
 from app.common import parse_quantity
 
+from . import celext
+
 MAX_EXPRESSION_LENGTH = 10 * 1024
 MAX_COST = 1_000_000  # resource.k8s.io CELSelectorExpressionMaxCost
 UNBOUNDED_RANGE = 64  # a comprehension over a value, not a literal: strings and splits cap at 64
@@ -140,12 +142,6 @@ def _index_of(receiver, item, *start):
     return receiver.index(item) if item in receiver else -1
 
 
-def _last_index_of(receiver, item, *end):
-    if isinstance(receiver, str):
-        return receiver.rfind(item)
-    return len(receiver) - 1 - receiver[::-1].index(item) if item in receiver else -1
-
-
 def _replace(s, old, new, *n):
     return s.replace(old, new, n[0]) if n and n[0] >= 0 else s.replace(old, new)
 
@@ -223,13 +219,13 @@ _FUNCTIONS = {
     "substring": _substring,
     "charAt": _char_at,
     "indexOf": _index_of,
-    "lastIndexOf": _last_index_of,
     "join": _join,
     "find": _find,
     "findAll": _find_all,
     "isSorted": lambda items: list(items) == sorted(items),
     "sum": lambda items: sum(items),
 }
+_FUNCTIONS.update(celext.FUNCTIONS)
 KNOWN_FUNCTIONS = _CEL_BUILTINS | set(_FUNCTIONS)
 
 
@@ -396,6 +392,8 @@ def _token_cost(expression: str, token: re.Match, previous: str, following: str)
                 return 1 + 2 * (len(pattern.group(1)) if pattern else MAX_LIST_ELEMENTS)
             if text == "includes":
                 return 1 + MAX_LIST_ELEMENTS  # searches a list attribute
+            if text == "join" and re.search(r"split\s*\([^()]*\)\s*\.\s*$", expression[:token.start()]):
+                return MAX_COST  # upstream cannot bound the list split returns
             if text in _STRING_SCANS:
                 return 1 + MAX_LIST_ELEMENTS // 4  # walks a string of up to 64 characters
             if text == "bind" and previous == ".":
@@ -559,7 +557,11 @@ def compile_selector(expression: str, list_attributes: bool = False, consumable_
         if macro:
             raise CelError(f"compilation failed: {macro.group(macro.lastindex)}() over an attribute value: attribute "
                            "values are not lists unless DRAListTypeAttributes is on (off in Kubernetes 1.37)")
-    engine_text = computed_domains(expand_bind(expression))
+    try:
+        engine_text = computed_domains(expand_bind(celext.rewrite(expression, _structure, _closing,
+                                                                  _top_level_split)))
+    except ValueError as exc:
+        raise CelError(str(exc)) from None
     try:
         program = _engine.compile(engine_text)
     except (ValueError, RuntimeError) as exc:

@@ -65,7 +65,8 @@ def _request(raw: dict, path: str, name: str) -> Request:
         raise ClaimError(f"{path}.count", "must be a whole number of at least 1")
     # DeviceSubRequest has no adminAccess field: the API server drops it there.
     admin = bool(raw.get("adminAccess")) and "/" not in name
-    return Request(name, device_class, selectors, mode, count if mode == "ExactCount" else 0, admin, path, _tolerations(raw.get("tolerations"), f"{path}.tolerations"),
+    return Request(name, device_class, selectors, mode, count if mode == "ExactCount" else 0, admin, path,
+                   _tolerations(raw.get("tolerations"), f"{path}.tolerations"),
                    _capacity_requests(raw.get("capacity"), f"{path}.capacity"))
 
 

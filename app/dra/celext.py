@@ -1,0 +1,452 @@
+"""The parts of the Kubernetes CEL library the engine lacks, as functions and rewrites. Pure.
+
+Functions: lists (min, max, sort, distinct, slice, flatten, reverse, lists.range), strings
+(format, strings.quote, lastIndexOf with an offset, reverse), sets.*, URLs, IPs and CIDRs,
+optionals, math.*. Syntax the engine cannot parse is rewritten into calls it can: namespaced
+functions (`sets.contains(` -> `sets__contains(`), optional selection (`x.?f`, `x[?k]`), and
+two-variable comprehensions (`l.all(i, v, e)` -> `l.cel__pairs().all(__p, e')`).
+Values the engine has no type for travel as one-key maps ({"_url": ...}, {"_ip": ...},
+{"_optional": [value] or []}), like quantities and semvers in cel.py.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+_URL = re.compile(r"^(?:([A-Za-z][A-Za-z0-9+.-]*):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?$")
+_OPT, _URLK, _IPK, _CIDRK = "_optional", "_url", "_ip", "_cidr"
+
+
+def _optional(value=None, present=True) -> dict:
+    return {_OPT: [value] if present else []}
+
+
+def _is_optional(value) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and _OPT in value
+
+
+def _opt_select(receiver, key):
+    """x.?f and x[?k]: the value when present, else none; on an optional, applied inside it."""
+    if _is_optional(receiver):
+        if not receiver[_OPT]:
+            return receiver
+        receiver = receiver[_OPT][0]
+    if isinstance(receiver, dict):
+        return _optional(receiver[key]) if key in receiver else _optional(present=False)
+    if isinstance(receiver, list) and isinstance(key, int):
+        return _optional(receiver[key]) if 0 <= key < len(receiver) else _optional(present=False)
+    raise ValueError("optional selection needs a map or a list")
+
+
+def _value(opt):
+    if not _is_optional(opt):
+        raise ValueError("value() needs an optional")
+    if not opt[_OPT]:
+        raise ValueError("optional.none() dereference")
+    return opt[_OPT][0]
+
+
+def _or_value(opt, default):
+    if not _is_optional(opt):
+        raise ValueError("orValue() needs an optional")
+    return opt[_OPT][0] if opt[_OPT] else default
+
+
+def _or(opt, other):
+    return opt if opt[_OPT] else other
+
+
+def _non_zero(value) -> dict:
+    zero = value in (0, "", False, None) or value == [] or value == {}
+    return _optional(value, present=not zero)
+
+
+# -- lists ---------------------------------------------------------------------------------
+def _list(value, name):
+    if not isinstance(value, list):
+        raise ValueError(f"{name}() needs a list")
+    return value
+
+
+def _extreme(pick):
+    def apply(receiver, *more):
+        items = list(more) if more else _list(receiver, pick.__name__)
+        if more:
+            items = [receiver, *more]
+        if not items:
+            raise ValueError(f"{pick.__name__}() of an empty list")
+        return pick(items)
+    return apply
+
+
+def _flatten(items, depth=1):
+    out = []
+    for item in _list(items, "flatten"):
+        if isinstance(item, list) and depth > 0:
+            out.extend(_flatten(item, depth - 1))
+        else:
+            out.append(item)
+    return out
+
+
+def _distinct(items):
+    out = []
+    for item in _list(items, "distinct"):
+        if not any(type(item) is type(o) and item == o for o in out):
+            out.append(item)
+    return out
+
+
+def _slice(items, start, end):
+    if not 0 <= start <= end <= len(_list(items, "slice")):
+        raise ValueError(f"slice({start}, {end}) out of range")
+    return items[start:end]
+
+
+def _reverse(value):
+    return _list(value, "reverse")[::-1]
+
+
+def _pairs(receiver):
+    """(index or key, value) pairs for two-variable comprehensions."""
+    if isinstance(receiver, list):
+        return [[i, v] for i, v in enumerate(receiver)]
+    if isinstance(receiver, dict):
+        return [[k, v] for k, v in receiver.items()]
+    raise ValueError("a two-variable comprehension needs a list or a map")
+
+
+# -- strings -------------------------------------------------------------------------------
+def _format(template: str, args: list) -> str:
+    """cel-go's strings.format: %s %d %f %e %x %X %o %b %%, each taking the next argument."""
+    out, i, n = [], 0, 0
+    while i < len(template):
+        c = template[i]
+        if c != "%":
+            out.append(c)
+            i += 1
+            continue
+        spec = re.match(r"%(\.\d+)?([sdfeExXob%])", template[i:])
+        if not spec:
+            raise ValueError(f"format: bad verb at {i}")
+        i += spec.end()
+        verb, precision = spec[2], spec[1]
+        if verb == "%":
+            out.append("%")
+            continue
+        if n >= len(args):
+            raise ValueError("format: too few arguments")
+        arg, n = args[n], n + 1
+        if verb == "s":
+            out.append(_text(arg))
+        elif verb == "d":
+            out.append(str(int(arg)))
+        elif verb in "fe" or verb == "E":
+            digits = int(precision[1:]) if precision else 6
+            out.append(format(float(arg), f".{digits}{verb}"))
+        else:
+            out.append(format(int(arg) if not isinstance(arg, str) else int(arg.encode().hex(), 16),
+                              {"x": "x", "X": "X", "o": "o", "b": "b"}[verb]))
+    return "".join(out)
+
+
+def _text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_text(v) for v in value) + "]"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _quote(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    return f'"{escaped}"'
+
+
+def _last_index_of(receiver, item, *offset):
+    if isinstance(receiver, str):
+        return receiver.rfind(item, 0, offset[0] + len(item)) if offset else receiver.rfind(item)
+    items = _list(receiver, "lastIndexOf")
+    return len(items) - 1 - items[::-1].index(item) if item in items else -1
+
+
+# -- URLs, IPs, CIDRs ------------------------------------------------------------------------
+def _parse_url(text):
+    match = _URL.match(text) if isinstance(text, str) else None
+    if not match or not match[1] and not text.startswith("/"):
+        raise ValueError(f"{text!r} is not a URL")
+    return match
+
+
+def _url(text):
+    _parse_url(text)
+    return {_URLK: text}
+
+
+def _is_url(text) -> bool:
+    try:
+        _parse_url(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _url_part(index):
+    def get(url):
+        return _parse_url(url[_URLK])[index] or ""
+    return get
+
+
+def _host(url, with_port: bool):
+    authority = _parse_url(url[_URLK])[2] or ""
+    authority = authority.rsplit("@", 1)[-1]
+    if authority.startswith("["):
+        host = authority[1:].partition("]")[0]
+        return authority if with_port else host
+    host, _, port = authority.partition(":")
+    return port if with_port else host
+
+
+def _ip(text):
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an IP address") from None
+    if address.version == 6 and address.ipv4_mapped:
+        raise ValueError("IPv4-mapped IPv6 addresses are not allowed")
+    return {_IPK: str(address)}
+
+
+def _cidr(text):
+    try:
+        network = ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a CIDR") from None
+    return {_CIDRK: text, "_net": str(network)}
+
+
+def _succeeds(parse):
+    def check(text) -> bool:
+        try:
+            parse(text)
+            return True
+        except ValueError:
+            return False
+    return check
+
+
+def _address(value):
+    return ipaddress.ip_address(value[_IPK] if isinstance(value, dict) else value)
+
+
+def _network(value):
+    return ipaddress.ip_network(value["_net"], strict=False)
+
+
+def _contains_ip(cidr, ip) -> bool:
+    address = _address(ip if isinstance(ip, dict) else _ip(ip))
+    return address in _network(cidr)
+
+
+def _contains_cidr(cidr, other) -> bool:
+    inner = _network(other if isinstance(other, dict) else _cidr(other))
+    outer = _network(cidr)
+    return inner.version == outer.version and inner.subnet_of(outer)
+
+
+def _family(value) -> int:
+    return _address(value).version
+
+
+FUNCTIONS = {
+    # optionals
+    "optional__of": _optional, "optional__none": lambda: _optional(present=False),
+    "optional__ofNonZeroValue": _non_zero, "optional__select": _opt_select, "optional__value": _value,
+    "optional__hasValue": lambda opt: bool(opt[_OPT]), "optional__orValue": _or_value, "optional__or": _or,
+    # lists
+    "max": _extreme(max), "min": _extreme(min), "sort": lambda items: sorted(_list(items, "sort")),
+    "distinct": _distinct, "slice": _slice, "flatten": _flatten, "reverse": _reverse,
+    "lists__range": lambda n: list(range(n)), "cel__pairs": _pairs,
+    "cel__sort_keyed": lambda rows: [v for _k, v in sorted(rows, key=lambda kv: kv[0])],
+    # sets
+    "sets__contains": lambda a, b: all(any(type(x) is type(y) and x == y for y in a) for x in b),
+    "sets__equivalent": lambda a, b: all(x in b for x in a) and all(y in a for y in b),
+    "sets__intersects": lambda a, b: any(x in b for x in a),
+    # strings
+    "format": _format, "strings__quote": _quote, "lastIndexOf": _last_index_of,
+    # URLs
+    "url": _url, "isURL": _is_url, "getScheme": _url_part(1), "getEscapedPath": _url_part(3),
+    "getQuery": lambda url: _query(_parse_url(url[_URLK])[4] or ""),
+    "getHost": lambda url: (_parse_url(url[_URLK])[2] or "").rsplit("@", 1)[-1],
+    "getHostname": lambda url: _host(url, False), "getPort": lambda url: _host(url, True),
+    # IPs and CIDRs
+    "ip": _ip, "isIP": _succeeds(_ip), "cidr": _cidr, "isCIDR": _succeeds(_cidr), "family": _family,
+    "isUnspecified": lambda v: _address(v).is_unspecified, "isLoopback": lambda v: _address(v).is_loopback,
+    "isLinkLocalMulticast": lambda v: _address(v).is_multicast and _address(v).is_link_local,
+    "isLinkLocalUnicast": lambda v: _address(v).is_link_local and not _address(v).is_multicast,
+    "isGlobalUnicast": lambda v: _address(v).is_global and not _address(v).is_multicast,
+    "containsIP": _contains_ip, "containsCIDR": _contains_cidr,
+    "prefixLength": lambda c: _network(c).prefixlen, "masked": lambda c: _cidr(str(_network(c))),
+}
+
+
+def _query(text: str) -> dict:
+    out: dict = {}
+    for part in filter(None, text.split("&")):
+        key, _, value = part.partition("=")
+        out.setdefault(key, []).append(value)
+    return out
+
+
+# -- rewrites --------------------------------------------------------------------------------
+_NAMESPACED = re.compile(r"\b(sets|lists|strings|optional)\s*\.\s*([A-Za-z_]\w*)\s*\(")
+_OPTIONAL_METHODS = re.compile(r"\.\s*(value|hasValue|orValue)\s*\(")
+_SORT_BY = re.compile(r"\.\s*sortBy\s*\(")
+_OPT_FIELD = re.compile(r"\.\s*\?\s*([A-Za-z_]\w*)")
+_OPT_INDEX = re.compile(r"\[\s*\?")
+_OR = re.compile(r"\.\s*or\s*\(")
+_TWO_VARIABLE = re.compile(r"\.\s*(all|exists_one|exists|transformList)\s*\(")
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def _outside(text: str, structure) -> set[int]:
+    return {i for i, _c, _d in structure(text)}
+
+
+def _receiver_start(text: str, end: int, structure) -> int:
+    """Where the primary expression ending just before `end` starts (identifiers, selections,
+    calls and indexes chained with dots)."""
+    opening, stack = {}, []
+    for i, c, _depth in structure(text[:end]):
+        if c in "([{":
+            stack.append(i)
+        elif c in ")]}" and stack:
+            opening[i] = stack.pop()
+    pos = end - 1
+    while True:
+        while pos >= 0 and text[pos].isspace():
+            pos -= 1
+        if pos >= 0 and text[pos] in ")]}" and pos in opening:
+            pos = opening[pos] - 1
+            while pos >= 0 and text[pos].isspace():
+                pos -= 1
+            if pos >= 0 and (text[pos].isalnum() or text[pos] == "_"):
+                while pos >= 0 and (text[pos].isalnum() or text[pos] == "_"):
+                    pos -= 1
+            elif pos >= 0 and text[pos] in ")]":
+                continue
+        elif pos >= 0 and (text[pos].isalnum() or text[pos] == "_"):
+            while pos >= 0 and (text[pos].isalnum() or text[pos] == "_"):
+                pos -= 1
+        elif pos >= 0 and text[pos] in "'\"":
+            quote = text[pos]
+            pos = text.rfind(quote, 0, pos) - 1
+        else:
+            return pos + 1
+        look = pos
+        while look >= 0 and text[look].isspace():
+            look -= 1
+        if look >= 0 and text[look] == "." and not (look > 0 and text[look - 1].isdigit()):
+            pos = look - 1
+            continue
+        return pos + 1
+
+
+def rewrite(expression: str, structure, closing, split_args) -> str:
+    """Expression text the engine can run: see the module docstring."""
+    text = expression
+    text = _sub_outside(text, _NAMESPACED, lambda m: f"{m[1]}__{m[2]}(", structure)
+    text = _sub_outside(text, _OR, lambda m: ".optional__or(", structure)
+    text = _sub_outside(text, _OPTIONAL_METHODS, lambda m: f".optional__{m[1]}(", structure)
+    text = _sort_by(text, structure, closing, split_args)
+    text = _optional_selections(text, structure, closing)
+    return _two_variable(text, structure, closing, split_args)
+
+
+def _sort_by(text: str, structure, closing, split_args) -> str:
+    """l.sortBy(x, key) -> l.map(x, [key, x]).cel__sort_keyed(): no need to find l's extent."""
+    while True:
+        outside = _outside(text, structure)
+        match = next((m for m in _SORT_BY.finditer(text) if m.start() in outside), None)
+        if match is None:
+            return text
+        open_at = match.end() - 1
+        close = closing(text, open_at)
+        args = split_args(text[open_at + 1:close])
+        if len(args) != 2 or not _IDENT.fullmatch(args[0].strip()):
+            raise ValueError("sortBy takes a variable and a key expression")
+        var = args[0].strip()
+        text = f"{text[:match.start()]}.map({var}, [{args[1]}, {var}]).cel__sort_keyed(){text[close + 1:]}"
+
+
+def _sub_outside(text: str, pattern: re.Pattern, replace, structure) -> str:
+    outside = _outside(text, structure)
+    out, last = [], 0
+    for m in pattern.finditer(text):
+        if m.start() in outside:
+            out.append(text[last:m.start()])
+            out.append(replace(m))
+            last = m.end()
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _optional_selections(text: str, structure, closing) -> str:
+    while True:
+        outside = _outside(text, structure)
+        field = next((m for m in _OPT_FIELD.finditer(text) if m.start() in outside), None)
+        index = next((m for m in _OPT_INDEX.finditer(text) if m.start() in outside), None)
+        if field is None and index is None:
+            return text
+        if field is not None and (index is None or field.start() < index.start()):
+            start = _receiver_start(text, field.start(), structure)
+            text = f"{text[:start]}optional__select({text[start:field.start()]}, '{field[1]}'){text[field.end():]}"
+        else:
+            start = _receiver_start(text, index.start(), structure)
+            close = closing(text, index.start())
+            key = text[index.end():close]
+            text = f"{text[:start]}optional__select({text[start:index.start()]}, {key}){text[close + 1:]}"
+
+
+def _two_variable(text: str, structure, closing, split_args) -> str:
+    start = 0
+    while True:
+        outside = _outside(text, structure)
+        match = next((m for m in _TWO_VARIABLE.finditer(text, start) if m.start() in outside), None)
+        if match is None:
+            return text
+        open_at = match.end() - 1
+        close = closing(text, open_at)
+        args = split_args(text[open_at + 1:close])
+        first_two = [a.strip() for a in args[:2]]
+        macro = match[1]
+        wanted = 3 if macro != "transformList" else (3, 4)
+        if (len(args) not in (wanted if isinstance(wanted, tuple) else (wanted,))
+                or not all(_IDENT.fullmatch(a) for a in first_two)):
+            start = match.end()
+            continue
+        bodies = [_bind_pair(body, first_two) for body in args[2:]]
+        if macro == "transformList":
+            call = (f".cel__pairs().filter(__p, {bodies[0]}).map(__p, {bodies[1]})" if len(bodies) == 2
+                    else f".cel__pairs().map(__p, {bodies[0]})")
+        else:
+            call = f".cel__pairs().{macro}(__p, {bodies[0]})"
+        text = text[:match.start()] + call + text[close + 1:]
+        start = match.start() + len(call)
+
+
+def _bind_pair(body: str, names: list[str]) -> str:
+    """The body with the two variables read from the pair __p."""
+    out, last = [], 0
+    for m in re.finditer(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[A-Za-z_]\w*", body):
+        word = m.group(0)
+        before = body[:m.start()].rstrip()
+        if word in names and not before.endswith("."):
+            out.append(body[last:m.start()])
+            out.append(f"__p[{names.index(word)}]")
+            last = m.end()
+    out.append(body[last:])
+    return "".join(out)
