@@ -234,7 +234,7 @@ class _Units:
             if exact:
                 buckets: dict = {}
                 for node in nodes:
-                    buckets.setdefault(index.ordered_id[node], []).append(node)
+                    buckets.setdefault(index.ordered_signature(node), []).append(node)
                 parts = list(buckets.values())
             else:
                 parts = [nodes]

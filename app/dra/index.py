@@ -86,11 +86,10 @@ class Index:
     shape_taints: list[tuple] = field(default_factory=list)  # (key, value, effect) that can block allocation
     shape_capacity: list[dict] = field(default_factory=list)  # name -> (Decimal value, request policy or None)
     views: dict[str, list[PoolView]] = field(default_factory=dict)  # node -> its pools in allocation order
-    # Nodes whose views hold the same devices in any order (canonical signature), and the id of
-    # each node's view in allocation order: the order matters only when an error can stop upstream.
+    # Nodes whose views hold the same devices in any order (canonical signature); the exact order
+    # matters only when an error can stop upstream, and is compared then (ordered_signature).
     node_groups: dict[tuple, list[str]] = field(default_factory=dict)
-    ordered_id: dict[str, int] = field(default_factory=dict)
-    group_cache: dict = field(default_factory=dict)  # feasibility: per-group shapes
+    group_cache: dict = field(default_factory=dict)  # feasibility: per-group shapes, ordered signatures
     node_labels_known: bool = False  # Node objects were read: nodeSelector slices are matched for real
     selector_slices: int = 0  # slices placed by a nodeSelector (whole slice or per device)
     selector_cache: dict = field(default_factory=dict)  # feasibility: expression -> per-shape results
@@ -115,8 +114,12 @@ class Index:
             self.group_cache["groups"] = [(nodes, self.views[nodes[0]]) for nodes in self.node_groups.values()]
         return self.group_cache["groups"]
 
-    def in_use(self, key: tuple) -> bool:
-        return key in self.allocated
+    def ordered_signature(self, node: str) -> tuple:
+        """The node's view with its devices in allocation order (computed when first needed)."""
+        key = ("ordered", node)
+        if key not in self.group_cache:
+            self.group_cache[key] = _view_signature(self.views[node], self, ordered=True)
+        return self.group_cache[key]
 
 
 def _split_identity(variable: dict) -> tuple[dict, dict]:
@@ -373,7 +376,7 @@ def _view_signature(view: list[PoolView], index: Index, ordered: bool) -> tuple:
     for pool in view:
         devices = [(index.devices[p].shape, index.devices[p].key in index.allocated,
                     index.devices[p].key in index.shared_in_use,
-                    repr(sorted(index.allocated_capacity.get(index.devices[p].key, {}).items())),
+                    tuple(sorted(index.allocated_capacity.get(index.devices[p].key, {}).items())),
                     index.devices[p].consumes, index.devices[p].binding,
                     pool.selectable is None or p in pool.selectable) for p in pool.devices]
         name = pool.key[1] if not pool.local else None
@@ -404,15 +407,12 @@ def build(inventory: Inventory, allocated: set | None = None, capacity: dict | N
         nodes = sorted(named | set(inventory.nodes))
     else:
         nodes = sorted(named) or ([ANY_NODE] if network else [])
-    ordered_ids: dict[tuple, int] = {}
     for node in nodes:
         index.views[node] = builder.view(node, local.get(node, []), network)
         if not index.views[node] and inventory.nodes is None:
             del index.views[node]
             continue
         index.node_groups.setdefault(_view_signature(index.views[node], index, ordered=False), []).append(node)
-        ordered = _view_signature(index.views[node], index, ordered=True)
-        index.ordered_id[node] = ordered_ids.setdefault(ordered, len(ordered_ids))
     # Groups in order of their first node (nodes are sorted): examples stay deterministic.
     index.node_groups = dict(sorted(index.node_groups.items(), key=lambda kv: kv[1][0]))
     return index
