@@ -529,6 +529,63 @@ def _result_type_error(expression: str) -> str | None:
     return f"must evaluate to bool or the unknown type, not {kind}"
 
 
+_TYPED_OPERAND = r"(?:quantity\s*\([^()]*\)|semver\s*\([^()]*\)|device\s*\.\s*capacity\s*\[[^\[\]]*\]\s*\.\s*\w+\b(?!\s*[.(\[]))"
+_RELATION = r"(?:<=|>=|<(?!=)|>(?!=))"
+_TYPED_RELATION = re.compile(rf"{_TYPED_OPERAND}\s*{_RELATION}|{_RELATION}\s*{_TYPED_OPERAND}")
+_QUANTITY_SIZE = re.compile(r"(?:quantity\s*\([^()]*\)|device\s*\.\s*capacity\s*\[[^\[\]]*\]\s*\.\s*\w+)\s*\.\s*size\s*\(")
+_REGEX_CALL = re.compile(r"\.\s*(matches|find|findAll)\s*\(\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\s*[,)]")
+_NOT_RE2 = re.compile(r"\(\?[=!<]|\\[1-9]")  # lookarounds and backreferences: not RE2 syntax
+
+
+def _static_type_error(expression: str) -> str | None:
+    """What upstream's type checker refuses that we can see without a type checker: ordering
+    quantities or versions with < > (they have compareTo), size() of a quantity, an invalid
+    regular expression literal, list or map literals mixing element types."""
+    outside = _outside_strings(expression)
+    for pattern, why in ((_TYPED_RELATION, "found no matching overload: quantities and versions compare with "
+                                           "compareTo / isGreaterThan / isLessThan, not < or >"),
+                         (_QUANTITY_SIZE, "found no matching overload for 'size' on a quantity")):
+        if any(m.start() in outside for m in pattern.finditer(expression)):
+            return why
+    for m in _REGEX_CALL.finditer(expression):
+        if m.start() not in outside:
+            continue
+        literal = m[2][1:-1].encode().decode("unicode_escape")
+        try:
+            re.compile(literal)
+        except re.error as exc:
+            return f"invalid {m[1]} argument: {exc}"
+        if _NOT_RE2.search(literal):
+            return f"invalid {m[1]} argument: lookarounds and backreferences are not RE2 syntax"
+    return _mixed_literal(expression)
+
+
+def _mixed_literal(expression: str) -> str | None:
+    for i, c, _depth in _structure(expression):
+        if c not in "[{":
+            continue
+        before = expression[:i].rstrip()
+        if c == "[" and before and (before[-1].isalnum() or before[-1] in "_])'\""):
+            continue  # an index, not a list literal
+        if re.search(r"\bformat\s*\($", before):
+            continue  # format() takes its arguments as a list of any types
+        inner = expression[i + 1:_closing(expression, i)]
+        if not inner.strip():
+            continue
+        elements = _top_level_split(inner)
+        if c == "{":
+            pairs = [_top_level_split(e, ":") for e in elements]
+            columns = [[p[0] for p in pairs if len(p) == 2], [p[1] for p in pairs if len(p) == 2]]
+        else:
+            columns = [elements]
+        for column in columns:
+            kinds = {_literal_kind(e) for e in column} - {None}
+            if len(kinds) > 1:
+                return f"expected one element type in a {'map' if c == '{' else 'list'} literal, found " + \
+                    " and ".join(sorted(kinds))
+    return None
+
+
 _ATTRIBUTE_COMPREHENSION = re.compile(
     rf"{_MAP}\s*(?:\.\s*[A-Za-z_]\w*|\[\s*{_Q_LIT}\s*\])\s*\.\s*(all|exists_one|exists|map|filter)\s*\(")
 
@@ -547,7 +604,7 @@ def compile_selector(expression: str, list_attributes: bool = False, consumable_
     cost = estimated_cost(expression)
     if cost > MAX_COST:
         raise CelError(f"estimated cost {cost} exceeds the limit {MAX_COST}: reduce nested comprehensions")
-    type_error = _result_type_error(expression)
+    type_error = _result_type_error(expression) or _static_type_error(expression)
     if type_error:
         raise CelError(type_error)
     if not consumable_capacity and re.search(r"\bdevice\s*\.\s*allowMultipleAllocations\b", expression):

@@ -264,3 +264,38 @@ LIBRARY = [
     case('library-1-2-3-indexof-2-1-56', '[1,2,3].indexOf(2) == 1', match(True), driver=D),
 ]
 CASES += LIBRARY
+
+# Compile-time type errors upstream's checker gives (ours, issue 11): each checked by the oracle.
+TYPE_ERRORS = [
+    case('typed-quantity-1-quantity-2-0',
+         "quantity('1') > quantity('2')", compile_error(""), driver=D, capacity={'memory': {'value': '2Gi'}}),
+    case('typed-device-capacity-dra-example-com-memory-q-1',
+         "device.capacity['dra.example.com'].memory > quantity('1Gi')", compile_error(""), driver=D, capacity={'memory': {'value': '2Gi'}}),
+    case('typed-device-capacity-dra-example-com-memory-c-2',
+         "device.capacity['dra.example.com'].memory.compareTo(quantity('1Gi')) > 0", match(True), driver=D, capacity={'memory': {'value': '2Gi'}}),
+    case('typed-device-attributes-dra-example-com-x-matc-3',
+         "device.attributes['dra.example.com'].x.matches('[')", compile_error(""), driver=D, capacity={'memory': {'value': '2Gi'}}),
+    case('typed-a-matches-a-4',
+         "'a'.matches('(a')", compile_error(""), driver=D, capacity={'memory': {'value': '2Gi'}}),
+    case('typed-a-find-5',
+         "'a'.find('[') == ''", compile_error(""), driver=D, capacity={'memory': {'value': '2Gi'}}),
+    case('typed-1-a-size-2-6',
+         "[1, 'a'].size() == 2", compile_error(""), driver=D, capacity={'memory': {'value': '2Gi'}}),
+    case('typed-1-2-0-size-2-7',
+         '[1, 2.0].size() == 2', compile_error(""), driver=D, capacity={'memory': {'value': '2Gi'}}),
+    case('typed-1-2-size-2-8',
+         '[1, 2].size() == 2', match(True), driver=D, capacity={'memory': {'value': '2Gi'}}),
+    case('typed-a-device-driver-size-2-9',
+         "['a', device.driver].size() == 2", match(True), driver=D, capacity={'memory': {'value': '2Gi'}}),
+    case('typed-quantity-1-size-1-10',
+         "quantity('1').size() == 1", compile_error(""), driver=D, capacity={'memory': {'value': '2Gi'}}),
+    case('typed-device-capacity-dra-example-com-memory-s-11',
+         "device.capacity['dra.example.com'].memory.size() == 1", compile_error(""), driver=D, capacity={'memory': {'value': '2Gi'}}),
+    case('typed-semver-1-0-0-semver-2-0-0-12',
+         "semver('1.0.0') < semver('2.0.0')", compile_error(""), driver=D, capacity={'memory': {'value': '2Gi'}}),
+    case('typed-a-1-b-x-size-2-13',
+         "{'a': 1, 'b': 'x'}.size() == 2", compile_error(""), driver=D, capacity={'memory': {'value': '2Gi'}}),
+    case('typed-1-1-b-2-size-2-14',
+         "{1: 1, 'b': 2}.size() == 2", compile_error(""), driver=D, capacity={'memory': {'value': '2Gi'}}),
+]
+CASES += TYPE_ERRORS
