@@ -179,7 +179,7 @@ class _Units:
         attrs = [c.get("matchAttribute") or c.get("distinctAttribute") for c in spec.constraints]
         self.attrs = [a for a in attrs if isinstance(a, str)]
         self.reqs = [r for alts in spec.requests for r in alts]
-        constrained_all = any(r.mode == "All" and any(_applies(c, r) for c in spec.constraints) for r in self.reqs)
+        constrained_all = any(r.mode == "All" and any(search.applies(c.get("requests") or (), r) for c in spec.constraints) for r in self.reqs)
         near_limit = sum(max(r.count for r in alts) for alts in spec.requests) > search.MAX_DEVICES_PER_CLAIM
         self.order_matters = constrained_all or near_limit or selection.per_device
         self.erring: dict[int, bool] = {}  # shape -> can stop the search with an error
@@ -252,11 +252,6 @@ class _Units:
                     yield same, index.views[same[0]], exact, gi
 
 
-def _applies(constraint: dict, req: Request) -> bool:
-    names = constraint.get("requests") or ()
-    return not names or req.base in names or req.name in names
-
-
 def _cannot(spec: ClaimSpec, histogram, index: Index, selection: _Selection, now: bool, passes: dict) -> bool:
     """A quick sufficient test that the search would fail: some request finds fewer free,
     tolerated devices passing its selectors than it needs (only for claims without All, where no
@@ -326,10 +321,9 @@ def check(spec: ClaimSpec, index: Index, count_nodes: bool = False) -> Verdict:
         passes: dict = {}
         for nodes, view, exact, gi in units:
             if quick and not exact and _cannot(spec, units.histogram(gi, view), index, selection, now, passes):
-                invalid = [p for p in view if p.status == "invalid"]
-                if invalid:
-                    errors.append((nodes[0], f"invalid resource pools were encountered: pool {invalid[0].key[1]} "
-                                             f"({invalid[0].reason})"))
+                error = search.invalid_pool_error(view)
+                if error:
+                    errors.append((nodes[0], error))
                 continue
             try:
                 outcome = search.allocate(spec, view, index, selection, now, selection.per_device, SEARCH_BUDGET)

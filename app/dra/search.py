@@ -43,6 +43,19 @@ class Outcome:
     binding: bool = False  # a chosen device waits for binding conditions
 
 
+def applies(names, req: Request) -> bool:
+    """Does a constraint naming these requests (none: all) cover this request or subrequest?"""
+    return not names or req.base in names or req.name in names
+
+
+def invalid_pool_error(view) -> str:
+    """Upstream's error when nothing fits and the node sees an invalid pool; '' when none."""
+    invalid = [p for p in view if p.status == "invalid"]
+    if not invalid:
+        return ""
+    return f"invalid resource pools were encountered: pool {invalid[0].key[1]} ({invalid[0].reason})"
+
+
 class _Constraint:
     def __init__(self, raw: dict):
         self.requests = set(raw.get("requests") or ())
@@ -51,7 +64,7 @@ class _Constraint:
         self.values: list = []
 
     def applies(self, req: Request) -> bool:
-        return not self.requests or req.base in self.requests or req.name in self.requests
+        return applies(self.requests, req)
 
     def add(self, value) -> bool:
         if value is None:
@@ -204,11 +217,8 @@ class Search:
         if done:
             binding = any(self.index.devices[p].binding for _n, p in self.results)
             return Outcome("ok", results=[(n, self.index.devices[p].key) for n, p in self.results], binding=binding)
-        invalid = [p for p in self.view if p.status == "invalid"]
-        if invalid:
-            return Outcome("error", f"invalid resource pools were encountered: pool {invalid[0].key[1]} "
-                                    f"({invalid[0].reason})")
-        return Outcome("none")
+        error = invalid_pool_error(self.view)
+        return Outcome("error", error) if error else Outcome("none")
 
     def _prepare(self, req: Request) -> _Alternative:
         if req.device_class not in self.index.classes:
