@@ -11,6 +11,7 @@ functions or variables) we reject by inspecting the compiled program's reference
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 from dataclasses import dataclass
@@ -18,13 +19,15 @@ from decimal import Decimal
 from functools import lru_cache
 
 import cel as _engine
+import re2
 
-from app.common import parse_quantity
+from app.common import deadline, parse_quantity
 
 from . import celext
+from .celext import MAX_COST  # resource.k8s.io CELSelectorExpressionMaxCost
+from .celscan import TOP, scan
 
 MAX_EXPRESSION_LENGTH = 10 * 1024
-MAX_COST = 1_000_000  # resource.k8s.io CELSelectorExpressionMaxCost
 UNBOUNDED_RANGE = 64  # a comprehension over a value, not a literal: strings and splits cap at 64
 _Q, _V = "_quantity", "_semver"
 _SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z.-]+))?(?:\+([0-9A-Za-z.-]+))?$")
@@ -143,6 +146,9 @@ def _index_of(receiver, item, *start):
 
 
 def _replace(s, old, new, *n):
+    celext.charge(len(s))  # upstream charges the receiver it walks
+    times = s.count(old) if not n or n[0] < 0 else min(n[0], s.count(old))
+    celext.guard_size(len(s) + times * (len(new) - len(old)))
     return s.replace(old, new, n[0]) if n and n[0] >= 0 else s.replace(old, new)
 
 
@@ -166,17 +172,46 @@ def _char_at(s, i):
 
 
 def _join(items, *sep):
-    return (sep[0] if sep else "").join(items)
+    separator = sep[0] if sep else ""
+    celext.charge(sum(len(i) for i in items if isinstance(i, str)) + len(separator) * len(items))
+    return separator.join(items)
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
+
+@lru_cache(maxsize=256)
+def regex(pattern: str):
+    """RE2, as upstream: linear time whatever the pattern; re2.error for what RE2 refuses."""
+    return re2.compile(pattern, _RE2_OPTIONS)
+
+
+def regex_error(exc: Exception) -> str:
+    text = exc.args[0] if exc.args else str(exc)
+    return text.decode(errors="replace") if isinstance(text, bytes) else str(text)
+
+
+def _compiled(pattern):
+    try:
+        return regex(pattern)
+    except re2.error as exc:
+        raise ValueError(f"invalid regular expression: {regex_error(exc)}") from None
 
 
 def _find(s, pattern):
-    match = re.search(pattern, s)
+    match = _compiled(pattern).search(s)
     return match.group(0) if match else ""
 
 
 def _find_all(s, pattern, *n):
-    found = [m.group(0) for m in re.finditer(pattern, s)]
-    return found[: n[0]] if n and n[0] >= 0 else found
+    limit = n[0] if n and n[0] >= 0 else None
+    found = []
+    for m in _compiled(pattern).finditer(s):
+        if limit is not None and len(found) >= limit:
+            break
+        found.append(m.group(0))
+    return found
 
 
 def _quantity_arith(sign: int):
@@ -278,6 +313,7 @@ class Selector:
                 device[kind][domain] = {}
         context = _context()
         context.add_variable("device", device)
+        celext.reset_charge()
         try:
             result = self.program.execute(context)
         except KeyError as exc:
@@ -329,28 +365,25 @@ def _structure(text: str):
 
 
 def _closing(text: str, open_at: int) -> int:
-    for i, c, depth in _structure(text[open_at:]):
-        if c in ")]}" and depth == 0:
-            return open_at + i
-    return len(text)
+    return scan(text).close(open_at)
+
+
+_INDEXED = set("_])\"'")
 
 
 def _range_size(text: str, dot_at: int) -> int:
     """Elements of the list literal a comprehension iterates, else UNBOUNDED_RANGE."""
-    before = text[:dot_at].rstrip()
-    if not before.endswith("]"):
+    sc = scan(text)
+    end, last = sc.previous_char(dot_at)
+    if last != "]" or end not in sc.open_of:
         return UNBOUNDED_RANGE
-    opened: list[int] = []
-    start = 0
-    for i, c, _depth in _structure(before):
-        if c in "([{":
-            opened.append(i)
-        elif c in ")]}" and opened:
-            start = opened.pop()
-    inner = before[start + 1:-1]
-    if not inner.strip():
+    start = sc.open_of[end]
+    _i, before = sc.previous_char(start)
+    if before and (before.isalnum() or before in _INDEXED):
+        return UNBOUNDED_RANGE  # an index into something, not a literal
+    if not text[start + 1:end].strip():
         return 0
-    return 1 + sum(1 for _i, c, depth in _structure(inner) if c == "," and depth == 0)
+    return len(sc.parts(start))
 
 
 _COST_TOKEN = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\d[\w.]*|[A-Za-z_]\w*|==|!=|<=|>=|&&|\|\||\S")
@@ -364,36 +397,49 @@ MAX_ATTRIBUTES = 32  # attributes (or capacities) of one domain
 MAX_DOMAINS = 40
 
 
+_DOMAINS_BEFORE = re.compile(r"device\s*\.\s*(attributes|capacity)\s*$")
+_DOMAIN_BEFORE = re.compile(r"device\s*\.\s*(attributes|capacity)\s*\[[^\[\]]*\]\s*$")
+_WINDOW = 256  # how far back these look: missing a long form only makes the estimate larger
+
+
 def _iterated_size(expression: str, dot_at: int) -> int:
     """How many elements a comprehension at `dot_at` iterates, at most."""
-    before = expression[:dot_at].rstrip()
-    if re.search(r"device\s*\.\s*(attributes|capacity)$", before):
+    before = expression[max(0, dot_at - _WINDOW):dot_at]
+    if _DOMAINS_BEFORE.search(before):
         return MAX_DOMAINS
-    if re.search(r"device\s*\.\s*(attributes|capacity)\s*\[[^\[\]]*\]$", before):
+    if _DOMAIN_BEFORE.search(before):
         return MAX_ATTRIBUTES
     literal = _range_size(expression, dot_at)
     return MAX_LIST_ELEMENTS if literal == UNBOUNDED_RANGE else literal
 
 
-def _token_cost(expression: str, token: re.Match, previous: str, following: str) -> int:
+_IN_DOMAIN = re.compile(r"\s*device\s*\.\s*(attributes|capacity)\s*(\[[^\[\]]*\])?\s*(?:$|[)&|?:])")
+_PATTERN_ARG = re.compile(r"\(\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
+
+
+def _token_cost(expression: str, tokens: list, i: int) -> int:
+    token = tokens[i]
     text = token.group(0)
+    previous = tokens[i - 1].group(0) if i else ""
+    following = tokens[i + 1].group(0) if i + 1 < len(tokens) else ""
     if text[0] in "'\"":
         return -(-(len(text) - 2) // 8)  # comparing or passing a string costs by its length
     if text[0].isdigit() or text in _FREE_WORDS:
         return 0
     if text == "in":
-        rest = expression[token.end():]
-        maps = re.match(r"\s*device\s*\.\s*(attributes|capacity)\s*(\[[^\[\]]*\])?\s*(?:$|[)&|?:])", rest)
+        maps = _IN_DOMAIN.match(expression, token.end())
         return 1 if maps else 1 + MAX_LIST_ELEMENTS  # membership in a list walks it
     if text[0].isalpha() or text[0] == "_":
         if following == "(":
             if text in _REGEX_FUNCTIONS:
-                pattern = re.match(r"\(\s*('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", expression[token.end():])
+                pattern = _PATTERN_ARG.match(expression, token.end())
                 return 1 + 2 * (len(pattern.group(1)) if pattern else MAX_LIST_ELEMENTS)
             if text == "includes":
                 return 1 + MAX_LIST_ELEMENTS  # searches a list attribute
-            if text == "join" and re.search(r"split\s*\([^()]*\)\s*\.\s*$", expression[:token.start()]):
-                return MAX_COST  # upstream cannot bound the list split returns
+            if text == "join":
+                return MAX_COST  # upstream cannot bound what join builds, even from a literal list
+            if text == "replace" and previous == ".":
+                return -(-_string_size(expression, tokens, i - 1) // 5)  # walks its receiver: 0.2 a character
             if text in _STRING_SCANS:
                 return 1 + MAX_LIST_ELEMENTS // 4  # walks a string of up to 64 characters
             if text == "bind" and previous == ".":
@@ -404,32 +450,66 @@ def _token_cost(expression: str, token: re.Match, previous: str, following: str)
     return 1 if text in _OPERATORS else 0
 
 
+MAX_STRING_ATTRIBUTE = 64  # DeviceAttributeMaxValueLength
+
+
+def _string_size(expression: str, tokens: list, dot: int) -> int:
+    """Upper bound on the length of the string before tokens[dot] (a "."): a literal's length;
+    a replace() result is its receiver times the replacement's length (each character may be
+    replaced), so chained replaces grow as upstream's estimate does; anything else 64."""
+    if dot < 1:
+        return MAX_STRING_ATTRIBUTE
+    before = tokens[dot - 1]
+    text = before.group(0)
+    if text[0] in "'\"":
+        return max(len(text) - 2, 0)
+    opened = scan(expression).open_of.get(before.start()) if text == ")" else None
+    if opened is None:
+        return MAX_STRING_ATTRIBUTE
+    call = next((k for k in range(dot - 2, -1, -1) if tokens[k].start() == opened), None)
+    if call is None or call < 2 or tokens[call - 1].group(0) != "replace" or tokens[call - 2].group(0) != ".":
+        return MAX_STRING_ATTRIBUTE
+    args = scan(expression).part_texts(opened)
+    new = args[1].strip() if len(args) >= 2 else ""
+    grows = len(new) - 2 if len(new) >= 2 and new[0] in "'\"" and new[-1] == new[0] else MAX_STRING_ATTRIBUTE
+    return _string_size(expression, tokens, call - 2) * max(grows, 1)
+
+
 def estimated_cost(expression: str) -> int:
     """An upper bound shaped like the Kubernetes estimator's: each identifier, field or index
     lookup, call and operator costs one, literals nothing; membership in a list and regular
     expressions cost by size; a comprehension multiplies what it contains (plus its own step)
     by how many elements it can iterate (a literal's length, 64 for a list attribute, 32 for a
-    domain's attributes)."""
+    domain's attributes). Linear: comprehensions nest like the brackets they open."""
+    sc = scan(expression)
     spans = []
     for match in _MACRO.finditer(expression):
         open_at = match.end() - 1
-        spans.append((open_at, _closing(expression, open_at), _iterated_size(expression, match.start())))
+        spans.append((open_at, sc.close(open_at), max(_iterated_size(expression, match.start()), 1)))
     tokens = list(_COST_TOKEN.finditer(expression))
     cost = 0
+    active: list[tuple[int, int]] = []  # (end, product of sizes up to and including this span)
+    next_span = 0
     for i, token in enumerate(tokens):
-        previous = tokens[i - 1].group(0) if i else ""
-        following = tokens[i + 1].group(0) if i + 1 < len(tokens) else ""
-        factor = 1
-        for start, end, size in spans:
-            if start < token.start() < end:
-                factor *= max(size, 1)
-        cost += factor * _token_cost(expression, token, previous, following)
-    for start, _end, size in spans:  # each iteration's own bookkeeping
-        nested = 1
-        for other_start, other_end, other_size in spans:
-            if other_start < start < other_end:
-                nested *= max(other_size, 1)
-        cost += 3 * size * nested
+        if not i & 1023:
+            deadline.check()
+        at = token.start()
+        while next_span < len(spans) and spans[next_span][0] < at:
+            start, end, size = spans[next_span]
+            while active and active[-1][0] <= start:
+                active.pop()
+            nested = active[-1][1] if active else 1
+            cost += 3 * size * nested  # each iteration's own bookkeeping
+            active.append((end, nested * size))
+            next_span += 1
+        while active and active[-1][0] <= at:
+            active.pop()
+        cost += (active[-1][1] if active else 1) * _token_cost(expression, tokens, i)
+    for start, _end, size in spans[next_span:]:  # macros after the last token (unclosed)
+        while active and active[-1][0] <= start:
+            active.pop()
+        cost += 3 * size * (active[-1][1] if active else 1)
+        active.append((_end, (active[-1][1] if active else 1) * size))
     return cost
 
 
@@ -440,56 +520,58 @@ _STRING_LITERAL = re.compile(r"""\s*(?:'[^'\\]*'|"[^"\\]*")\s*""")
 
 def computed_domains(expression: str) -> str:
     """`device.attributes[E]` with E not a string literal reads an empty map when the device has
-    no such domain (upstream); the engine would raise, so it becomes `(E in ... ? ... : {})`."""
-    text = expression
-    start = 0
-    while True:
-        outside = _outside_strings(text)
-        match = next((m for m in _DOMAIN_INDEX.finditer(text, start) if m.start() in outside), None)
-        if match is None:
-            return text
+    no such domain (upstream); the engine would raise, so it becomes `(E in ... ? ... : {})`.
+    One pass; a lookup inside a rewritten key stays as it is."""
+    sc = scan(expression)
+    out, last = [], 0
+    for match in _DOMAIN_INDEX.finditer(expression):
+        if match.start() < last or sc.in_string(match.start()):
+            continue
         open_at = match.end() - 1
-        close = _closing(text, open_at)
-        key = text[open_at + 1:close]
+        close = sc.close(open_at)
+        key = expression[open_at + 1:close]
         if _STRING_LITERAL.fullmatch(key):
-            start = close + 1
             continue
         whole = f"device.{match[1]}"
-        replacement = f"(({key}) in {whole} ? {whole}[{key}] : {{}})"
-        text = text[:match.start()] + replacement + text[close + 1:]
-        start = match.start() + len(replacement)
-
-
-def _outside_strings(text: str) -> set[int]:
-    return {i for i, _c, _d in _structure(text)}
+        out.append(expression[last:match.start()])
+        out.append(f"(({key}) in {whole} ? {whole}[{key}] : {{}})")
+        last = close + 1
+    out.append(expression[last:])
+    return "".join(out)
 
 
 def _top_level_split(text: str, separator: str = ",") -> list[str]:
-    parts, start = [], 0
-    for i, c, depth in _structure(text):
-        if c == separator and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
+    return scan(text).part_texts(TOP, separator)
+
+
+_VARIABLE = re.compile(r"\s*[A-Za-z_]\w*\s*")
 
 
 def expand_bind(expression: str) -> str:
     """cel.bind(v, init, body) as `[init].map(v, body)[0]`: init evaluated once, v bound in body
-    (the engine has no cel.bind). The last bind never contains another, so expand from the end."""
-    text = expression
-    while True:
-        outside = _outside_strings(text)
-        found = [m for m in _BIND.finditer(text) if m.start() in outside]
-        if not found:
-            return text
-        match = found[-1]
+    (the engine has no cel.bind). Each bind is three local edits, so all are made in one pass."""
+    sc = scan(expression)
+    edits: list[tuple[int, int, str]] = []
+    for match in _BIND.finditer(expression):
+        if sc.in_string(match.start()):
+            continue
         open_at = match.end() - 1
-        close = _closing(text, open_at)
-        args = _top_level_split(text[open_at + 1:close])
-        if len(args) != 3 or not re.fullmatch(r"\s*[A-Za-z_]\w*\s*", args[0]):
+        args = sc.parts(open_at)
+        if len(args) != 3 or not _VARIABLE.fullmatch(expression, *args[0]):
             raise CelError("cel.bind takes a variable name, a value and an expression")
-        text = f"{text[:match.start()]}[{args[1]}].map({args[0].strip()}, {args[2]})[0]{text[close + 1:]}"
+        (_v0, v1), (_i0, i1), (_b0, close) = args
+        variable = expression[args[0][0]:v1].strip()
+        edits += [(match.start(), v1 + 1, "["), (i1, i1 + 1, f"].map({variable},"), (close, close + 1, ")[0]")]
+    if not edits:
+        return expression
+    edits.sort()
+    out, last = [], 0
+    for start, stop, text in edits:
+        out.append(expression[last:start])
+        out.append(text)
+        last = stop
+    out.append(expression[last:])
+    return "".join(out)
 
 
 _LITERAL_KIND = [(re.compile(r"^-?\d+u$"), "uint"), (re.compile(r"^-?(\d+\.\d*|\.\d+|\d+[eE][-+]?\d+)"), "double"),
@@ -497,16 +579,25 @@ _LITERAL_KIND = [(re.compile(r"^-?\d+u$"), "uint"), (re.compile(r"^-?(\d+\.\d*|\
                  (re.compile(r"^[bB](['\"]).*\1$", re.S), "bytes"), (re.compile(r"^null$"), "null_type")]
 
 
-def _literal_kind(text: str) -> str | None:
-    text = text.strip()
-    while text.startswith("(") and _closing(text, 0) == len(text) - 1:
-        text = text[1:-1].strip()
-    if text.startswith("[") and _closing(text, 0) == len(text) - 1:
-        return "list"
-    if text.startswith("{") and _closing(text, 0) == len(text) - 1:
-        return "map"
+def _literal_kind(text: str, start: int = 0, end: int | None = None) -> str | None:
+    """The literal type of text[start:end] (brackets read from the scan of `text`), None if not one."""
+    sc = scan(text)
+    end = len(text) if end is None else end
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    while start < end and text[start] == "(" and sc.close(start) == end - 1:
+        start, end = start + 1, end - 1
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+    if start < end and text[start] in "[{" and sc.close(start) == end - 1:
+        return "list" if text[start] == "[" else "map"
+    piece = text[start:end]
     for pattern, kind in _LITERAL_KIND:
-        if pattern.match(text) and (kind != "double" or re.fullmatch(r"-?[\d.eE+-]+", text)):
+        if pattern.match(piece) and (kind != "double" or re.fullmatch(r"-?[\d.eE+-]+", piece)):
             return kind
     return None
 
@@ -541,45 +632,54 @@ def _static_type_error(expression: str) -> str | None:
     """What upstream's type checker refuses that we can see without a type checker: ordering
     quantities or versions with < > (they have compareTo), size() of a quantity, an invalid
     regular expression literal, list or map literals mixing element types."""
-    outside = _outside_strings(expression)
+    sc = scan(expression)
     for pattern, why in ((_TYPED_RELATION, "found no matching overload: quantities and versions compare with "
                                            "compareTo / isGreaterThan / isLessThan, not < or >"),
                          (_QUANTITY_SIZE, "found no matching overload for 'size' on a quantity")):
-        if any(m.start() in outside for m in pattern.finditer(expression)):
+        if any(not sc.in_string(m.start()) for m in pattern.finditer(expression)):
             return why
     for m in _REGEX_CALL.finditer(expression):
-        if m.start() not in outside:
+        if sc.in_string(m.start()):
             continue
         literal = m[2][1:-1].encode().decode("unicode_escape")
         try:
-            re.compile(literal)
-        except re.error as exc:
-            return f"invalid {m[1]} argument: {exc}"
+            regex(literal)
+        except re2.error as exc:
+            return f"invalid {m[1]} argument: {regex_error(exc)}"
         if _NOT_RE2.search(literal):
             return f"invalid {m[1]} argument: lookarounds and backreferences are not RE2 syntax"
     return _mixed_literal(expression)
 
 
 def _mixed_literal(expression: str) -> str | None:
-    for i, c, _depth in _structure(expression):
-        if c not in "[{":
+    sc = scan(expression)
+    for n, i in enumerate(sc.opens):
+        if not n & 255:
+            deadline.check()
+        c = expression[i]
+        if c == "(":
             continue
-        before = expression[:i].rstrip()
-        if c == "[" and before and (before[-1].isalnum() or before[-1] in "_])'\""):
+        at, before = sc.previous_char(i)
+        if c == "[" and before and (before.isalnum() or before in _INDEXED):
             continue  # an index, not a list literal
-        if re.search(r"\bformat\s*\($", before):
+        if before == "(" and sc.word_before(at) == "format":
             continue  # format() takes its arguments as a list of any types
-        inner = expression[i + 1:_closing(expression, i)]
-        if not inner.strip():
+        if not expression[i + 1:sc.close(i)].strip():
             continue
-        elements = _top_level_split(inner)
+        elements = sc.parts(i)
         if c == "{":
-            pairs = [_top_level_split(e, ":") for e in elements]
-            columns = [[p[0] for p in pairs if len(p) == 2], [p[1] for p in pairs if len(p) == 2]]
+            colons = [pos for pos, ch in sc._separators.get(i, ()) if ch == ":"]
+            keys, values = [], []
+            for a, b in elements:
+                inside = [p for p in colons[bisect.bisect_left(colons, a):bisect.bisect_left(colons, b)]]
+                if len(inside) == 1:
+                    keys.append((a, inside[0]))
+                    values.append((inside[0] + 1, b))
+            columns = [keys, values]
         else:
             columns = [elements]
         for column in columns:
-            kinds = {_literal_kind(e) for e in column} - {None}
+            kinds = {_literal_kind(expression, a, b) for a, b in column} - {None}
             if len(kinds) > 1:
                 return f"expected one element type in a {'map' if c == '{' else 'list'} literal, found " + \
                     " and ".join(sorted(kinds))
@@ -615,8 +715,7 @@ def compile_selector(expression: str, list_attributes: bool = False, consumable_
             raise CelError(f"compilation failed: {macro.group(macro.lastindex)}() over an attribute value: attribute "
                            "values are not lists unless DRAListTypeAttributes is on (off in Kubernetes 1.37)")
     try:
-        engine_text = computed_domains(expand_bind(celext.rewrite(expression, _structure, _closing,
-                                                                  _top_level_split)))
+        engine_text = computed_domains(expand_bind(celext.rewrite(expression)))
     except ValueError as exc:
         raise CelError(str(exc)) from None
     try:

@@ -13,6 +13,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import threading
+
+from app.common import deadline
+
+from .celscan import scan
 
 _URL = re.compile(r"^(?:([A-Za-z][A-Za-z0-9+.-]*):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?$")
 _OPT, _URLK, _IPK, _CIDRK = "_optional", "_url", "_ip", "_cidr"
@@ -118,6 +123,33 @@ def _pairs(receiver):
 
 
 # -- strings -------------------------------------------------------------------------------
+MAX_COST = 1_000_000  # per selector evaluation, as resource.k8s.io limits it
+_local = threading.local()
+
+
+def reset_charge() -> None:
+    _local.spent = 0
+
+
+def charge(characters: int) -> None:
+    """Runtime cost of building a string, as upstream counts it (0.1 per character): past the
+    per-selector limit the evaluation is cancelled before the string exists."""
+    spent = getattr(_local, "spent", 0) + characters // 10
+    _local.spent = spent
+    if spent > MAX_COST:
+        raise ValueError("operation cancelled: actual cost limit exceeded")
+
+
+MAX_BUILT_STRING = 100_000_000  # characters: past this the process would run out of memory
+
+
+def guard_size(characters: int) -> None:
+    """A string this long is refused before it is built (upstream's creation-time cost limit
+    refuses such selectors; this guards the evaluation of one sent to us directly)."""
+    if characters > MAX_BUILT_STRING:
+        raise ValueError("operation cancelled: actual cost limit exceeded")
+
+
 def _format(template: str, args: list) -> str:
     """cel-go's strings.format: %s %d %f %e %x %X %o %b %%, each taking the next argument."""
     out, i, n = [], 0, 0
@@ -132,6 +164,7 @@ def _format(template: str, args: list) -> str:
             raise ValueError(f"format: bad verb at {i}")
         i += spec.end()
         verb, precision = spec[2], spec[1]
+        charge(int(precision[1:]) if precision else 0)
         if verb == "%":
             out.append("%")
             continue
@@ -148,6 +181,7 @@ def _format(template: str, args: list) -> str:
         else:
             out.append(format(int(arg) if not isinstance(arg, str) else int(arg.encode().hex(), 16),
                               {"x": "x", "X": "X", "o": "o", "b": "b"}[verb]))
+        charge(len(out[-1]))
     return "".join(out)
 
 
@@ -312,19 +346,10 @@ _TWO_VARIABLE = re.compile(r"\.\s*(all|exists_one|exists|transformList)\s*\(")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
-def _outside(text: str, structure) -> set[int]:
-    return {i for i, _c, _d in structure(text)}
-
-
-def _receiver_start(text: str, end: int, structure) -> int:
+def _receiver_start(text: str, end: int) -> int:
     """Where the primary expression ending just before `end` starts (identifiers, selections,
     calls and indexes chained with dots)."""
-    opening, stack = {}, []
-    for i, c, _depth in structure(text[:end]):
-        if c in "([{":
-            stack.append(i)
-        elif c in ")]}" and stack:
-            opening[i] = stack.pop()
+    opening = scan(text).open_of
     pos = end - 1
     while True:
         while pos >= 0 and text[pos].isspace():
@@ -355,38 +380,46 @@ def _receiver_start(text: str, end: int, structure) -> int:
         return pos + 1
 
 
-def rewrite(expression: str, structure, closing, split_args) -> str:
+def rewrite(expression: str) -> str:
     """Expression text the engine can run: see the module docstring."""
     text = expression
-    text = _sub_outside(text, _NAMESPACED, lambda m: f"{m[1]}__{m[2]}(", structure)
-    text = _sub_outside(text, _OR, lambda m: ".optional__or(", structure)
-    text = _sub_outside(text, _OPTIONAL_METHODS, lambda m: f".optional__{m[1]}(", structure)
-    text = _sort_by(text, structure, closing, split_args)
-    text = _optional_selections(text, structure, closing)
-    return _two_variable(text, structure, closing, split_args)
+    text = _sub_outside(text, _NAMESPACED, lambda m: f"{m[1]}__{m[2]}(")
+    text = _sub_outside(text, _OR, lambda m: ".optional__or(")
+    text = _sub_outside(text, _OPTIONAL_METHODS, lambda m: f".optional__{m[1]}(")
+    text = _sort_by(text)
+    text = _optional_selections(text)
+    return _two_variable(text)
 
 
-def _sort_by(text: str, structure, closing, split_args) -> str:
+def _first_outside(text: str, pattern: re.Pattern, start: int = 0):
+    sc = scan(text)
+    return next((m for m in pattern.finditer(text, start) if not sc.in_string(m.start())), None)
+
+
+def _sort_by(text: str) -> str:
     """l.sortBy(x, key) -> l.map(x, [key, x]).cel__sort_keyed(): no need to find l's extent."""
+    start = 0
     while True:
-        outside = _outside(text, structure)
-        match = next((m for m in _SORT_BY.finditer(text) if m.start() in outside), None)
+        deadline.check()
+        match = _first_outside(text, _SORT_BY, start)
         if match is None:
             return text
         open_at = match.end() - 1
-        close = closing(text, open_at)
-        args = split_args(text[open_at + 1:close])
+        close = scan(text).close(open_at)
+        args = scan(text).part_texts(open_at)
         if len(args) != 2 or not _IDENT.fullmatch(args[0].strip()):
             raise ValueError("sortBy takes a variable and a key expression")
         var = args[0].strip()
-        text = f"{text[:match.start()]}.map({var}, [{args[1]}, {var}]).cel__sort_keyed(){text[close + 1:]}"
+        head = f"{text[:match.start()]}.map({var}, ["
+        text = f"{head}{args[1]}, {var}]).cel__sort_keyed(){text[close + 1:]}"
+        start = len(head)  # a sortBy inside the key is still ahead
 
 
-def _sub_outside(text: str, pattern: re.Pattern, replace, structure) -> str:
-    outside = _outside(text, structure)
+def _sub_outside(text: str, pattern: re.Pattern, replace) -> str:
+    sc = scan(text)
     out, last = [], 0
     for m in pattern.finditer(text):
-        if m.start() in outside:
+        if not sc.in_string(m.start()):
             out.append(text[last:m.start()])
             out.append(replace(m))
             last = m.end()
@@ -394,33 +427,33 @@ def _sub_outside(text: str, pattern: re.Pattern, replace, structure) -> str:
     return "".join(out)
 
 
-def _optional_selections(text: str, structure, closing) -> str:
+def _optional_selections(text: str) -> str:
     while True:
-        outside = _outside(text, structure)
-        field = next((m for m in _OPT_FIELD.finditer(text) if m.start() in outside), None)
-        index = next((m for m in _OPT_INDEX.finditer(text) if m.start() in outside), None)
+        deadline.check()
+        field = _first_outside(text, _OPT_FIELD)
+        index = _first_outside(text, _OPT_INDEX)
         if field is None and index is None:
             return text
         if field is not None and (index is None or field.start() < index.start()):
-            start = _receiver_start(text, field.start(), structure)
+            start = _receiver_start(text, field.start())
             text = f"{text[:start]}optional__select({text[start:field.start()]}, '{field[1]}'){text[field.end():]}"
         else:
-            start = _receiver_start(text, index.start(), structure)
-            close = closing(text, index.start())
+            start = _receiver_start(text, index.start())
+            close = scan(text).close(index.start())
             key = text[index.end():close]
             text = f"{text[:start]}optional__select({text[start:index.start()]}, {key}){text[close + 1:]}"
 
 
-def _two_variable(text: str, structure, closing, split_args) -> str:
+def _two_variable(text: str) -> str:
     start = 0
     while True:
-        outside = _outside(text, structure)
-        match = next((m for m in _TWO_VARIABLE.finditer(text, start) if m.start() in outside), None)
+        deadline.check()
+        match = _first_outside(text, _TWO_VARIABLE, start)
         if match is None:
             return text
         open_at = match.end() - 1
-        close = closing(text, open_at)
-        args = split_args(text[open_at + 1:close])
+        close = scan(text).close(open_at)
+        args = scan(text).part_texts(open_at)
         first_two = [a.strip() for a in args[:2]]
         macro = match[1]
         wanted = 3 if macro != "transformList" else (3, 4)

@@ -114,16 +114,15 @@ def _all_containers(spec: dict):
 
 def legacy_resources(spec: dict, rules: MigrationRules) -> list[tuple[str, str]]:
     """(container, resource) pairs that are legacy GPU requests under these rules."""
-    found = []
+    found: dict[tuple[str, str], None] = {}  # ordered set: linear in containers
     for container in _all_containers(spec):
         resources = container.get("resources") or {}
         for section in ("limits", "requests"):
-            for key in (resources.get(section) or {}):
+            values = resources.get(section) if isinstance(resources, dict) else None
+            for key in (values if isinstance(values, dict) else {}):
                 if rules.rule_for(key) or str(key).startswith(GPU_RESOURCE_PREFIXES):
-                    pair = (str(container.get("name")), str(key))
-                    if pair not in found:
-                        found.append(pair)
-    return found
+                    found[(str(container.get("name")), str(key))] = None
+    return list(found)
 
 
 def plan_pod(pod: dict, rules: MigrationRules, namespace: str | None = None) -> Plan:
@@ -151,6 +150,11 @@ def plan_pod(pod: dict, rules: MigrationRules, namespace: str | None = None) -> 
 def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None) -> Plan:
     notes: list[str] = []
     asks = _collect_asks(spec, rules, notes)
+    # DRA's limits before any per-ask work: each container (or sidecar) asking needs a request.
+    running = {(a.list_name, a.index) for a in asks if a.count and (a.list_name == "containers" or a.sidecar)}
+    if len(running) > MAX_REQUESTS:
+        raise _Unmigratable(f"{len(running)} containers ask for devices: more than the DRA limit of "
+                            f"{MAX_REQUESTS} requests per claim")
     constraints = translate(spec, rules)
     notes.extend(constraints.notes)
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
@@ -383,6 +387,9 @@ def _assign_requests(asks: list[_Ask], notes: list[str]):
             chosen.append(req)
             have += req.count
         if have < ask.count:
+            if len(requests) >= MAX_REQUESTS:
+                raise _Unmigratable(f"more than {MAX_REQUESTS} device requests would be needed: the DRA limit "
+                                    "per claim")
             own = _Request(_request_name(ask.container, taken), ask.device_class, ask.count - have, ask.selectors)
             requests.append(own)
             spill.append(own)

@@ -299,3 +299,29 @@ TYPE_ERRORS = [
          "{1: 1, 'b': 2}.size() == 2", compile_error(""), driver=D, capacity={'memory': {'value': '2Gi'}}),
 ]
 CASES += TYPE_ERRORS
+
+# Adversarial selectors (issue 12): upstream's RE2 answers in linear time, its runtime cost limit
+# stops strings that grow without bound, and long selectors compile. Each checked by the oracle.
+_ADVERSARY = {"s": {"string": "a" * 28 + "!"}}
+ADVERSARIAL = [
+    case("redos-find", "device.attributes['dra.example.com'].s.find('(a+)+$') == ''", match(True),
+         driver=D, attributes=_ADVERSARY),
+    case("redos-findall", "device.attributes['dra.example.com'].s.findAll('(a|aa)+$').size() == 0", match(True),
+         driver=D, attributes=_ADVERSARY),
+    case("redos-matches", "device.attributes['dra.example.com'].s.matches('^(a+)+$')", match(False),
+         driver=D, attributes=_ADVERSARY),
+    case("re2-classes", "'x9_ü'.findAll('\\\\w') == ['x', '9', '_']", match(True), driver=D),
+    case("growth-replace", "'a'" + ".replace('a', 'aaaaaaaaaa')" * 9 + ".size() > 0",
+         match_error("actual cost limit exceeded"), cost=22222225, driver=D),
+    # Refused at creation (estimated cost), yet it runs: upstream charges replace by its receiver.
+    case("growth-replace-attribute", "device.attributes['dra.example.com'].s" + ".replace('a', 'aaaaaaaaaa')" * 6
+         + ".size() > 0", match(True), cost=1422227, driver=D, attributes=_ADVERSARY),
+    case("join-literal", "['a', 'b'].join(',') == 'a,b'", match(True), cost=1844674407370955275, driver=D),
+    case("growth-replace-small", "'a'" + ".replace('a', 'aaaaaaaaaa')" * 3 + ".size() == 1000", match(True), driver=D),
+    case("long-macros", " && ".join(["[1, 2].all(x, x > 0)"] * 420), match(True), driver=D),
+    case("long-binds", " && ".join(["cel.bind(x, 1, x == 1)"] * 390), match(True), driver=D),
+    case("long-two-variable", " && ".join(["[1, 2].all(i, v, v > i)"] * 300), match(True), driver=D),
+    case("long-maps", "{" + ", ".join(f"'k{i}': {i}" for i in range(700)) + "}.size() == 700", match(True),
+         driver=D),
+]
+CASES += ADVERSARIAL
