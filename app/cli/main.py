@@ -51,6 +51,9 @@ def _add_serve(sub) -> None:
     p.add_argument("--log-level", default=env("log_level", d.log_level))
     p.add_argument("--api-timeout", type=float, default=float(env("api_timeout", str(d.api_timeout_s))),
                    help="seconds for one Kubernetes API call")
+    p.add_argument("--review-deadline", type=float, default=float(env("review_deadline", "4")),
+                   help="seconds a review may take before the policy's onInternalError answers it "
+                        "(keep below the webhooks' timeoutSeconds)")
     p.add_argument("--reload-interval", type=float, default=float(env("reload_interval", str(d.reload_interval_s))),
                    help="seconds between checks for rotated certificates and policy")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 import uvicorn
 
@@ -25,7 +26,7 @@ def run_serve(args) -> int:
         inv = load_inventory(args.inventory)
     tls.ensure_dev_certs(args.tls_cert, args.tls_key)
     context = tls.server_context(args.client_ca)
-    reloader = tls.CertReloader(context, args.tls_cert, args.tls_key)
+    reloader = tls.CertReloader(context, args.tls_cert, args.tls_key, args.client_ca)
     if not reloader.check():
         raise BridgeError(f"--tls-cert/--tls-key: {reloader.last_error}")
     api = kube.api_client(args.kubeconfig)
@@ -39,9 +40,13 @@ def run_serve(args) -> int:
     state = ServiceState(
         policy=holder, templates=kube.TemplateStore(api, timeout_s=args.api_timeout),
         namespace_labels=kube.NamespaceLabels(api, timeout_s=args.api_timeout), metrics=metrics,
-        inventory=inv, certs=reloader, reload_interval_s=args.reload_interval, live=live)
+        inventory=inv, certs=reloader, reload_interval_s=args.reload_interval, live=live,
+        review_deadline_s=args.review_deadline)
     if live is None:
         state.index()  # build the device index before the first review, not during it
+    # Reviews run in worker threads; a short GIL switch interval keeps the event loop (health
+    # probes, other reviews' IO) answering within milliseconds while one of them computes.
+    sys.setswitchinterval(0.001)
     config = uvicorn.Config(create_app(state), host=args.host, port=args.port, log_config=None,
                             access_log=False, ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
                             timeout_graceful_shutdown=5)

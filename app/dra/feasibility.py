@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from app.common import deadline
+
 from . import cel, search
 from .claims import ClaimSpec, Request
 from .index import IDENTITY_ATTRIBUTES, Index
@@ -54,6 +56,7 @@ class _Results:
             value = self.by_reads.get(key, _UNKNOWN) if key is not None else _UNKNOWN
             if value is _UNKNOWN:
                 variable = self.index.devices[p].variable if self.per_device else self.index.shapes[slot]
+                deadline.check()
                 try:
                     value = self.selector.matches(variable)
                 except cel.CelError as exc:
@@ -230,6 +233,7 @@ class _Units:
     def __iter__(self):
         index = self.index
         for gi, (nodes, view) in enumerate(index.groups()):
+            deadline.check()
             exact = self.order_matters or self.may_error(gi, view)
             if exact:
                 buckets: dict = {}
@@ -320,6 +324,7 @@ def check(spec: ClaimSpec, index: Index, count_nodes: bool = False) -> Verdict:
         count, example, errors, undecided, binding = 0, None, [], 0, False
         passes: dict = {}
         for nodes, view, exact, gi in units:
+            deadline.check()
             if quick and not exact and _cannot(spec, units.histogram(gi, view), index, selection, now, passes):
                 error = search.invalid_pool_error(view)
                 if error:

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
 
+from app.common import deadline
+
 from .claims import ClaimSpec, Request
 
 MAX_DEVICES_PER_CLAIM = 32  # resourceapi.AllocationResultsMaxSize
@@ -315,6 +317,8 @@ class Search:
         self.budget -= 1
         if self.budget < 0:
             raise BudgetExceeded()
+        if not self.budget & 255:
+            deadline.check()
 
     def _twin(self, pool, p: int):
         """Devices with equal twins behave alike from here on: one failing means all fail."""

@@ -3,8 +3,8 @@ inventory (ResourceSlices, DeviceClasses, ResourceClaims), templates and namespa
 
 from .client import api_client, api_client_for_host, list_items, raw_get
 from .live_inventory import LiveInventory
-from .namespaces import NamespaceLabels
-from .templates import TemplateStore
+from .namespaces import NamespaceLabels, NamespaceLookupError
+from .templates import TemplateConflict, TemplateStore
 
-__all__ = ["LiveInventory", "NamespaceLabels", "TemplateStore", "api_client", "api_client_for_host", "list_items",
+__all__ = ["LiveInventory", "NamespaceLabels", "NamespaceLookupError", "TemplateConflict", "TemplateStore", "api_client", "api_client_for_host", "list_items",
            "raw_get"]

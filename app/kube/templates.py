@@ -33,6 +33,29 @@ class _TTLSet:
             self._items.pop(key, None)
 
 
+class TemplateConflict(TemplateEnsureError):
+    """A template of the generated name exists with content we did not generate."""
+
+
+# Fields the API server fills in a DeviceRequest when left out, with the value it fills.
+_DEFAULTED = {"allocationMode": "ExactCount", "count": 1}
+
+
+def same_spec(ours, theirs) -> bool:
+    """`theirs` (as the API serves it) is `ours` plus only the API server's defaults."""
+    if isinstance(ours, dict):
+        if not isinstance(theirs, dict):
+            return False
+        for k, v in theirs.items():
+            if k not in ours and not (_DEFAULTED.get(k, object()) == v or (k == "metadata" and not v)
+                                      or (k == "creationTimestamp" and v is None)):
+                return False
+        return all(same_spec(v, theirs.get(k)) for k, v in ours.items())
+    if isinstance(ours, list):
+        return isinstance(theirs, list) and len(ours) == len(theirs) and all(map(same_spec, ours, theirs))
+    return ours == theirs
+
+
 class TemplateStore:
     """Creates ResourceClaimTemplates on demand; remembers what exists so hits make no call."""
 
@@ -41,6 +64,7 @@ class TemplateStore:
         self.timeout_s = timeout_s
         self.known = _TTLSet(ttl_s)
         self.offline: dict[tuple, dict] = {}
+        self.conflicts = 0
 
     @property
     def is_offline(self) -> bool:
@@ -67,7 +91,20 @@ class TemplateStore:
         except ApiException as exc:
             if exc.status != 409:
                 raise TemplateEnsureError(f"API answered {exc.status} {exc.reason or ''}".strip()) from None
-            # AlreadyExists: another replica or an earlier pod created it. Same name, same spec.
+            self._check_existing(key, template)  # the name is predictable: is what exists ours?
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise TemplateEnsureError(f"API unreachable or too slow: {type(exc).__name__}") from None
         self.known.add(key)
+
+    def _check_existing(self, key: tuple, template: dict) -> None:
+        try:
+            existing = self.api.api_client.sanitize_for_serialization(
+                self.api.read_namespaced_resource_claim_template(key[1], key[0], _request_timeout=self.timeout_s))
+        except ApiException as exc:
+            raise TemplateEnsureError(f"template exists; reading it back: API answered {exc.status}") from None
+        labels = (existing.get("metadata") or {}).get("labels") or {}
+        ours = template["metadata"].get("labels") or {}
+        if any(labels.get(k) != v for k, v in ours.items()) or not same_spec(template["spec"], existing.get("spec")):
+            self.conflicts += 1
+            raise TemplateConflict(f"ResourceClaimTemplate {key[0]}/{key[1]} exists but is not the one dra-bridge "
+                                   "generates (different spec or labels): not used")

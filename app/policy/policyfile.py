@@ -122,6 +122,7 @@ class NamespaceSettings(_Strict):
     mode: Optional[Mode] = None
     onUnmigratable: Optional[Decision] = None
     onTemplateError: Optional[Decision] = None
+    onInternalError: Optional[Decision] = None
     forbidLegacy: Optional[bool] = None
     allowedDeviceClasses: Optional[list[str]] = None
     maxDevicesPerRequest: Optional[int] = Field(default=None, ge=1)
@@ -134,6 +135,9 @@ class Defaults(_Strict):
     mode: Mode = "warn"
     onUnmigratable: Decision = "allow"
     onTemplateError: Decision = "allow"
+    # None: deny a claim we could not finish validating in an enforce namespace, admit a pod
+    # we could not finish mutating (unmigrated, with a warning).
+    onInternalError: Optional[Decision] = None
     forbidLegacy: bool = False
     allowedDeviceClasses: Optional[list[str]] = None  # None: any class
     maxDevicesPerRequest: Optional[int] = Field(default=None, ge=1)
@@ -191,6 +195,7 @@ class Effective(_Strict):
     onUnmigratable: Decision
     onTemplateError: Decision
     forbidLegacy: bool
+    onInternalError: Optional[Decision] = None
     allowedDeviceClasses: Optional[list[str]] = None
     maxDevicesPerRequest: Optional[int] = None
     maxDevicesPerClaim: Optional[int] = None

@@ -24,13 +24,27 @@ class Metrics:
         self.templates_created = Counter("dra_bridge_template_ensure_calls_total",
                                          "ResourceClaimTemplate create calls made to the API",
                                          registry=self.registry)
+        self.template_conflicts = Counter("dra_bridge_template_conflicts_total",
+                                          "Templates of a generated name found with content we did not generate "
+                                          "(never used)", registry=self.registry)
         self.policy_reload_errors = Counter("dra_bridge_policy_reload_errors_total",
                                             "Policy files rejected on reload", registry=self.registry)
         self.rejected_devices = Gauge("dra_bridge_inventory_rejected_devices",
                                       "Devices left out of the inventory index for a value they cannot be used with",
                                       registry=self.registry)
+        self.internal_errors = Counter("dra_bridge_unfinished_reviews_total",
+                                       "Reviews answered by the failure rule: internal error, deadline, namespace unknown",
+                                       ["endpoint", "reason"], registry=self.registry)
         self.ready = Gauge("dra_bridge_ready", "1 when certificates and inventory are loaded",
                            registry=self.registry)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+# Request strings become label values only from this closed set: a forged kind cannot grow /metrics.
+KNOWN_KINDS = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate"})
+
+
+def metrics_kind(kind: str) -> str:
+    return kind if kind in KNOWN_KINDS else ("" if not kind else "other")

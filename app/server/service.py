@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from app.common import PolicyError
@@ -65,6 +66,15 @@ class ServiceState:
     reload_interval_s: float = 5.0
     live: object | None = None  # app.kube.LiveInventory when --inventory live
     extra: dict = field(default_factory=dict)
+    # Reviews run here, off the event loop; each gets `review_deadline_s` from its arrival
+    # (below the webhook configurations' timeoutSeconds: 5).
+    review_deadline_s: float = 4.0
+    review_workers: int = 4
+    executor: ThreadPoolExecutor | None = None
+
+    def __post_init__(self) -> None:
+        if self.executor is None:
+            self.executor = ThreadPoolExecutor(max_workers=self.review_workers, thread_name_prefix="review")
 
     def index(self):
         """Device index of the inventory, built once per inventory object (live: per change)."""

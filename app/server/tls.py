@@ -110,6 +110,7 @@ def ensure_dev_certs(cert_path: str, key_path: str) -> bool:
 
 
 def server_context(client_ca: str | None = None) -> ssl.SSLContext:
+    """TLS 1.2+, forward-secret AEAD ciphers; client certificates required when client_ca is set."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.set_ciphers(CIPHERS)
@@ -121,14 +122,19 @@ def server_context(client_ca: str | None = None) -> ssl.SSLContext:
 
 
 class CertReloader:
-    """Keeps one SSLContext's certificate in step with files on disk.
+    """Keeps the served certificate in step with files on disk, without a restart.
 
-    load_cert_chain on a live context applies to new handshakes, so rotation needs no restart.
-    A missing or half-written pair keeps the last good certificate in use.
+    Each change is loaded into a new context; only a pair that loads (certificate and key
+    match) replaces the current one, which new handshakes switch to from the listening
+    context's SNI callback. A missing, half-written or mismatched pair (a tool that writes the
+    certificate before the key) keeps the last good one serving.
     """
 
-    def __init__(self, context: ssl.SSLContext, cert_path: str, key_path: str):
+    def __init__(self, context: ssl.SSLContext, cert_path: str, key_path: str, client_ca: str | None = None):
         self.context, self.cert_path, self.key_path = context, cert_path, key_path
+        self.client_ca = client_ca
+        self.current: ssl.SSLContext | None = None
+        context.sni_callback = self._select
         self._stamp: tuple | None = None
         self.loaded = False
         self.last_error: str | None = None
@@ -151,13 +157,21 @@ class CertReloader:
             return False
         if stamp == self._stamp:
             return False
+        fresh = server_context(self.client_ca)
         try:
-            self.context.load_cert_chain(self.cert_path, self.key_path)
+            fresh.load_cert_chain(self.cert_path, self.key_path)
         except (ssl.SSLError, OSError) as exc:
             self.last_error = f"cannot load certificate: {exc}"
             log.warning("%s; keeping the certificate in use", self.last_error)
             return False
+        if self.current is None:
+            self.context.load_cert_chain(self.cert_path, self.key_path)  # the listening context's own
+        self.current = fresh
         self._stamp, self.loaded, self.last_error = stamp, True, None
         self.reloads += 1
         log.info("loaded serving certificate %s", self.cert_path)
         return True
+
+    def _select(self, ssl_object, _server_name, _context) -> None:
+        if self.current is not None:
+            ssl_object.context = self.current  # the last pair that loaded whole

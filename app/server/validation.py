@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app import dra
+from app.common import DeadlineExceeded
 from app.migration import legacy_resources, pod_errors
 from app.policy import Effective, Policy
 
@@ -21,6 +22,8 @@ class Finding:
 class Outcome:
     findings: list[Finding] = field(default_factory=list)
     verdict: dra.Verdict | None = None
+    incomplete: str | None = None  # why the evaluation stopped early; findings before it stand
+    error: Exception | None = None  # the internal error behind `incomplete`, for the log
 
     @property
     def violations(self) -> list[str]:
@@ -84,7 +87,15 @@ def evaluate_claim(obj: dict, settings: Effective, index: dra.Index, namespace: 
         return outcome
     outcome.findings.extend(_admin_label_rule(parsed, namespace, namespace_labels))
     outcome.findings.extend(_policy_rules(parsed, settings))
-    verdict = dra.check(parsed, index)
+    try:
+        verdict = dra.check(parsed, index)
+    except DeadlineExceeded:
+        outcome.incomplete = "the review ran past its time limit"
+        return outcome
+    except Exception as exc:  # a bug: the findings above still count (see respond)
+        outcome.incomplete = f"internal error in the feasibility check ({type(exc).__name__})"
+        outcome.error = exc
+        return outcome
     outcome.verdict = verdict
     if verdict.status in ("invalid", "never"):
         hint = f" Closest devices: {'; '.join(verdict.closest)}" if verdict.closest else ""
@@ -117,9 +128,25 @@ def applies(req: admission.Request) -> bool:
     return req.kind == "Pod" and req.operation == "CREATE" and req.obj is not None
 
 
+def unfinished_decision(settings: Effective | None) -> str:
+    """allow | deny for a review that could not finish: the namespace's onInternalError, else
+    deny where the policy enforces (or where we cannot tell which policy applies)."""
+    if settings is not None and settings.onInternalError:
+        return settings.onInternalError
+    return "deny" if settings is None or settings.mode == "enforce" else "allow"
+
+
 def respond(req: admission.Request, outcome: Outcome, settings: Effective) -> dict:
     warnings = [f.message for f in outcome.findings if f.severity == "warning"]
     violations = outcome.violations
+    if outcome.incomplete and not (violations and settings.mode == "enforce"):
+        if unfinished_decision(settings) == "deny":
+            found = f"; found so far: {' | '.join(violations)}" if violations else ""
+            return admission.response(req.uid, False, code=500, message=(
+                f"dra-bridge: {req.kind} {req.namespace}/{req.name or '(generated)'} not validated: "
+                f"{outcome.incomplete}{found}")[:4000], warnings=warnings or None)
+        warnings = [f"not fully validated: {outcome.incomplete}"] + violations + warnings
+        return admission.response(req.uid, True, warnings=warnings)
     if not violations:
         return admission.response(req.uid, True, warnings=warnings or None)
     subject = f"{req.kind} {req.namespace}/{req.name or '(generated)'}"

@@ -10,11 +10,12 @@ import time
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
 
-from app.common import InputError, TemplateEnsureError
+from app.common import DeadlineExceeded, InputError, TemplateEnsureError, deadline
+from app.kube import NamespaceLookupError, TemplateConflict
 
 from . import admission, mutation, validation
+from .metrics import metrics_kind
 from .service import ServiceState
 
 log = logging.getLogger("dra_bridge.webhook")
@@ -58,27 +59,19 @@ def create_app(state: ServiceState) -> FastAPI:
 
     def review_endpoint(endpoint: str, handler):
         async def endpoint_fn(request: Request) -> Response:
-            started = time.perf_counter()
-            kind, outcome = "", "error"
+            arrived = time.monotonic()
             try:
-                try:
-                    req = admission.parse_review(await read_body(request))
-                except BodyTooLarge:
-                    outcome = "too_large"
-                    return _json({"error": f"request body exceeds {MAX_BODY} bytes"}, 413)
-                except InputError as exc:
-                    outcome = "bad_request"
-                    return _json({"error": str(exc), "field": exc.field}, 400)
-                kind = req.kind
-                try:
-                    review, outcome = await handler(state, req)
-                except Exception:  # a bug must not block admission: fail open, loudly
-                    log.exception("%s failed for %s/%s uid=%s", endpoint, req.namespace, req.name, req.uid)
-                    review = admission.response(req.uid, True, warnings=["internal error; admitted unchanged"])
-                return _json(review)
-            finally:
-                metrics.requests.labels(endpoint, kind, outcome).inc()
-                metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
+                body = await read_body(request)
+            except BodyTooLarge:
+                metrics.requests.labels(endpoint, "", "too_large").inc()
+                return _json({"error": f"request body exceeds {MAX_BODY} bytes"}, 413)
+            # Parsing and deciding are CPU work: off the event loop, under the review deadline.
+            loop = asyncio.get_running_loop()
+            status, payload, kind, outcome = await loop.run_in_executor(
+                state.executor, _review, state, endpoint, handler, body, arrived)
+            metrics.requests.labels(endpoint, metrics_kind(kind), outcome).inc()
+            metrics.latency.labels(endpoint).observe(time.monotonic() - arrived)
+            return _json(payload, status)
 
         app.post(f"/{endpoint}")(endpoint_fn)
 
@@ -105,16 +98,78 @@ def create_app(state: ServiceState) -> FastAPI:
     return app
 
 
-async def _namespace_labels(state: ServiceState, policy, req: admission.Request) -> dict[str, str]:
-    """Only policies with namespace selectors need labels; the lookup is IO, off the event loop."""
-    if policy.needs_namespace_labels and req.namespace:
-        return await run_in_threadpool(state.namespace_labels.get, req.namespace)
-    return {}
+def _review(state: ServiceState, endpoint: str, handler, body: bytes, arrived: float):
+    """One review in a worker thread: (HTTP status, body, kind, outcome). The deadline counts
+    from arrival, so a review that waited for a worker has less time, never more."""
+    left = state.review_deadline_s - (time.monotonic() - arrived)
+    with deadline.limit(max(left, 0.0)):
+        try:
+            req = admission.parse_review(body)
+        except InputError as exc:
+            return 400, {"error": str(exc), "field": exc.field}, "", "bad_request"
+        try:
+            review, outcome = handler(state, req)
+        except Exception as exc:  # noqa: BLE001 - answered by policy, counted and logged, never silent
+            review, outcome = _unfinished(state, endpoint, req, exc)
+    return 200, review, req.kind, outcome
 
 
-async def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict, str]:
+def _unfinished(state: ServiceState, endpoint: str, req: admission.Request, exc: Exception,
+                settings=None) -> tuple[dict, str]:
+    """A review that could not finish: the policy's onInternalError decides (validation: deny in
+    enforce namespaces; mutation: admit unmigrated), with a metric and a log line."""
+    timed_out = isinstance(exc, DeadlineExceeded)
+    reason = "deadline" if timed_out else ("namespace_unknown" if isinstance(exc, NamespaceLookupError)
+                                           else "internal_error")
+    state.metrics.internal_errors.labels(endpoint, reason).inc()
+    if settings is None and not isinstance(exc, NamespaceLookupError):
+        try:
+            settings = state.policy.policy.for_namespace(req.namespace, state.namespace_labels.get(req.namespace)
+                                                         if state.policy.policy.needs_namespace_labels else {})
+        except Exception:  # noqa: BLE001 - which policy applies is unknown: the failure rule decides
+            settings = None
+    why = {"deadline": f"the review ran past its time limit ({state.review_deadline_s:g} s)",
+           "namespace_unknown": str(exc), "internal_error": f"internal error ({type(exc).__name__})"}[reason]
+    if reason == "internal_error":
+        log.error("%s failed for %s %s/%s uid=%s", endpoint, _safe(req.kind), _safe(req.namespace), _safe(req.name),
+                  _safe(req.uid), exc_info=exc)
+    else:
+        log.warning("%s not finished for %s %s/%s uid=%s: %s", endpoint, _safe(req.kind), _safe(req.namespace),
+                    _safe(req.name), _safe(req.uid), why)
+    if endpoint == "validate":
+        deny = validation.unfinished_decision(settings) == "deny"
+    else:
+        deny = settings is not None and settings.onInternalError == "deny" or (
+            settings is None and state.policy.policy.defaults.onInternalError == "deny")
+    if deny:
+        return admission.response(req.uid, False, code=500, message=f"dra-bridge: {endpoint} not finished: {why}"), \
+            f"{reason}_denied"
+    text = "admitted unmigrated" if endpoint == "mutate" else "admitted unvalidated"
+    return admission.response(req.uid, True, warnings=[f"{text}: {why}"]), f"{reason}_allowed"
+
+
+def _safe(text: str) -> str:
+    """Request strings in log lines: escaped, so a forged uid cannot write lines of its own."""
+    return repr(text)[1:-1][:256] if isinstance(text, str) else "?"
+
+
+def _settings(state: ServiceState, policy, req: admission.Request, labels: dict | None = None):
+    """Settings for the request's namespace; NamespaceLookupError when they depend on labels
+    nobody could read (then the failure rule decides, not a guess)."""
+    if labels is None and policy.needs_namespace_labels and req.namespace:
+        labels = state.namespace_labels.get(req.namespace)
+    return policy.for_namespace(req.namespace, labels or {})
+
+
+def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict, str]:
     policy = state.policy.policy
-    mp = mutation.plan_request(req, policy, await _namespace_labels(state, policy, req))
+    try:
+        labels = {}
+        if req.kind == "Pod" and req.operation == "CREATE" and policy.needs_namespace_labels and req.namespace:
+            labels = state.namespace_labels.get(req.namespace)
+        mp = mutation.plan_request(req, policy, labels)
+    except Exception as exc:  # noqa: BLE001 - planning bugs and deadlines: the failure rule decides
+        return _unfinished(state, "mutate", req, exc)
     outcome = mp.outcome
     error = None
     # dryRun: no write, and the answer is the one a successful write would give.
@@ -122,34 +177,41 @@ async def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict, st
     if pending:
         state.metrics.templates_created.inc(len(pending))
         try:
-            await run_in_threadpool(_ensure_all, state, pending)
+            _ensure_all(state, pending)
         except TemplateEnsureError as exc:
             error, outcome = str(exc), "template_error"
             state.metrics.template_errors.inc()
-            log.warning("template ensure failed for pod %s/%s: %s", req.namespace, req.name, exc)
+            if isinstance(exc, TemplateConflict):
+                outcome = "template_conflict"
+                state.metrics.template_conflicts.inc()
+            log.warning("template ensure failed for pod %s/%s: %s", _safe(req.namespace), _safe(req.name), exc)
     review = mutation.respond(mp, error)
     if not review["response"]["allowed"]:
         outcome = "denied"
     if mp.settings is not None and not req.dry_run:  # a dry run leaves no trace beyond its answer
         state.metrics.migrations.labels(outcome).inc()
-        log.info("mutate %s/%s uid=%s outcome=%s dryRun=%s", req.namespace, req.name or "(generated)",
-                 req.uid, outcome, req.dry_run)
+        log.info("mutate %s/%s uid=%s outcome=%s dryRun=%s", _safe(req.namespace), _safe(req.name or "(generated)"),
+                 _safe(req.uid), outcome, req.dry_run)
     return review, outcome
 
 
-async def _validate(state: ServiceState, req: admission.Request) -> tuple[dict, str]:
+def _validate(state: ServiceState, req: admission.Request) -> tuple[dict, str]:
     if not validation.applies(req):
         return admission.response(req.uid, True), "skipped"
     policy = state.policy.policy
     labels = None
     if req.kind != "Pod" and req.namespace and validation.asks_admin_access(req.obj):
-        labels = await run_in_threadpool(state.namespace_labels.get, req.namespace)
-    settings = policy.for_namespace(req.namespace, labels if labels is not None else
-                                    await _namespace_labels(state, policy, req))
+        labels = state.namespace_labels.get(req.namespace)
+    settings = _settings(state, policy, req, labels)
     if req.kind == "Pod":
         outcome = validation.evaluate_pod(req.obj, settings, policy)
     else:
         outcome = validation.evaluate_claim(req.obj, settings, state.index(), req.namespace, labels)
+        if outcome.incomplete:
+            state.metrics.internal_errors.labels("validate", "deadline" if outcome.error is None
+                                                 else "internal_error").inc()
+            log.warning("validate %s %s/%s uid=%s not finished: %s", req.kind, _safe(req.namespace), _safe(req.name),
+                        _safe(req.uid), outcome.incomplete, exc_info=outcome.error)
         if not state.readiness()[1]["inventory"]:
             # A verdict against a stale or unsynced inventory is advice, never a denial.
             settings = settings.model_copy(update={"mode": "warn"})
@@ -158,10 +220,10 @@ async def _validate(state: ServiceState, req: admission.Request) -> tuple[dict, 
     review = validation.respond(req, outcome, settings)
     result = "denied" if not review["response"]["allowed"] else ("violation" if outcome.violations else "allowed")
     if not req.dry_run:  # a dry run leaves no trace beyond its answer
-        state.metrics.validations.labels(req.kind, result, settings.mode).inc()
+        state.metrics.validations.labels(metrics_kind(req.kind), result, settings.mode).inc()
         if outcome.violations:
-            log.info("validate %s %s/%s uid=%s mode=%s result=%s: %s", req.kind, req.namespace, req.name, req.uid,
-                     settings.mode, result, "; ".join(outcome.violations)[:500])
+            log.info("validate %s %s/%s uid=%s mode=%s result=%s: %s", req.kind, _safe(req.namespace), _safe(req.name),
+                     _safe(req.uid), settings.mode, result, "; ".join(outcome.violations)[:500])
     return review, result
 
 

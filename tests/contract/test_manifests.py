@@ -18,6 +18,7 @@ KUBECTL = shutil.which("kubectl")
 GRANTED = {
     "dra-bridge": {
         ("resource.k8s.io", "resourceclaimtemplates", "create"): "kube.TemplateStore.ensure",
+        ("resource.k8s.io", "resourceclaimtemplates", "get"): "kube.TemplateStore.ensure (AlreadyExists: is it ours?)",
         ("", "namespaces", "get"): "kube.NamespaceLabels.get (policy namespace selectors)",
         **{("resource.k8s.io", r, v): "live.LiveInventory list + watch"
            for r in ("resourceslices", "deviceclasses", "resourceclaims") for v in ("list", "watch")},

@@ -248,6 +248,18 @@ def test_policy_reload_keeps_last_good_and_applies_new(client, running):
         time.sleep(0.8)
 
 
+def _wait_served(running, ca_file, failure):
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            with httpx.Client(verify=ssl.create_default_context(cafile=ca_file)) as c:
+                if c.get(running.url + "/healthz").status_code == 200:
+                    return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    pytest.fail(failure)
+
+
 def test_rotated_certificate_is_served_without_restart(running):
     old_ca = open(running.ca).read()
     new_dir = running.cert_dir + "-new"
@@ -257,20 +269,24 @@ def test_rotated_certificate_is_served_without_restart(running):
     # Key first then cert; between the two the pair mismatches and the old one stays in use.
     os.replace(f"{running.cert_dir}/tls.key.new", f"{running.cert_dir}/tls.key")
     os.replace(f"{running.cert_dir}/tls.crt.new", f"{running.cert_dir}/tls.crt")
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            with httpx.Client(verify=ssl.create_default_context(cafile=bundle.ca_cert)) as c:
-                if c.get(running.url + "/healthz").status_code == 200:
-                    break
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    else:
-        pytest.fail("rotated certificate was not picked up")
+    _wait_served(running, bundle.ca_cert, "rotated certificate was not picked up")
     with pytest.raises(httpx.HTTPError):
         with httpx.Client(verify=ssl.create_default_context(cadata=old_ca)) as c:
             c.get(running.url + "/healthz")
     # Later tests verify with running.ca: point it at the new CA.
+    os.replace(bundle.ca_cert, running.ca)
+
+
+def test_certificate_written_before_its_key_keeps_the_old_pair_serving(running):
+    """Issue 12: many tools write tls.crt then tls.key; in between, every handshake failed."""
+    new_dir = running.cert_dir + "-certfirst"
+    bundle = tls.write_bundle(new_dir, ["localhost", "127.0.0.1"])
+    os.replace(bundle.cert, f"{running.cert_dir}/tls.crt")  # the key still belongs to the old pair
+    time.sleep(1.0)  # several reload rounds (0.2 s) see the mismatched pair
+    with httpx.Client(verify=ssl.create_default_context(cafile=running.ca)) as c:
+        assert c.get(running.url + "/healthz").status_code == 200  # the last good pair still serves
+    os.replace(bundle.key, f"{running.cert_dir}/tls.key")
+    _wait_served(running, bundle.ca_cert, "the completed pair was not picked up")
     os.replace(bundle.ca_cert, running.ca)
 
 
@@ -342,3 +358,38 @@ def test_missing_certificate_files_keep_the_last_good_one(tmp_path):
     fresh = tls.write_bundle(str(tmp_path), ["localhost"])
     assert reloader.check() is True and reloader.reloads == 2 and reloader.last_error is None
     assert fresh.cert == bundle.cert
+
+
+def _template_name_for(pod_obj):
+    from app.migration import plan_pod
+    from app.policy import default_policy
+    return plan_pod(pod_obj, default_policy().migration, "team-a").templates[0]
+
+
+def test_precreated_lookalike_template_is_never_used(client, kube):
+    """Issue 12: the generated name is predictable; a user's own template of that name with
+    another spec used to be taken as ours (409 read as success)."""
+    obj = pod([container("w", {"nvidia.com/gpu": 5})])
+    ours = _template_name_for(obj)
+    name = ours["metadata"]["name"]
+    poisoned = {**ours, "spec": {"spec": {"devices": {"requests": [{"name": "x", "exactly": {
+        "deviceClassName": "gpu.nvidia.com", "adminAccess": True}}]}}}}
+    kube.objects[("team-a", RCT, name)] = poisoned
+    resp = post(client, review(obj))
+    body = resp.json()["response"]
+    assert body["allowed"] is True and "patch" not in body
+    assert any("not the one dra-bridge generates" in w for w in body["warnings"])
+    assert "dra_bridge_template_conflicts_total 1.0" in client.get("/metrics").text
+    assert post(client, review(obj)).json()["response"].get("patch") is None  # not remembered as ours
+
+
+def test_existing_template_with_only_api_defaults_is_ours(client, kube):
+    obj = pod([container("w", {"nvidia.com/gpu": 6})])
+    ours = _template_name_for(obj)
+    served = json.loads(json.dumps(ours))
+    served["spec"]["metadata"] = {}
+    for request in served["spec"]["spec"]["devices"]["requests"]:
+        request["exactly"].setdefault("allocationMode", "ExactCount")
+    kube.objects[("team-a", RCT, ours["metadata"]["name"])] = served
+    body = post(client, review(obj)).json()["response"]
+    assert "patch" in body, body
