@@ -159,11 +159,8 @@ def timed(spec, ix, runs, cold):
     return out, verdict
 
 
-def live_mode_rss(inv: Inventory, allocated: set, capacity: dict, shared: set) -> str:
-    """The webhook's memory in live mode at this size: a child process holds the objects as the
-    live inventory does (JSON bytes per object) and builds the index from them as it does."""
-    import orjson
-
+def allocation_results(allocated: set, capacity: dict, shared: set) -> dict[str, list]:
+    """Pool -> the allocation results claims hold there (one claim per node's pool)."""
     claims: dict[str, list] = {}
     for driver, pool, device in sorted(allocated | shared):
         result = {"request": "r", "driver": driver, "pool": pool, "device": device}
@@ -171,6 +168,15 @@ def live_mode_rss(inv: Inventory, allocated: set, capacity: dict, shared: set) -
             result |= {"shareID": f"s-{device}", "consumedCapacity": {
                 k: str(v) for k, v in capacity[(driver, pool, device)].items()}}
         claims.setdefault(pool, []).append(result)
+    return claims
+
+
+def live_mode_rss(inv: Inventory, allocated: set, capacity: dict, shared: set) -> str:
+    """The webhook's memory in live mode at this size: a child process holds the objects as the
+    live inventory does (JSON bytes per object) and builds the index from them as it does."""
+    import orjson
+
+    claims = allocation_results(allocated, capacity, shared)
     with tempfile.NamedTemporaryFile("wb", suffix=".jsonl", delete=False) as handle:
         for s in inv.slices:
             handle.write(b"S" + orjson.dumps(s) + b"\n")

@@ -54,6 +54,12 @@ def _add_serve(sub) -> None:
     p.add_argument("--review-deadline", type=float, default=float(env("review_deadline", "4")),
                    help="seconds a review may take before the policy's onInternalError answers it "
                         "(keep below the webhooks' timeoutSeconds)")
+    p.add_argument("--health-port", type=int, default=int(env("health_port", "0")),
+                   help="also serve /healthz, /readyz and /metrics over plain HTTP on this port (0: off)")
+    p.add_argument("--read-timeout", type=float, default=float(env("read_timeout", "10")),
+                   help="seconds a client may take to send a request's headers, and then its body")
+    p.add_argument("--max-connections", type=int, default=int(env("max_connections", "1000")),
+                   help="open connections and requests in flight; more are answered 503")
     p.add_argument("--reload-interval", type=float, default=float(env("reload_interval", str(d.reload_interval_s))),
                    help="seconds between checks for rotated certificates and policy")
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import signal
 import sys
 
 import uvicorn
 
 from app import __version__, dra, kube
 from app.common import BridgeError
-from app.server import Metrics, PolicyHolder, ServiceState, create_app, tls
+from app.server import DeadlineHttpProtocol, Metrics, PolicyHolder, ServiceState, create_app, create_health_app, tls
 
 from .inputs import load_inventory
 
@@ -36,7 +39,7 @@ def run_serve(args) -> int:
         log.warning("no Kubernetes API configured: templates are kept in memory only (demo mode)")
     if args.inventory == "live":
         # Watches need their own client: long reads must not share the admission path's pool.
-        live = kube.LiveInventory(kube.api_client(args.kubeconfig, timeout_retries=True), dra.build_from_api).start()
+        live = kube.LiveInventory(kube.api_client(args.kubeconfig, timeout_retries=True), dra.LiveIndex).start()
     state = ServiceState(
         policy=holder, templates=kube.TemplateStore(api, timeout_s=args.api_timeout),
         namespace_labels=kube.NamespaceLabels(api, timeout_s=args.api_timeout), metrics=metrics,
@@ -47,14 +50,44 @@ def run_serve(args) -> int:
     # Reviews run in worker threads; a short GIL switch interval keeps the event loop (health
     # probes, other reviews' IO) answering within milliseconds while one of them computes.
     sys.setswitchinterval(0.001)
+    DeadlineHttpProtocol.header_timeout_s = DeadlineHttpProtocol.body_timeout_s = args.read_timeout
     config = uvicorn.Config(create_app(state), host=args.host, port=args.port, log_config=None,
                             access_log=False, ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
-                            timeout_graceful_shutdown=5)
+                            timeout_graceful_shutdown=10, http=DeadlineHttpProtocol,
+                            limit_concurrency=args.max_connections, timeout_keep_alive=5)
     config.load()
     config.ssl = context  # ours: TLS 1.2+, strong ciphers, reloadable
     inventory_text = "live watch" if live is not None else f"{inv.source}, {inv.device_count} devices"
     log.info("dra-bridge %s listening on https://%s:%d (policy: %s; inventory: %s; kubernetes: %s)",
              __version__, args.host, args.port, args.policy or "bundled default", inventory_text,
              "connected" if api is not None else "none")
-    uvicorn.Server(config).run()
+    servers = [uvicorn.Server(config)]
+    if args.health_port:
+        health = uvicorn.Config(create_health_app(state), host=args.host, port=args.health_port, log_config=None,
+                                access_log=False, http=DeadlineHttpProtocol, limit_concurrency=64)
+        servers.append(uvicorn.Server(health))
+        log.info("health and metrics on http://%s:%d (/healthz, /readyz, /metrics)", args.host, args.health_port)
+    # uvicorn drains on SIGTERM, then re-raises it on the handler it found: ignoring it there
+    # makes a drained shutdown exit 0, as kubelet expects of a clean stop.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if len(servers) == 1:
+        servers[0].run()
+    else:
+        asyncio.run(_serve_all(servers))
+    log.info("drained and stopped")
     return 0
+
+
+async def _serve_all(servers: list) -> None:
+    """The review server owns the signals; the health server stops when it does."""
+    review, *others = servers
+    for other in others:
+        other.install_signal_handlers = lambda: None  # older uvicorn; newer ones capture in serve()
+        other.capture_signals = contextlib.nullcontext
+    tasks = [asyncio.create_task(s.serve()) for s in others]
+    try:
+        await review.serve()
+    finally:
+        for s in others:
+            s.should_exit = True
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -50,6 +50,8 @@ class _Results:
 
     def at(self, p: int):
         slot = p if self.per_device else self.index.devices[p].shape
+        if slot >= len(self.values):  # an incremental update appended devices or shapes
+            self.values.extend([_UNKNOWN] * (slot + 1 - len(self.values)))
         value = self.values[slot]
         if value is _UNKNOWN:
             key = _projection(self.index, p, self.selector.reads) if self.selector.reads is not None else None
@@ -453,7 +455,7 @@ def _matching(index: Index, selection: _Selection, req: Request, with_capacity: 
         return not with_capacity or search.capacity_fits(req.capacity, index.shape_capacity[index.devices[p].shape])
 
     if any(r.per_device for _l, r in selection.parts[req.path]):
-        return any(fits(p) for p in range(len(index.devices)))
+        return any(fits(p) for members in index.shape_members for p in members)  # live devices only
     return any(members and fits(members[0]) for members in index.shape_members)
 
 

@@ -104,6 +104,11 @@ class Index:
     rejected: list = field(default_factory=list)
 
     @property
+    def device_count(self) -> int:
+        """Devices in the inventory; `devices` also keeps the positions incremental updates retired."""
+        return sum(map(len, self.shape_members))
+
+    @property
     def by_node(self) -> dict[str, list[int]]:
         """Node -> positions of the devices in slices that name it."""
         return {node: [d for p in view if p.local for d in p.devices] for node, view in self.views.items()}
@@ -202,6 +207,14 @@ class _Builder:
         self.positions: dict[int, list[int]] = {}  # id(slice) -> device positions
         self.pools: dict[tuple, list[dict]] = {}
         self.node_labels = inventory.nodes
+        self.copied: set[int] | None = None  # incremental updates: shapes whose member list was copied
+
+    def members(self, shape: int) -> list[int]:
+        """The member list of a shape, to append to; copied first when readers may hold it."""
+        if self.copied is not None and shape not in self.copied and shape < len(self.index.shape_members):
+            self.index.shape_members[shape] = list(self.index.shape_members[shape])
+            self.copied.add(shape)
+        return self.index.shape_members[shape]
 
     def add_slice(self, full: dict) -> dict:
         """Index the slice's devices; what is kept of the slice (its spec without the device
@@ -246,7 +259,7 @@ class _Builder:
                             _placement(raw) if per_device else None, index)
             position = len(index.devices)
             index.devices.append(device)
-            index.shape_members[device.shape].append(position)
+            self.members(device.shape).append(position)
             positions.append(position)
         return s
 
@@ -386,36 +399,64 @@ def _view_signature(view: list[PoolView], index: Index, ordered: bool) -> tuple:
     return tuple(out if ordered else sorted(out, key=repr))
 
 
+class Build:
+    """A full build, with the state an incremental update needs (app.dra.live)."""
+
+    def __init__(self, inventory: Inventory, allocated: set | None = None, capacity: dict | None = None,
+                 shared: set | None = None):
+        index = Index(classes=dict(inventory.classes), allocated=set(allocated or ()),
+                      allocated_capacity=dict(capacity or {}), shared_in_use=set(shared or ()),
+                      node_labels_known=inventory.nodes is not None)
+        self.index, self.inventory = index, inventory
+        self.builder = builder = _Builder(inventory, index)
+        self.local: dict[str, list[dict]] = {}
+        self.network: list[dict] = []
+        self.by_name: dict[str, dict] = {}  # slice name -> what is kept of it
+        self.rejected_by_slice: dict[str, list] = {}
+        self.signature_of: dict[str, tuple] = {}  # node -> its group's signature
+        for full in inventory.slices:  # may be a generator: each slice is decoded, indexed, let go
+            if isinstance(full.get("spec"), dict):
+                self.add(full)
+        # The nodes slices name, and every Node object (one with no devices of its own can still
+        # reach network-attached ones); without Node objects, a stand-in for network-attached devices.
+        named = set(self.local) | {d.placement[1] for d in index.devices if d.placement and d.placement[0] == "name"}
+        if inventory.nodes is not None:
+            nodes = sorted(named | set(inventory.nodes))
+        else:
+            nodes = sorted(named) or ([ANY_NODE] if self.network else [])
+        for node in nodes:
+            if self.place(node):
+                index.node_groups.setdefault(self.signature_of[node], []).append(node)
+        # Groups in order of their first node (nodes are sorted): examples stay deterministic.
+        index.node_groups = dict(sorted(index.node_groups.items(), key=lambda kv: kv[1][0]))
+
+    def add(self, full: dict) -> dict:
+        before = len(self.index.rejected)
+        s = self.builder.add_slice(full)
+        name = s["metadata"]["name"]
+        self.by_name[name] = s
+        if len(self.index.rejected) > before:
+            self.rejected_by_slice[name] = self.index.rejected[before:]
+        node = s["spec"].get("nodeName")
+        (self.local.setdefault(node, []) if node else self.network).append(s)
+        return s
+
+    def place(self, node: str) -> bool:
+        """(Re)compute a node's view and signature; False when the node has nothing to see."""
+        index = self.index
+        view = self.builder.view(node, self.local.get(node, []), self.network)
+        if not view and self.inventory.nodes is None:
+            index.views.pop(node, None)
+            self.signature_of.pop(node, None)
+            return False
+        index.views[node] = view
+        self.signature_of[node] = _view_signature(view, index, ordered=False)
+        return True
+
+
 def build(inventory: Inventory, allocated: set | None = None, capacity: dict | None = None,
           shared: set | None = None) -> Index:
-    index = Index(classes=dict(inventory.classes), allocated=set(allocated or ()),
-                  allocated_capacity=dict(capacity or {}), shared_in_use=set(shared or ()),
-                  node_labels_known=inventory.nodes is not None)
-    builder = _Builder(inventory, index)
-    local: dict[str, list[dict]] = {}
-    network: list[dict] = []
-    for full in inventory.slices:  # may be a generator: each slice is decoded, indexed, let go
-        if not isinstance(full.get("spec"), dict):
-            continue
-        s = builder.add_slice(full)
-        node = s["spec"].get("nodeName")
-        (local.setdefault(node, []) if node else network).append(s)
-    # The nodes slices name, and every Node object (one with no devices of its own can still
-    # reach network-attached ones); without Node objects, a stand-in for network-attached devices.
-    named = set(local) | {d.placement[1] for d in index.devices if d.placement and d.placement[0] == "name"}
-    if inventory.nodes is not None:
-        nodes = sorted(named | set(inventory.nodes))
-    else:
-        nodes = sorted(named) or ([ANY_NODE] if network else [])
-    for node in nodes:
-        index.views[node] = builder.view(node, local.get(node, []), network)
-        if not index.views[node] and inventory.nodes is None:
-            del index.views[node]
-            continue
-        index.node_groups.setdefault(_view_signature(index.views[node], index, ordered=False), []).append(node)
-    # Groups in order of their first node (nodes are sorted): examples stay deterministic.
-    index.node_groups = dict(sorted(index.node_groups.items(), key=lambda kv: kv[1][0]))
-    return index
+    return Build(inventory, allocated, capacity, shared).index
 
 
 def build_from_api(slices, classes: dict[str, dict], claims: list[dict], nodes: list[dict] | None = None) -> Index:

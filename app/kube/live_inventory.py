@@ -3,8 +3,12 @@
 Resumes each watch from its last resourceVersion, relists on 410 Gone, and reports
 readiness false until every list has synced and while a watch has been failing for longer
 than `stale_after_s`. Of a Node only its name and labels are kept (what nodeSelectors match).
-The index is built by the injected `build_index(slices, classes, claims, nodes)`
-(DRA semantics are not ours to know here), lazily, at most once per `rebuild_interval_s`.
+The index is kept by an injected factory (DRA semantics are not ours to know here):
+`make_index(slices, classes, claims, nodes)` returns an object with `index`, and
+`slice_changed(name, obj)` / `claim_changed(key, obj)` that apply one event and return the
+new index, or None when only `rebuild(slices)` can. A background thread applies what changed,
+at most once per `rebuild_interval_s`: a review never waits, it reads the newest index (only
+the very first is built on demand).
 """
 
 from __future__ import annotations
@@ -32,10 +36,10 @@ class _Gone(Exception):
 
 class LiveInventory:
     def __init__(self, api: client.ApiClient,
-                 build_index: Callable[[Iterable[dict], dict[str, dict], list[dict], list[dict]], object],
+                 make_index: Callable[[Iterable[dict], dict[str, dict], dict[str, dict], dict[str, dict]], object],
                  watch_timeout_s: int = 300, stale_after_s: float = 60.0,
                  rebuild_interval_s: float = 1.0, backoff_s: float = 1.0):
-        self.api, self.build_index = api, build_index
+        self.api, self.make_index = api, make_index
         self.watch_timeout_s, self.stale_after_s = watch_timeout_s, stale_after_s
         self.rebuild_interval_s, self.backoff_s = rebuild_interval_s, backoff_s
         # Raw objects kept as JSON bytes: about a third of the memory of decoded dicts.
@@ -46,7 +50,13 @@ class LiveInventory:
         self._lock = threading.Lock()
         self._version = 0
         self._built: tuple[int, object] | None = None
-        self._built_at = 0.0
+        self._live = None  # what make_index returned
+        self._dirty: dict[str, set[str]] = {r: set() for r in RESOURCES}
+        self._full = True  # a relist, or classes or nodes changed: build from scratch
+        self._build_lock = threading.Lock()
+        self._changed = threading.Event()
+        self.builds = self.full_builds = 0
+        self.last_build_s = 0.0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -57,25 +67,70 @@ class LiveInventory:
         return all(self.synced.values()) and not any(
             since is not None and now - since > self.stale_after_s for since in self.failing_since.values())
 
-    def _decoded(self, resource: str) -> list[dict]:
-        with self._lock:
-            raw = list(self.objects[resource].values())
-        return [orjson.loads(b) for b in raw]
-
     def index(self):
-        """What `build_index` made of the objects as they are now (or at most `rebuild_interval_s` ago)."""
+        """The newest index built; only the first is built here, on demand."""
+        if self._built is None:
+            with self._build_lock:
+                if self._built is None:
+                    self._build()
+        return self._built[1]
+
+    def _build(self) -> None:
+        started = time.monotonic()
         with self._lock:
-            version = self._version
-        built = self._built
-        if built is None or (built[0] != version and time.monotonic() - self._built_at >= self.rebuild_interval_s):
-            classes = {c["metadata"]["name"]: c for c in self._decoded("deviceclasses")}
-            with self._lock:
-                slices = list(self.objects["resourceslices"].values())
-            # Decoded one at a time as the builder takes them: the whole inventory is never decoded.
-            built = (version, self.build_index((orjson.loads(b) for b in slices), classes,
-                                               self._decoded("resourceclaims"), self._decoded("nodes")))
-            self._built, self._built_at = built, time.monotonic()
-        return built[1]
+            version, full = self._version, self._full or self._live is None
+            dirty = {r: set(keys) for r, keys in self._dirty.items()}
+            for keys in self._dirty.values():
+                keys.clear()
+            self._full = False
+            slices = list(self.objects["resourceslices"].values())
+            changed = {r: {k: self.objects[r].get(k) for k in dirty[r]} for r in ("resourceslices", "resourceclaims")}
+        index = None if full else self._apply_changes(changed)
+        if index is None:
+            index = self._rebuild(slices)
+        self._built = (version, index)
+        self.builds += 1
+        self.last_build_s = time.monotonic() - started
+
+    def _rebuild(self, slices: list[bytes]):
+        # Decoded one at a time as the builder takes them: the whole inventory is never decoded.
+        with self._lock:
+            classes = {c["metadata"]["name"]: c for c in map(orjson.loads, self.objects["deviceclasses"].values())}
+            claims = {k: orjson.loads(b) for k, b in self.objects["resourceclaims"].items()}
+            nodes = {n["metadata"]["name"]: n["metadata"]["labels"]
+                     for n in map(orjson.loads, self.objects["nodes"].values())}
+        self._live = self.make_index((orjson.loads(b) for b in slices), classes, claims, nodes)
+        self.full_builds += 1
+        return self._live.index
+
+    def _apply_changes(self, changed: dict[str, dict[str, bytes | None]]):
+        """The events since the last build, one by one; None when one needs a full build."""
+        index = self._live.index
+        for key, raw in changed["resourceslices"].items():
+            index = self._live.slice_changed(key.split("/", 1)[1], orjson.loads(raw) if raw else None)
+            if index is None:
+                return None
+        for key, raw in changed["resourceclaims"].items():
+            index = self._live.claim_changed(key, orjson.loads(raw) if raw else None)
+            if index is None:
+                return None
+        return index
+
+    def _rebuild_loop(self) -> None:
+        while not self._stop.is_set():
+            self._changed.wait(1.0)
+            if self._stop.is_set():
+                return
+            if not all(self.synced.values()) or (self._built is not None and self._built[0] == self._version):
+                self._changed.clear()
+                continue
+            self._changed.clear()
+            try:
+                with self._build_lock:
+                    self._build()
+            except Exception:  # noqa: BLE001 - keep the last index; the next change tries again
+                log.exception("inventory index rebuild failed; keeping the previous index")
+            self._stop.wait(self.rebuild_interval_s)
 
     # -- list and watch -----------------------------------------------------------------
     def _path(self, resource: str) -> str:
@@ -102,6 +157,8 @@ class LiveInventory:
             self.objects[resource] = items
             self.synced[resource] = True
             self._version += 1
+            self._full = True
+        self._changed.set()
         return (data.get("metadata") or {}).get("resourceVersion", "")
 
     def watch_once(self, resource: str, version: str) -> str:
@@ -140,6 +197,11 @@ class LiveInventory:
                 else:
                     self.objects[resource][key] = self._kept(resource, obj)
                 self._version += 1
+                if resource in ("resourceslices", "resourceclaims"):
+                    self._dirty[resource].add(key)
+                else:
+                    self._full = True  # classes and node labels: rare, and read by every view
+            self._changed.set()
         return meta.get("resourceVersion") or version
 
     def _run(self, resource: str) -> None:
@@ -164,10 +226,14 @@ class LiveInventory:
             thread = threading.Thread(target=self._run, args=(resource,), daemon=True, name=f"watch-{resource}")
             thread.start()
             self._threads.append(thread)
+        builder = threading.Thread(target=self._rebuild_loop, daemon=True, name="inventory-index")
+        builder.start()
+        self._threads.append(builder)
         return self
 
     def stop(self) -> None:
         self._stop.set()
+        self._changed.set()
 
     def wait_synced(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

@@ -3,8 +3,9 @@
 
 from . import admission, mutation, tls, validation
 from .metrics import Metrics
+from .protocol import DeadlineHttpProtocol
 from .service import PolicyHolder, ServiceState
-from .webhook import MAX_BODY, create_app, read_body
+from .webhook import MAX_BODY, create_app, create_health_app, read_body
 
-__all__ = ["MAX_BODY", "Metrics", "PolicyHolder", "ServiceState", "admission", "create_app",
+__all__ = ["MAX_BODY", "DeadlineHttpProtocol", "Metrics", "PolicyHolder", "ServiceState", "admission", "create_app", "create_health_app",
            "mutation", "read_body", "tls", "validation"]

@@ -78,6 +78,11 @@ def create_app(state: ServiceState) -> FastAPI:
     review_endpoint("mutate", _mutate)
     review_endpoint("validate", _validate)
 
+    _probes(app, state)
+    return app
+
+
+def _probes(app: FastAPI, state: ServiceState) -> None:
     @app.get("/healthz")
     async def healthz() -> Response:
         return _json({"status": "ok"})
@@ -93,8 +98,14 @@ def create_app(state: ServiceState) -> FastAPI:
 
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:
-        return Response(metrics.render(), media_type="text/plain; version=0.0.4")
+        return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
 
+
+def create_health_app(state: ServiceState) -> FastAPI:
+    """/healthz, /readyz and /metrics on a plain port of their own: kubelet probes and scrapers
+    keep working when the review port requires client certificates; reviews are not served here."""
+    app = FastAPI(title="dra-bridge health", docs_url=None, redoc_url=None, openapi_url=None)
+    _probes(app, state)
     return app
 
 

@@ -53,7 +53,7 @@ def by_kind(objects, kind):
 def test_renders_every_component(objects):
     kinds = sorted(o["kind"] for o in objects)
     assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
-                            "Deployment", "PodDisruptionBudget", "Service", "MutatingWebhookConfiguration",
+                            "Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service", "MutatingWebhookConfiguration",
                             "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet",
                             "ValidatingWebhookConfiguration"])
 
@@ -133,8 +133,25 @@ def test_deployment_is_hardened_and_highly_available(objects):
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    # Probes on the plain health port, so --client-ca on the review port cannot break them.
+    health = next(p for p in c["ports"] if p["name"] == "health")
+    assert f"--health-port={health['containerPort']}" in c["args"]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert c[probe]["httpGet"]["port"] == "health" and "scheme" not in c[probe]["httpGet"]
     [pdb] = by_kind(objects, "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 1
+    # Graceful drain: served during preStop, then SIGTERM drains (10 s) well inside the grace period.
+    assert c["lifecycle"]["preStop"]["sleep"]["seconds"] == 5
+    assert spec["terminationGracePeriodSeconds"] >= 5 + 10
+
+
+def test_network_policy_admits_reviews_and_keeps_metrics_to_monitoring(objects):
+    [policy] = by_kind(objects, "NetworkPolicy")
+    [deploy] = by_kind(objects, "Deployment")
+    assert policy["spec"]["podSelector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
+    rules = {rule["ports"][0]["port"]: rule.get("from") for rule in policy["spec"]["ingress"]}
+    assert rules[8443] is None  # the API server's address is not selectable
+    assert rules[8081] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
 
 
 def test_shipped_policy_configmap_is_a_valid_policy(objects, tmp_path):

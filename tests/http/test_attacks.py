@@ -163,3 +163,57 @@ def test_forged_kinds_do_not_grow_metrics(running):
         after = c.get("/metrics").text
     assert "Forged" not in after
     assert len(after) - before < 2000
+
+
+@pytest.fixture(scope="module")
+def impatient(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("impatient")
+    server = srv.start(tmp, "--read-timeout", "0.5")
+    yield server
+    server.stop()
+
+
+def _tls_socket(server):
+    import socket
+    import ssl
+    host, port = server.url.split("//")[1].split(":")
+    raw = socket.create_connection((host, int(port)), timeout=5)
+    return ssl.create_default_context(cafile=server.ca).wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+@pytest.mark.parametrize("sent", [b"", b"POST /validate HTTP/1.1\r\nHost: x\r\n",
+                                  b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"a\""])
+def test_idle_slowloris_and_short_body_connections_are_closed(impatient, sent):
+    """Issue 12: such connections were never timed out (2,000 idle ones cost 545 MB)."""
+    conn = _tls_socket(impatient)
+    started = time.monotonic()
+    if sent:
+        conn.sendall(sent)
+    try:
+        assert conn.recv(1024) == b""  # closed by the server, no answer owed
+    except ConnectionError:
+        pass
+    assert 0.4 < time.monotonic() - started < 3
+    conn.close()
+    with impatient.client() as c:
+        assert c.get("/healthz").status_code == 200
+
+
+def test_sigterm_finishes_in_flight_reviews_and_exits_zero(tmp_path):
+    import signal
+    server = srv.start(tmp_path)
+    body = orjson.dumps(attacks()[2][1])  # a large review, in flight when SIGTERM arrives
+    results = []
+
+    def send():
+        with server.client() as c:
+            results.append(c.post("/mutate", content=body, timeout=30).status_code)
+
+    import threading
+    sender = threading.Thread(target=send)
+    sender.start()
+    time.sleep(0.05)
+    server.proc.send_signal(signal.SIGTERM)
+    sender.join(30)
+    assert server.proc.wait(20) == 0
+    assert results == [200]

@@ -322,10 +322,10 @@ def test_client_certificates_are_required_when_a_client_ca_is_set(tmp_path):
     _client_ca_and_cert(tmp_path)
     server_ca = tmp_path / "certs" / "ca.crt"
     tls.write_bundle(str(tmp_path / "certs"), ["localhost", "127.0.0.1"])
-    port = srv.free_port()
+    port, health_port = srv.free_port(), srv.free_port()
     proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port),
                              "--tls-cert", str(tmp_path / "certs/tls.crt"), "--tls-key", str(tmp_path / "certs/tls.key"),
-                             "--client-ca", str(tmp_path / "client-ca.crt")],
+                             "--client-ca", str(tmp_path / "client-ca.crt"), "--health-port", str(health_port)],
                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         with_cert = ssl.create_default_context(cafile=str(server_ca))
@@ -343,9 +343,17 @@ def test_client_certificates_are_required_when_a_client_ca_is_set(tmp_path):
         with pytest.raises(httpx.HTTPError):
             with httpx.Client(verify=ssl.create_default_context(cafile=str(server_ca))) as c:
                 c.get(f"https://localhost:{port}/healthz")
-    finally:
+        # Probes as kubelet sends them (plain HTTP, no certificate) on the health port; no reviews there.
+        with httpx.Client() as c:
+            assert c.get(f"http://127.0.0.1:{health_port}/healthz").status_code == 200
+            assert c.get(f"http://127.0.0.1:{health_port}/readyz").json()["ready"] is True
+            assert "dra_bridge_ready 1.0" in c.get(f"http://127.0.0.1:{health_port}/metrics").text
+            assert c.post(f"http://127.0.0.1:{health_port}/validate", content=b"{}").status_code in (404, 405)
         proc.terminate()
-        proc.wait(10)
+        assert proc.wait(20) == 0  # both servers drained
+    finally:
+        if proc.poll() is None:
+            proc.kill()
 
 
 def test_missing_certificate_files_keep_the_last_good_one(tmp_path):

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from app.dra import build_from_api
+from app.dra import LiveIndex
 from app.kube import LiveInventory, api_client_for_host
 from tests.kube.fakeapi import Fault
 
@@ -34,7 +34,7 @@ def eventually(check, timeout=5.0):
 def live(fake_kube):
     fake_kube.add_cluster_object("resourceslices", slice_obj("n1-s", "n1", 2))
     fake_kube.add_cluster_object("deviceclasses", CLASS)
-    inv = LiveInventory(api_client_for_host(fake_kube.url), build_from_api, watch_timeout_s=5, backoff_s=0.1,
+    inv = LiveInventory(api_client_for_host(fake_kube.url), LiveIndex, watch_timeout_s=5, backoff_s=0.1,
                         rebuild_interval_s=0, stale_after_s=0.5)
     assert not inv.ready
     inv.start()
@@ -45,17 +45,18 @@ def live(fake_kube):
 
 def test_initial_list_syncs_and_indexes(live):
     assert live.ready
-    assert len(live.index().devices) == 2
+    assert live.index().device_count == 2
     assert set(live.index().classes) == {"gpu.nvidia.com"}
 
 
 def test_watch_add_modify_delete(live, fake_kube):
     fake_kube.add_cluster_object("resourceslices", slice_obj("n2-s", "n2", 1))
-    eventually(lambda: len(live.index().devices) == 3)
+    eventually(lambda: live.index().device_count == 3)
     fake_kube.add_cluster_object("resourceslices", slice_obj("n2-s", "n2", 4))  # MODIFIED
-    eventually(lambda: len(live.index().devices) == 6)
+    eventually(lambda: live.index().device_count == 6)
     fake_kube.delete_cluster_object("resourceslices", "n1-s")
-    eventually(lambda: len(live.index().devices) == 4)
+    eventually(lambda: live.index().device_count == 4)
+    assert live.full_builds == 1  # every watch event applied incrementally
 
 
 def test_allocated_devices_come_from_claim_status(live, fake_kube):
@@ -69,7 +70,7 @@ def test_allocated_devices_come_from_claim_status(live, fake_kube):
 def test_dropped_watch_resumes_without_losing_events(live, fake_kube):
     fake_kube.drop_watches()
     fake_kube.add_cluster_object("resourceslices", slice_obj("n3-s", "n3", 1))
-    eventually(lambda: len(live.index().devices) == 3)
+    eventually(lambda: live.index().device_count == 3)
     assert live.relists == 0
 
 
@@ -77,7 +78,7 @@ def test_410_gone_triggers_a_relist(live, fake_kube):
     fake_kube.compact()
     fake_kube.drop_watches()
     fake_kube.add_cluster_object("resourceslices", slice_obj("n4-s", "n4", 1))
-    eventually(lambda: live.relists >= 1 and len(live.index().devices) == 3)
+    eventually(lambda: live.relists >= 1 and live.index().device_count == 3)
 
 
 def test_readiness_goes_stale_while_the_api_fails_and_recovers(live, fake_kube):
@@ -86,3 +87,33 @@ def test_readiness_goes_stale_while_the_api_fails_and_recovers(live, fake_kube):
     eventually(lambda: not live.ready, timeout=8)
     fake_kube.faults.clear()
     eventually(lambda: live.ready, timeout=8)
+
+
+def test_reviews_never_wait_for_a_rebuild(fake_kube):
+    """Issue 12: the index was rebuilt inside a request (6 s at 100,000 devices). Now a
+    background thread rebuilds; readers get the newest index built, at once."""
+    fake_kube.add_cluster_object("resourceslices", slice_obj("n1-s", "n1", 2))
+    fake_kube.add_cluster_object("deviceclasses", CLASS)
+    slow = {"on": False}
+
+    class SlowIndex(LiveIndex):
+        def slice_changed(self, name, obj):
+            if slow["on"]:
+                time.sleep(1.5)
+            return super().slice_changed(name, obj)
+
+    inv = LiveInventory(api_client_for_host(fake_kube.url), SlowIndex, watch_timeout_s=5, backoff_s=0.1,
+                        rebuild_interval_s=0).start()
+    try:
+        assert inv.wait_synced(5)
+        eventually(lambda: inv.builds >= 1 and inv.index().device_count == 2)
+        slow["on"] = True
+        fake_kube.add_cluster_object("resourceslices", slice_obj("n2-s", "n2", 1))
+        eventually(lambda: inv._build_lock.locked())  # the slow rebuild is under way
+        started = time.perf_counter()
+        assert inv.index().device_count == 2  # the previous index, without waiting
+        assert time.perf_counter() - started < 0.05
+        eventually(lambda: inv.index().device_count == 3)
+        assert inv.last_build_s >= 1.5
+    finally:
+        inv.stop()
