@@ -204,8 +204,9 @@ def live_child(path: str) -> None:
     stored = rss_mb()
     started = time.perf_counter()
     classes = {c["metadata"]["name"]: c for c in map(orjson.loads, held[b"C"])}
-    ix = dra.build_from_api((orjson.loads(b) for b in held[b"S"]), classes, [orjson.loads(b) for b in held[b"R"]],
-                            [orjson.loads(b) for b in held[b"N"]])
+    claims = {str(i): orjson.loads(b) for i, b in enumerate(held[b"R"])}
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in map(orjson.loads, held[b"N"])}
+    ix = dra.LiveIndex((orjson.loads(b) for b in held[b"S"]), classes, claims, nodes).index  # as --inventory live
     seconds = time.perf_counter() - started
     gc.collect()
     print(f"live mode (child process): {len(ix.devices)} devices, {sum(map(len, held.values()))} objects held as "

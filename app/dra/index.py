@@ -31,7 +31,7 @@ ANY_NODE = "(any node)"
 class Device:
     """One device. Shape-wide facts live once in the Index; a device keeps only its identity."""
 
-    __slots__ = ("key", "node", "identity", "shape", "consumes", "binding", "placement", "_index")
+    __slots__ = ("key", "node", "identity", "shape", "consumes", "binding", "placement", "_tables")
     key: tuple  # (driver, pool, name)
     node: str | None  # the slice's nodeName; None: network-attached (allNodes / selector / per device)
     identity: dict  # (domain, name) -> value of identity attributes only
@@ -39,12 +39,14 @@ class Device:
     consumes: tuple  # ((counterSet, ((counter, Decimal), ...)), ...)
     binding: bool  # has bindingConditions: allocation waits for them
     placement: tuple | None  # per-device node selection: ("name", n) | ("all",) | ("selector", s)
-    _index: "Index"
+    # (shapes, shape_flat) of the Index: lists every snapshot of a live index shares, so a device
+    # never keeps an old snapshot (its views, groups, caches) alive.
+    _tables: tuple
 
     @property
     def variable(self) -> dict:
         """The CEL `device`: the shape's variable with this device's identity attributes."""
-        base = self._index.shapes[self.shape]
+        base = self._tables[0][self.shape]
         attributes = {d: dict(names) for d, names in base["attributes"].items()}
         for (domain, name), value in self.identity.items():
             attributes.setdefault(domain, {})[name] = value
@@ -58,7 +60,7 @@ class Device:
             return None
         value = self.identity.get((domain, name))
         if value is None:
-            value = self._index.shape_flat[self.shape].get(qualified)
+            value = self._tables[1][self.shape].get(qualified)
         return value
 
 
@@ -256,7 +258,7 @@ class _Builder:
                                          for n, v in names.items()})
             device = Device((driver, pool_name, raw.get("name")), spec.get("nodeName") or None, identity,
                             self.shape_ids[key], consumes, bool(raw.get("bindingConditions")),
-                            _placement(raw) if per_device else None, index)
+                            _placement(raw) if per_device else None, (index.shapes, index.shape_flat))
             position = len(index.devices)
             index.devices.append(device)
             self.members(device.shape).append(position)

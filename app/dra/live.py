@@ -41,15 +41,15 @@ def _claim_results(claim: dict) -> list[tuple]:
 
 
 class LiveIndex:
-    def __init__(self, slices, classes: dict[str, dict], claims: dict[str, dict],
-                 nodes: dict[str, dict] | None):
-        """slices: iterable of ResourceSlices (consumed once); claims: key -> claim."""
+    def __init__(self, slices, classes: dict[str, dict], claims, nodes: dict[str, dict] | None):
+        """slices: iterable of ResourceSlices, claims: of (key, claim) pairs or a key -> claim
+        map; each consumed once, so neither need be decoded all at once."""
         self.classes, self.nodes = dict(classes), nodes
         self.claims: dict[str, list[tuple]] = {}
         self.whole: dict[tuple, int] = {}
         self.shares: dict[tuple, int] = {}
         self.capacity: dict[tuple, dict[str, Decimal]] = {}
-        for key, claim in claims.items():
+        for key, claim in (claims.items() if isinstance(claims, dict) else claims):
             self._count(key, _claim_results(claim), +1)
         self._full(slices)
 

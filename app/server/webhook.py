@@ -233,8 +233,10 @@ def _validate(state: ServiceState, req: admission.Request) -> tuple[dict, str]:
     if not req.dry_run:  # a dry run leaves no trace beyond its answer
         state.metrics.validations.labels(metrics_kind(req.kind), result, settings.mode).inc()
         if outcome.violations:
-            log.info("validate %s %s/%s uid=%s mode=%s result=%s: %s", req.kind, _safe(req.namespace), _safe(req.name),
-                     _safe(req.uid), settings.mode, result, "; ".join(outcome.violations)[:500])
+            # Which object and what happened at info; the findings quote selectors: debug only.
+            log.info("validate %s %s/%s uid=%s mode=%s result=%s violations=%d", req.kind, _safe(req.namespace),
+                     _safe(req.name), _safe(req.uid), settings.mode, result, len(outcome.violations))
+            log.debug("validate uid=%s findings: %s", _safe(req.uid), "; ".join(outcome.violations)[:500])
     return review, result
 
 

@@ -217,3 +217,17 @@ def test_sigterm_finishes_in_flight_reviews_and_exits_zero(tmp_path):
     sender.join(30)
     assert server.proc.wait(20) == 0
     assert results == [200]
+
+
+def test_request_strings_cannot_forge_log_lines_and_selectors_stay_out_of_the_log(running):
+    forged = "uid-1\n2026-12-03 INFO dra_bridge forged line"
+    secret = "device.attributes['gpu.nvidia.com'].productName == 'top-secret-model'"
+    with running.client() as c:
+        c.post("/validate", content=orjson.dumps(review(claim(secret), kind="ResourceClaim", namespace="strict",
+                                                        uid=forged)))
+        c.post("/mutate", content=orjson.dumps(review({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": "p\nforged", "namespace": "x"}, "spec": {"containers": _containers(1, "c")}}, uid=forged)))
+    log = running.log()
+    assert "uid-1\\n2026-12-03" in log
+    assert not any(line.startswith("2026-12-03 INFO dra_bridge forged") for line in log.splitlines())
+    assert "top-secret-model" not in log

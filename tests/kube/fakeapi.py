@@ -67,6 +67,7 @@ class FakeKube:
         self._rv = 100
         self.events: list = []  # (resourceVersion, resource, type, object)
         self.compacted_rv = 0
+        self.pages = 0  # list pages served (limit/continue)
         self.drop_generation = 0
         self.stopping = False
         fake = self
@@ -226,8 +227,14 @@ class FakeKube:
             if method == "GET" and name is None:
                 items = [o for (ns, r, _n), o in sorted(self.objects.items()) if ns == "" and r == res
                          and _selected(o, query)]
-                return 200, {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": str(self._rv)},
-                             "items": items}
+                meta = {"resourceVersion": str(self._rv)}
+                if query.get("limit"):  # pages as the API server cuts them: limit + continue token
+                    start, limit = int(query.get("continue") or 0), int(query["limit"])
+                    items, rest = items[start:start + limit], len(items) > start + limit
+                    if rest:
+                        meta["continue"] = str(start + limit)
+                    self.pages += 1
+                return 200, {"apiVersion": "v1", "kind": "List", "metadata": meta, "items": items}
             key = ("", res, name or (body.get("metadata") or {}).get("name"))
             if method == "POST" and name is None:
                 if key in self.objects:

@@ -34,8 +34,9 @@ def eventually(check, timeout=5.0):
 def live(fake_kube):
     fake_kube.add_cluster_object("resourceslices", slice_obj("n1-s", "n1", 2))
     fake_kube.add_cluster_object("deviceclasses", CLASS)
+    fake_kube.add_cluster_object("resourceslices", slice_obj("n3-s", "n3", 0))
     inv = LiveInventory(api_client_for_host(fake_kube.url), LiveIndex, watch_timeout_s=5, backoff_s=0.1,
-                        rebuild_interval_s=0, stale_after_s=0.5)
+                        rebuild_interval_s=0, stale_after_s=0.5, page_size=1)
     assert not inv.ready
     inv.start()
     assert inv.wait_synced(5)
@@ -43,8 +44,9 @@ def live(fake_kube):
     inv.stop()
 
 
-def test_initial_list_syncs_and_indexes(live):
+def test_initial_list_syncs_and_indexes(live, fake_kube):
     assert live.ready
+    assert fake_kube.pages >= 3  # listed a page at a time (limit/continue), never all at once
     assert live.index().device_count == 2
     assert set(live.index().classes) == {"gpu.nvidia.com"}
 
