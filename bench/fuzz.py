@@ -1,7 +1,9 @@
 """Long fuzz run: N generated hostile reviews per family against the real app (in process).
 
-Counts answers by endpoint and status, and any 5xx or hidden crash (the fail-open warning).
-Usage: python bench/fuzz.py [--examples 3000]   (4 families: 4 x N reviews)
+Counts answers by endpoint and status, and any 5xx, any answer the failure rule gave (a crash),
+and any patch that would not apply to the object sent. Families: generated pods and claims,
+structure-aware forgeries (realistic objects with fields of the wrong shape), raw bodies.
+Usage: python bench/fuzz.py [--examples 3000]   (6 families: 6 x N reviews)
 """
 
 import argparse
@@ -25,7 +27,8 @@ from app.server import (  # noqa: E402
     ServiceState,
     create_app,  # noqa: E402
 )
-from tests.http.strategies import RAW_BODIES, claims, pods, reviews  # noqa: E402
+from tests.http.strategies import RAW_BODIES, claims, forged_claims, forged_pods, pods, reviews  # noqa: E402
+from tests.http.test_fuzz import patch_applies, unfinished  # noqa: E402
 
 
 def main() -> None:
@@ -44,9 +47,11 @@ def main() -> None:
             if r.status_code >= 500:
                 problems.append((path, r.status_code, body[:300]))
             elif r.status_code == 200:
-                warnings = r.json()["response"].get("warnings", [])
-                if any("internal error" in w for w in warnings):
-                    problems.append((path, "crash", body[:300]))
+                response = r.json()["response"]
+                if unfinished(response):
+                    problems.append((path, "crash answered by the failure rule", body[:300]))
+                elif not patch_applies(json.loads(body)["request"].get("object"), response):
+                    problems.append((path, "patch does not apply", body[:300]))
             elif r.status_code == 400 and not r.json().get("error"):
                 problems.append((path, "400 without message", body[:300]))
 
@@ -56,6 +61,8 @@ def main() -> None:
             "mutate pods": (given(body=reviews(pods())), "/mutate"),
             "validate claims": (given(body=reviews(claims())), "/validate"),
             "validate pods": (given(body=reviews(pods())), "/validate"),
+            "forged pods": (given(body=reviews(forged_pods())), None),
+            "forged claims": (given(body=reviews(forged_claims())), "/validate"),
             "raw bodies": (given(body=RAW_BODIES), None),
         }
         started = time.perf_counter()
@@ -72,7 +79,7 @@ def main() -> None:
     print(f"{total} reviews in {elapsed:.0f}s")
     for (path, status), n in sorted(counts.items()):
         print(f"  {path} {status}: {n}")
-    print(f"5xx or hidden crashes: {len(problems)}")
+    print(f"5xx, crashes or patches that do not apply: {len(problems)}")
     for p in problems[:10]:
         print("  ", json.dumps(str(p))[:300])
     sys.exit(1 if problems else 0)

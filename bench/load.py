@@ -3,6 +3,8 @@
 Fixed request count per endpoint, closed loop with `hey` (C concurrent connections). Reports
 throughput, p50/p99, errors, and the server's RSS before and after (growth across the run).
 Usage: python bench/load.py [--requests 100000] [--concurrency 16]
+       python bench/load.py --idle 2000   (the shipped server: RSS with N idle TLS connections,
+                                           and how long until its read deadline closes them)
 """
 
 import argparse
@@ -57,11 +59,59 @@ def hey(url: str, body: bytes, requests: int, concurrency: int):
     return latencies, errors, elapsed
 
 
+def idle_connections(count: int, read_timeout: float) -> None:
+    import resource
+    import socket
+    import ssl
+
+    from tests.http import server as srv
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, count + 256)), hard))
+    server = srv.start(pathlib.Path(tempfile.mkdtemp()), "--read-timeout", str(read_timeout))
+    try:
+        host, port = server.url.split("//")[1].split(":")
+        context = ssl.create_default_context(cafile=server.ca)
+        before = rss_mb(server.proc.pid)
+        opened = []
+        started = time.monotonic()
+        for _ in range(count):
+            raw = socket.create_connection((host, int(port)), timeout=10)
+            opened.append(context.wrap_socket(raw, server_hostname="127.0.0.1"))  # handshake done, then silence
+        took = time.monotonic() - started
+        time.sleep(0.5)
+        held = rss_mb(server.proc.pid)
+        print(f"{count} idle TLS connections (opened in {took:.1f} s): server RSS {before:.0f} MB -> {held:.0f} MB "
+              f"({(held - before) * 1024 / count:.0f} KiB each)")
+        for conn in opened:
+            conn.settimeout(read_timeout + 10)
+        deadline = time.monotonic() + read_timeout + 10
+        closed = 0
+        for conn in opened:
+            try:
+                closed += conn.recv(1) == b""
+            except (OSError, ssl.SSLError):
+                closed += 1
+            if time.monotonic() > deadline:
+                break
+        waited = time.monotonic() - started - took
+        print(f"closed by the server's read deadline ({read_timeout:g} s): {closed}/{count} after {waited:.1f} s; "
+              f"server RSS then {rss_mb(server.proc.pid):.0f} MB")
+        for conn in opened:
+            conn.close()
+    finally:
+        server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--idle", type=int, default=0, help="measure N idle TLS connections instead")
+    parser.add_argument("--read-timeout", type=float, default=10.0)
     args = parser.parse_args()
+    if args.idle:
+        idle_connections(args.idle, args.read_timeout)
+        return
     if shutil.which("hey") is None:
         sys.exit("bench/load.py needs `hey` (apt-get install hey)")
     with running() as (url, _ca, proc):

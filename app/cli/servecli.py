@@ -12,7 +12,8 @@ import uvicorn
 
 from app import __version__, dra, kube
 from app.common import BridgeError
-from app.server import DeadlineHttpProtocol, Metrics, PolicyHolder, ServiceState, create_app, create_health_app, tls
+from app.server import (DeadlineHttpProtocol, Metrics, PolicyHolder, ServiceState, create_app, create_health_app,
+                        small_tls_buffers, tls)
 
 from .inputs import load_inventory
 
@@ -51,6 +52,8 @@ def run_serve(args) -> int:
     # probes, other reviews' IO) answering within milliseconds while one of them computes.
     sys.setswitchinterval(0.001)
     DeadlineHttpProtocol.header_timeout_s = DeadlineHttpProtocol.body_timeout_s = args.read_timeout
+    DeadlineHttpProtocol.max_connections = args.max_connections
+    small_tls_buffers()
     config = uvicorn.Config(create_app(state), host=args.host, port=args.port, log_config=None,
                             access_log=False, ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
                             timeout_graceful_shutdown=10, http=DeadlineHttpProtocol,

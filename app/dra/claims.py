@@ -53,7 +53,8 @@ def _request(raw: dict, path: str, name: str) -> Request:
     if not isinstance(raw_selectors, list):
         raise ClaimError(f"{path}.selectors", "must be a list")
     for i, sel in enumerate(raw_selectors):
-        expr = ((sel or {}).get("cel") or {}).get("expression") if isinstance(sel, dict) else None
+        cel_part = sel.get("cel") if isinstance(sel, dict) else None
+        expr = cel_part.get("expression") if isinstance(cel_part, dict) else None
         if not isinstance(expr, str):
             raise ClaimError(f"{path}.selectors[{i}].cel.expression", "required")
         selectors.append(expr)
@@ -73,9 +74,10 @@ def _request(raw: dict, path: str, name: str) -> Request:
 def _capacity_requests(raw, path: str) -> dict[str, Decimal] | None:
     if raw is None:
         return None
-    if not isinstance(raw, dict) or not isinstance(raw.get("requests") or {}, dict):
+    requests = raw.get("requests") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict) or not isinstance(requests, dict | None):
         raise ClaimError(path, "must be an object with a map of requests")
-    if raw.get("requests") is None:
+    if requests is None:
         return None
     out = {}
     for name, amount in raw["requests"].items():
@@ -124,14 +126,22 @@ def parse_claim_spec(spec: dict, path: str = "spec") -> ClaimSpec:
         elif raw.get("firstAvailable"):
             if not isinstance(raw["firstAvailable"], list):
                 raise ClaimError(f"{where}.firstAvailable", "must be a list")
-            requests.append([_request(sub, f"{where}.firstAvailable[{j}]", f"{name}/{(sub or {}).get('name')}")
+            requests.append([_request(sub, f"{where}.firstAvailable[{j}]",
+                                      f"{name}/{sub.get('name') if isinstance(sub, dict) else None}")
                              for j, sub in enumerate(raw["firstAvailable"])])
         else:
             raise ClaimError(where, "needs 'exactly' or 'firstAvailable'")
     constraints = []
     for i, c in enumerate(devices.get("constraints") or []):
+        where = f"{path}.devices.constraints[{i}]"
         if not isinstance(c, dict):
-            raise ClaimError(f"{path}.devices.constraints[{i}]", "must be an object")
+            raise ClaimError(where, "must be an object")
+        names = c.get("requests") or []
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ClaimError(f"{where}.requests", "must be a list of request names")
+        for key in ("matchAttribute", "distinctAttribute"):
+            if c.get(key) is not None and not isinstance(c[key], str):
+                raise ClaimError(f"{where}.{key}", "must be a string")
         constraints.append(c)
     return ClaimSpec(requests, constraints)
 

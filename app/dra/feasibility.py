@@ -43,21 +43,24 @@ class _Results:
     True, False or the runtime error text; evaluated on first use."""
 
     def __init__(self, selector, index: Index):
-        self.selector, self.index = selector, index
+        # The lists live-index snapshots share, not the snapshot: a cached result must not keep
+        # an old snapshot (its views, groups) alive.
+        self.selector, self.devices, self.shapes = selector, index.devices, index.shapes
         self.per_device = _mentions_identity(selector.expression)
         self.values: list = [_UNKNOWN] * (len(index.devices) if self.per_device else len(index.shapes))
         self.by_reads: dict = {}  # what the expression reads of a device -> its outcome
 
     def at(self, p: int):
-        slot = p if self.per_device else self.index.devices[p].shape
+        slot = p if self.per_device else self.devices[p].shape
         if slot >= len(self.values):  # an incremental update appended devices or shapes
             self.values.extend([_UNKNOWN] * (slot + 1 - len(self.values)))
         value = self.values[slot]
         if value is _UNKNOWN:
-            key = _projection(self.index, p, self.selector.reads) if self.selector.reads is not None else None
+            key = _projection(self.devices, self.shapes, p, self.selector.reads) \
+                if self.selector.reads is not None else None
             value = self.by_reads.get(key, _UNKNOWN) if key is not None else _UNKNOWN
             if value is _UNKNOWN:
-                variable = self.index.devices[p].variable if self.per_device else self.index.shapes[slot]
+                variable = self.devices[p].variable if self.per_device else self.shapes[slot]
                 deadline.check()
                 try:
                     value = self.selector.matches(variable)
@@ -72,11 +75,11 @@ class _Results:
 _MISSING = "\0missing"
 
 
-def _projection(index: Index, p: int, reads: tuple) -> tuple:
+def _projection(devices: list, shapes: list, p: int, reads: tuple) -> tuple:
     """The values of the fields an expression reads, for device p: devices equal there get the
     same outcome, so it is computed once (most selectors read one or two attributes)."""
-    device = index.devices[p]
-    shape = index.shapes[device.shape]
+    device = devices[p]
+    shape = shapes[device.shape]
     out = []
     for read in reads:
         if len(read) == 1:

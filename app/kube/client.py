@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+
 import os
 
 import orjson
@@ -57,3 +59,18 @@ def list_items(api: client.ApiClient, path: str, timeout=30) -> list[dict]:
     except ApiException as exc:
         raise BridgeError(f"list {path.rsplit('/', 1)[-1]}: API answered {exc.status}") from None
     return orjson.loads(response.data).get("items") or []
+
+
+_CALLS = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="api-call")
+
+
+def within(timeout_s: float, call, *args, **kwargs):
+    """Run one API call with `timeout_s` for the whole of it: a socket timeout bounds each read,
+    not a server that trickles its answer a byte at a time. TimeoutError when it runs over (the
+    abandoned call finishes in its own thread, bounded by the pool)."""
+    future = _CALLS.submit(call, *args, **kwargs)
+    try:
+        return future.result(timeout=timeout_s)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise TimeoutError(f"no complete answer within {timeout_s:g} s") from None

@@ -11,6 +11,8 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from .client import within
+
 log = logging.getLogger("dra_bridge.kube")
 
 
@@ -45,7 +47,7 @@ class NamespaceLabels:
         if retry_at > now:
             return self._last_known(namespace, known, "the API failed moments ago")
         try:
-            ns = self.api.read_namespace(namespace, _request_timeout=self.timeout_s)
+            ns = within(self.timeout_s, self.api.read_namespace, namespace, _request_timeout=self.timeout_s)
             labels = dict(ns.metadata.labels or {})
         except ApiException as exc:
             if exc.status == 404:

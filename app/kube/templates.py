@@ -11,6 +11,8 @@ from kubernetes.client.exceptions import ApiException
 
 from app.common import TemplateEnsureError
 
+from .client import within
+
 
 class _TTLSet:
     def __init__(self, ttl_s: float, max_entries: int = 50_000):
@@ -59,7 +61,9 @@ def same_spec(ours, theirs) -> bool:
 class TemplateStore:
     """Creates ResourceClaimTemplates on demand; remembers what exists so hits make no call."""
 
-    def __init__(self, api: client.ApiClient | None, timeout_s: float = 2.0, ttl_s: float = 600.0):
+    # A template deleted out of band is recreated within ttl_s: the next pod after that re-creates
+    # it (AlreadyExists, read back and compared, when it still exists).
+    def __init__(self, api: client.ApiClient | None, timeout_s: float = 2.0, ttl_s: float = 60.0):
         self.api = client.ResourceV1Api(api) if api is not None else None
         self.timeout_s = timeout_s
         self.known = _TTLSet(ttl_s)
@@ -86,8 +90,8 @@ class TemplateStore:
             self.known.add(key)
             return
         try:
-            self.api.create_namespaced_resource_claim_template(
-                key[0], template, _request_timeout=self.timeout_s)
+            within(self.timeout_s, self.api.create_namespaced_resource_claim_template,
+                   key[0], template, _request_timeout=self.timeout_s)
         except ApiException as exc:
             if exc.status != 409:
                 raise TemplateEnsureError(f"API answered {exc.status} {exc.reason or ''}".strip()) from None
@@ -98,10 +102,14 @@ class TemplateStore:
 
     def _check_existing(self, key: tuple, template: dict) -> None:
         try:
-            existing = self.api.api_client.sanitize_for_serialization(
-                self.api.read_namespaced_resource_claim_template(key[1], key[0], _request_timeout=self.timeout_s))
+            existing = self.api.api_client.sanitize_for_serialization(within(
+                self.timeout_s, self.api.read_namespaced_resource_claim_template, key[1], key[0],
+                _request_timeout=self.timeout_s))
         except ApiException as exc:
             raise TemplateEnsureError(f"template exists; reading it back: API answered {exc.status}") from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TemplateEnsureError(f"template exists; reading it back: API unreachable or too slow: "
+                                      f"{type(exc).__name__}") from None
         labels = (existing.get("metadata") or {}).get("labels") or {}
         ours = template["metadata"].get("labels") or {}
         if any(labels.get(k) != v for k, v in ours.items()) or not same_spec(template["spec"], existing.get("spec")):

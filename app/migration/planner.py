@@ -199,8 +199,8 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None) -
     else:
         notes.insert(0, "removed zero-count legacy GPU requests; no devices are needed")
     metadata = planned.setdefault("metadata", {})
-    metadata.setdefault("annotations", {})
-    metadata["annotations"] = {**metadata["annotations"],
+    existing = metadata.get("annotations")
+    metadata["annotations"] = {**(existing if isinstance(existing, dict) else {}),
                                MIGRATION_ANNOTATION: orjson.dumps(rewritten, option=orjson.OPT_SORT_KEYS).decode()}
     return Plan("migrated", pod=planned, templates=templates, warnings=notes, rewritten=rewritten)
 

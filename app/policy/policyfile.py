@@ -263,6 +263,8 @@ def load_policy(path: str | None) -> Policy:
             text = handle.read()
     except OSError as exc:
         raise PolicyError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise PolicyError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     return parse_policy(text, path)
 
 

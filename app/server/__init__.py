@@ -3,9 +3,9 @@
 
 from . import admission, mutation, tls, validation
 from .metrics import Metrics
-from .protocol import DeadlineHttpProtocol
+from .protocol import DeadlineHttpProtocol, small_tls_buffers
 from .service import PolicyHolder, ServiceState
 from .webhook import MAX_BODY, create_app, create_health_app, read_body
 
 __all__ = ["MAX_BODY", "DeadlineHttpProtocol", "Metrics", "PolicyHolder", "ServiceState", "admission", "create_app", "create_health_app",
-           "mutation", "read_body", "tls", "validation"]
+           "mutation", "read_body", "small_tls_buffers", "tls", "validation"]

@@ -57,14 +57,31 @@ def parse_review(body: bytes) -> Request:
     for field, value in (("request.object", obj), ("request.oldObject", old)):
         if value is not None and not isinstance(value, dict):
             raise InputError(field, "must be an object or null")
+        if value is not None and "metadata" in value and not isinstance(value["metadata"], dict):
+            raise InputError(f"{field}.metadata", "must be an object")
     dry_run = req.get("dryRun", False)
     if not isinstance(dry_run, bool):
         raise InputError("request.dryRun", "must be a boolean")
-    namespace = req.get("namespace") or ((obj or {}).get("metadata") or {}).get("namespace") or ""
-    name = req.get("name") or ((obj or {}).get("metadata") or {}).get("name") or ""
-    if not isinstance(namespace, str) or not isinstance(name, str):
-        raise InputError("request.namespace", "must be a string")
+    meta = (obj or {}).get("metadata") or {}
+    namespace = req.get("namespace") or meta.get("namespace") or ""
+    name = req.get("name") or meta.get("name") or ""
+    for field, value in (("request.namespace", namespace), ("request.name", name)):
+        if not isinstance(value, str):
+            raise InputError(field, "must be a string")
+    _bounded_depth(review)
     return Request(uid, kind_obj["kind"], operation, namespace, name, obj, old, dry_run, req)
+
+
+MAX_DEPTH = 254  # far beyond any Kubernetes object; deeper input only exhausts recursion later
+
+
+def _bounded_depth(review: dict) -> None:
+    try:
+        orjson.dumps(review)  # C: refuses nesting past 254 levels, at a fraction of a millisecond
+    except TypeError as exc:
+        if "Recursion" in str(exc):
+            raise InputError("request", f"nested more than {MAX_DEPTH} levels deep") from None
+        raise InputError("request", f"cannot be re-encoded: {exc}") from None
 
 
 def _short(value: object) -> str:

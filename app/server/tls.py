@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
 import logging
@@ -76,22 +77,36 @@ def generate(hosts: list[str], days: int = 365) -> tuple[bytes, bytes, bytes]:
 
 
 def write_bundle(out_dir: str, hosts: list[str], days: int = 365) -> Bundle:
+    """All three files or none: each is written to a temporary file first (a full disk fails
+    there) and only then renamed into place, key and certificate last."""
     os.makedirs(out_dir, exist_ok=True)
     ca_pem, cert_pem, key_pem = generate(hosts, days)
     bundle = Bundle(os.path.join(out_dir, "ca.crt"), os.path.join(out_dir, "tls.crt"),
                     os.path.join(out_dir, "tls.key"))
-    _write(bundle.ca_cert, ca_pem, 0o644)
-    _write(bundle.key, key_pem, 0o600)
-    _write(bundle.cert, cert_pem, 0o644)
+    staged: list[tuple[str, str]] = []
+    try:
+        for path, data, mode in ((bundle.ca_cert, ca_pem, 0o644), (bundle.key, key_pem, 0o600),
+                                 (bundle.cert, cert_pem, 0o644)):
+            staged.append((_stage(path, data, mode), path))
+    except OSError:
+        for tmp, _path in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        with contextlib.suppress(OSError):
+            os.unlink(f"{bundle.cert}.tmp")
+        raise
+    for tmp, path in staged:
+        os.replace(tmp, path)
     return bundle
 
 
-def _write(path: str, data: bytes, mode: int) -> None:
-    # Write then rename, so a reader never sees half a file.
+def _stage(path: str, data: bytes, mode: int) -> str:
     tmp = f"{path}.tmp"
     with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as handle:
         handle.write(data)
-    os.replace(tmp, path)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return tmp
 
 
 def ensure_dev_certs(cert_path: str, key_path: str) -> bool:

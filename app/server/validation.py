@@ -57,10 +57,13 @@ ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 
 def asks_admin_access(obj: dict) -> bool:
     """Cheap look before parsing: does any request of this claim or template set adminAccess?"""
-    spec = (obj or {}).get("spec") if isinstance(obj, dict) else None
-    if isinstance(spec, dict) and (obj or {}).get("kind") == "ResourceClaimTemplate":
-        spec = spec.get("spec")
-    requests = ((spec or {}).get("devices") or {}).get("requests") if isinstance(spec, dict) else None
+    def field(value, name):
+        return value.get(name) if isinstance(value, dict) else None
+
+    spec = field(obj, "spec")
+    if field(obj, "kind") == "ResourceClaimTemplate":
+        spec = field(spec, "spec")
+    requests = field(field(spec, "devices"), "requests")
     return isinstance(requests, list) and any(
         isinstance(r, dict) and (r.get("adminAccess") or (isinstance(r.get("exactly"), dict) and
                                                           r["exactly"].get("adminAccess"))) for r in requests)

@@ -10,6 +10,7 @@ import time
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
+from starlette.requests import ClientDisconnect
 
 from app.common import DeadlineExceeded, InputError, TemplateEnsureError, deadline
 from app.kube import NamespaceLookupError, TemplateConflict
@@ -64,7 +65,14 @@ def create_app(state: ServiceState) -> FastAPI:
                 body = await read_body(request)
             except BodyTooLarge:
                 metrics.requests.labels(endpoint, "", "too_large").inc()
-                return _json({"error": f"request body exceeds {MAX_BODY} bytes"}, 413)
+                # Close rather than drain: the rest of a huge body is never read.
+                response = _json({"error": f"request body exceeds {MAX_BODY} bytes"}, 413)
+                response.headers["Connection"] = "close"
+                return response
+            except ClientDisconnect:
+                metrics.requests.labels(endpoint, "", "client_disconnected").inc()
+                log.info("%s: client disconnected before sending the whole request", endpoint)
+                return Response(status_code=400)  # nobody is left to read it
             # Parsing and deciding are CPU work: off the event loop, under the review deadline.
             loop = asyncio.get_running_loop()
             status, payload, kind, outcome = await loop.run_in_executor(

@@ -93,3 +93,69 @@ RAW_BODIES = st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.en
                        st.integers(1, 200).map(lambda d: ("[" * d + "]" * d).encode()),
                        st.just(b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": ' +
                                b"[" * 5000 + b"]" * 5000 + b"}"))
+
+
+# Structure-aware forgeries: a realistic object with one to three fields given the wrong shape.
+WRONG = st.sampled_from([None, 0, -1, "", "x", [], {}, True, 10**20, 1.5, [1], ["a", None], {"a": 1}, {"": []}])
+
+
+def _paths(value, prefix=()):
+    yield prefix
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _paths(v, prefix + (i,))
+
+
+def _replace(value, path, new):
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return {**value, head: _replace(value[head], rest, new)}
+    copy = list(value)
+    copy[head] = _replace(copy[head], rest, new)
+    return copy
+
+
+REALISTIC_POD = {
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "trainer", "namespace": "team-a", "labels": {"app": "t"},
+                 "annotations": {"nvidia.com/use-gputype": "H100,A100"}},
+    "spec": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                 {"matchExpressions": [{"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": ["40000"]}]}]}}},
+             "initContainers": [{"name": "warm", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}],
+             "containers": [{"name": "main", "image": "x", "resources": {
+                 "limits": {"nvidia.com/gpu": 2, "cpu": "4"}, "requests": {"nvidia.com/gpu": 2}}},
+                 {"name": "side", "image": "x", "resources": {"limits": {"nvidia.com/mig-1g.10gb": 1}}}]}}
+REALISTIC_CLAIM = {
+    "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c", "namespace": "team-a"},
+    "spec": {"devices": {
+        "requests": [{"name": "gpus", "exactly": {
+            "deviceClassName": "gpu.nvidia.com", "count": 2, "allocationMode": "ExactCount",
+            "selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].productName.contains('H100')"}}],
+            "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+            "capacity": {"requests": {"memory": "10Gi"}}}},
+            {"name": "alt", "firstAvailable": [{"name": "a", "deviceClassName": "mig.nvidia.com", "count": 1}]}],
+        "constraints": [{"requests": ["gpus"], "matchAttribute": "gpu.nvidia.com/productName"}],
+        "config": [{"requests": ["gpus"], "opaque": {"driver": "gpu.nvidia.com", "parameters": {"a": 1}}}]}}}
+
+
+@st.composite
+def forged(draw, base):
+    obj = base
+    for _ in range(draw(st.integers(1, 3))):
+        paths = [p for p in _paths(obj) if p]
+        obj = _replace(obj, draw(st.sampled_from(paths)), draw(WRONG))
+    return obj
+
+
+def forged_pods():
+    return forged(REALISTIC_POD)
+
+
+def forged_claims():
+    return forged(REALISTIC_CLAIM)

@@ -168,7 +168,7 @@ def test_forged_kinds_do_not_grow_metrics(running):
 @pytest.fixture(scope="module")
 def impatient(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("impatient")
-    server = srv.start(tmp, "--read-timeout", "0.5")
+    server = srv.start(tmp, "--read-timeout", "0.5", "--max-connections", "5")
     yield server
     server.stop()
 
@@ -231,3 +231,125 @@ def test_request_strings_cannot_forge_log_lines_and_selectors_stay_out_of_the_lo
     assert "uid-1\\n2026-12-03" in log
     assert not any(line.startswith("2026-12-03 INFO dra_bridge forged") for line in log.splitlines())
     assert "top-secret-model" not in log
+
+
+@pytest.mark.parametrize("obj_patch, field", [
+    ({"metadata": "x"}, "request.object.metadata"),
+    ({"metadata": None}, "request.object.metadata"),  # a patch against it could never apply
+])
+def test_forged_shapes_get_400_naming_the_field(running, obj_patch, field):
+    payload = review({"apiVersion": "v1", "kind": "Pod", "spec": {"containers": _containers(1, "c")}, **obj_patch})
+    with running.client() as c:
+        for path in ("/mutate", "/validate"):
+            resp = c.post(path, content=orjson.dumps(payload))
+            assert resp.status_code == 400 and resp.json()["field"] == field
+
+
+def test_deep_json_is_400_without_a_traceback(running):
+    payload = orjson.dumps(review({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                                   "spec": {"containers": _containers(1, "c"), "x": "DEEP"}}))
+    deep = payload.replace(b'"DEEP"', b'{"a":' * 1000 + b"null" + b"}" * 1000)
+    with running.client() as c:
+        for path in ("/mutate", "/validate"):
+            resp = c.post(path, content=deep)
+            assert resp.status_code == 400 and "levels deep" in resp.json()["error"]
+    assert "Traceback" not in running.log() and "RecursionError" not in running.log()
+
+
+def test_client_disconnect_is_one_log_line(running):
+    conn = _tls_socket(running)
+    conn.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{\"apiVersion\"")
+    time.sleep(0.2)
+    conn.close()
+    deadline = time.monotonic() + 5
+    while "client disconnected" not in running.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert running.log().count("client disconnected") >= 1
+    assert "Traceback" not in running.log()
+
+
+def test_huge_chunked_body_is_cut_off_at_the_limit(running):
+    """A 50 MB chunked body: answered 413 and the connection closed, not read to its end."""
+    conn = _tls_socket(running)
+    conn.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunk = b"%x\r\n%s\r\n" % (65536, b"x" * 65536)
+    sent = 0
+    try:
+        while sent < 50 * 2**20:
+            conn.sendall(chunk)
+            sent += 65536
+    except (BrokenPipeError, ConnectionResetError, ssl_errors()):
+        pass
+    assert sent < 50 * 2**20, "the server read the whole 50 MB"
+    conn.close()
+
+
+def ssl_errors():
+    import ssl
+    return ssl.SSLError
+
+
+def test_connections_beyond_the_limit_are_closed_at_once(impatient):
+    held = [_tls_socket(impatient) for _ in range(5)]
+    extra = []
+    for _ in range(3):
+        try:
+            extra.append(_tls_socket(impatient))
+        except OSError:
+            extra.append(None)  # refused during the handshake: closed as well
+    started = time.monotonic()
+    for conn in extra:
+        if conn is not None:
+            try:
+                assert conn.recv(1) == b""
+            except ConnectionError:
+                pass
+    assert time.monotonic() - started < 0.4  # well before the 0.5 s read deadline
+    for conn in held + [c for c in extra if c is not None]:
+        conn.close()
+    time.sleep(0.1)
+    with impatient.client() as c:
+        assert c.get("/healthz").status_code == 200
+
+
+def test_healthz_answers_within_100ms_while_the_live_index_rebuilds(tmp_path):
+    """Issue 12: the live index was rebuilt inside a request, on the loop (/healthz blocked 6 s
+    at 100,000 devices). Now rebuilds run in the background: each DeviceClass change below
+    forces a full one (~0.5 s for 12,000 devices here) while /healthz and reviews answer."""
+    from tests.kube.fakeapi import FakeKube
+    from tests.kube.test_live_inventory import CLASS, slice_obj
+
+    fake = FakeKube()
+    for n in range(1500):
+        fake.add_cluster_object("resourceslices", slice_obj(f"n{n}-s", f"n{n}", 8))
+    fake.add_cluster_object("deviceclasses", CLASS)
+    fake.events.clear()
+    fake.start()
+    try:
+        server = srv.start(tmp_path, "--inventory", "live", "--kubeconfig", fake.kubeconfig(tmp_path / "kc"))
+        try:
+            with server.client() as c:
+                deadline = time.monotonic() + 60
+                while c.get("/readyz").status_code != 200 and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                assert c.get("/readyz").status_code == 200
+                latencies, verdicts = [], []
+                ends = time.monotonic() + 4
+                flip = 0
+                while time.monotonic() < ends:
+                    flip += 1
+                    changed = {**CLASS, "metadata": {**CLASS["metadata"], "labels": {"flip": str(flip)}}}
+                    fake.add_cluster_object("deviceclasses", changed)  # a full rebuild each time
+                    for _ in range(5):
+                        started = time.perf_counter()
+                        assert c.get("/healthz").status_code == 200
+                        latencies.append(time.perf_counter() - started)
+                        time.sleep(0.02)
+                    body = orjson.dumps(review(claim(), kind="ResourceClaim", namespace="advice"))
+                    verdicts.append(c.post("/validate", content=body).json()["response"]["allowed"])
+        finally:
+            server.stop()
+    finally:
+        fake.stop()
+    assert all(verdicts)
+    assert max(latencies) < 0.1, (statistics.median(latencies), max(latencies))

@@ -9,7 +9,7 @@ from starlette.testclient import TestClient
 from app import kube
 from app.cli import load_inventory
 from app.server import Metrics, PolicyHolder, ServiceState, create_app
-from tests.http.strategies import RAW_BODIES, claims, pods, reviews
+from tests.http.strategies import RAW_BODIES, claims, forged_claims, forged_pods, pods, reviews
 
 OUTCOMES = {}
 
@@ -31,14 +31,34 @@ def check(client, path, body):
         sent = json.loads(body)
         assert payload["response"]["uid"] == sent["request"]["uid"]
         assert isinstance(payload["response"]["allowed"], bool)
-        # The fail-open net must not be what answered: that would be a crash we hid.
-        assert not any("internal error" in w for w in payload["response"].get("warnings", [])), body[:500]
+        # The failure rule must not be what answered: that would be a crash.
+        assert not unfinished(payload["response"]), body[:500]
+        assert patch_applies(sent["request"].get("object"), payload["response"]), body[:500]
     else:
         assert payload["error"] and "field" in payload
     OUTCOMES[(path, r.status_code)] = OUTCOMES.get((path, r.status_code), 0) + 1
 
 
-SETTINGS = dict(max_examples=700, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+def unfinished(response: dict) -> bool:
+    texts = list(response.get("warnings") or []) + [(response.get("status") or {}).get("message", "")]
+    return any("internal error" in t or "not finished" in t for t in texts)
+
+
+def patch_applies(obj, response: dict) -> bool:
+    """A patch the API server could not apply to the object it sent would fail the request."""
+    if "patch" not in response:
+        return True
+    import base64
+
+    import jsonpatch
+    try:
+        jsonpatch.apply_patch(obj, json.loads(base64.b64decode(response["patch"])))
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError, IndexError):
+        return False
+    return True
+
+
+SETTINGS = dict(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                         HealthCheck.function_scoped_fixture])
 
 
@@ -57,6 +77,19 @@ def test_validate_claims(client, body):
 @settings(**SETTINGS)
 @given(body=reviews(pods()))
 def test_validate_pods(client, body):
+    check(client, "/validate", body)
+
+
+@settings(**SETTINGS)
+@given(body=reviews(forged_pods()))
+def test_mutate_forged_pods(client, body):
+    check(client, "/mutate", body)
+    check(client, "/validate", body)
+
+
+@settings(**SETTINGS)
+@given(body=reviews(forged_claims()))
+def test_validate_forged_claims(client, body):
     check(client, "/validate", body)
 
 

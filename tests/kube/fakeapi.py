@@ -43,6 +43,7 @@ class Fault:
     status: int | None = None
     delay_s: float = 0.0
     drop: bool = False
+    trickle_s: float = 0.0  # answer normally, one byte every trickle_s seconds
     times: int = 1  # how many matching requests it applies to
     method: str | None = None
 
@@ -78,14 +79,19 @@ class FakeKube:
             def log_message(self, *args):  # quiet
                 pass
 
-            def _send(self, status: int, payload: dict) -> None:
+            def _send(self, status: int, payload: dict, trickle_s: float = 0.0) -> None:
                 data = json.dumps(payload).encode()
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
-                    self.wfile.write(data)
+                    if not trickle_s:
+                        self.wfile.write(data)
+                    for i in range(len(data) if trickle_s else 0):  # never idle long enough to time out
+                        self.wfile.write(data[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(trickle_s)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeouts under test)
 
@@ -112,7 +118,7 @@ class FakeKube:
                     self._watch(_CLUSTER.match(path)["res"], query)
                     return
                 status, payload = fake._route(method, path, body, query)
-                self._send(status, payload)
+                self._send(status, payload, fault.trickle_s if fault else 0.0)
 
             def _watch(self, res: str, query: dict) -> None:
                 since = int(query.get("resourceVersion") or 0)

@@ -92,3 +92,50 @@ def test_namespace_labels_are_read_and_cached(fake_kube):
     assert labels.get("ml") == {"team": "ml"}
     assert len(fake_kube.requests) == 1
     assert labels.get("missing") == {}
+
+
+def test_template_deleted_out_of_band_is_recreated(fake_kube):
+    store = TemplateStore(api_client_for_host(fake_kube.url), ttl_s=0.2)
+    t = template(3)
+    store.ensure(t)
+    key = ("team-a", RCT, t["metadata"]["name"])
+    del fake_kube.objects[key]  # someone deletes it
+    store.ensure(t)  # remembered: no call yet
+    assert key not in fake_kube.objects
+    time.sleep(0.3)
+    assert not store.cached(t)
+    store.ensure(t)
+    assert key in fake_kube.objects
+
+
+def test_namespace_lookups_back_off_after_429(fake_kube):
+    fake_kube.namespaces["busy"] = {"tier": "prod"}
+    labels = NamespaceLabels(api_client_for_host(fake_kube.url), ttl_s=0.0, retry_s=0.5)
+    assert labels.get("busy") == {"tier": "prod"}
+    fake_kube.faults.append(Fault(status=429, times=100))
+    before = len(fake_kube.requests)
+    for _ in range(20):  # the last labels read answer; the API is asked once, not 20 times
+        assert labels.get("busy") == {"tier": "prod"}
+    assert len(fake_kube.requests) - before == 1
+    fake_kube.faults.clear()
+    time.sleep(0.6)
+    fake_kube.namespaces["busy"] = {"tier": "dev"}
+    assert labels.get("busy") == {"tier": "dev"}  # the failure was never cached as an answer
+
+
+def test_api_timeout_is_a_deadline_for_a_trickling_api(fake_kube):
+    """Issue 12: a server sending one byte at a time never trips a socket read timeout (it took
+    19.5 s); --api-timeout bounds the whole call."""
+    fake_kube.namespaces["slow"] = {"tier": "prod"}
+    labels = NamespaceLabels(api_client_for_host(fake_kube.url), timeout_s=0.5)
+    fake_kube.faults.append(Fault(trickle_s=0.05, times=1))
+    started = time.monotonic()
+    with pytest.raises(Exception, match="unknown"):
+        labels.get("slow")
+    assert time.monotonic() - started < 1.5
+    store = TemplateStore(api_client_for_host(fake_kube.url), timeout_s=0.5)
+    fake_kube.faults.append(Fault(trickle_s=0.05, times=1, method="POST"))
+    started = time.monotonic()
+    with pytest.raises(TemplateEnsureError, match="too slow"):
+        store.ensure(template(7))
+    assert time.monotonic() - started < 1.5

@@ -75,3 +75,46 @@ def test_holder_keeps_last_good_policy_and_counts_rejections(tmp_path):
     assert holder.check() is True and holder.policy.defaults.mode == "enforce"
     path.unlink()
     assert holder.check() is False and holder.policy.defaults.mode == "enforce"
+
+
+def test_policy_file_that_is_not_utf8_is_refused_and_counted(tmp_path):
+    from app.common import PolicyError
+    from app.policy import load_policy
+    from app.server import Metrics, PolicyHolder
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"defaults:\n  mode: \xff\xfeenforce\n")
+    with pytest.raises(PolicyError, match="not UTF-8"):
+        load_policy(str(bad))
+    good = tmp_path / "policy.yaml"
+    good.write_text("defaults:\n  mode: enforce\n")
+    metrics = Metrics()
+    holder = PolicyHolder(str(good), metrics)
+    good.write_bytes(b"defaults:\n  mode: \xff\n")
+    import os
+    os.utime(good, ns=(1, 1))  # a different stamp even within the same clock tick
+    assert holder.check() is False and "not UTF-8" in holder.last_error
+    assert holder.policy.defaults.mode == "enforce"  # the last good policy stays
+    assert b"dra_bridge_policy_reload_errors_total 1.0" in metrics.render()
+
+
+def test_development_certificates_are_all_written_or_none(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from app.server import tls
+
+    real_open = os.open
+
+    def full_disk(path, *args, **kwargs):
+        if str(path).endswith("tls.crt.tmp"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", full_disk)  # the disk fills up before the last file
+    with pytest.raises(OSError):
+        tls.write_bundle(str(tmp_path), ["localhost"])
+    monkeypatch.undo()
+    assert sorted(os.listdir(tmp_path)) == []  # no key without its certificate, no leftovers
+    assert tls.ensure_dev_certs(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))  # the next start works
+    assert {"tls.crt", "tls.key", "ca.crt"} <= set(os.listdir(tmp_path))
