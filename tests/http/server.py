@@ -32,6 +32,14 @@ class RunningServer:
     def client(self, **kw) -> httpx.Client:
         return httpx.Client(base_url=self.url, verify=ssl.create_default_context(cafile=self.ca), timeout=10, **kw)
 
+    def wait_ready(self, client: httpx.Client, timeout_s: float = 10) -> None:
+        """Until /readyz says ready (the live inventory synced), or fail."""
+        deadline = time.monotonic() + timeout_s
+        while client.get("/readyz").status_code != 200:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not ready after {timeout_s} s: {client.get('/readyz').text}")
+            time.sleep(0.1)
+
     def log(self) -> str:
         with open(self.log_path, encoding="utf-8") as handle:
             return handle.read()

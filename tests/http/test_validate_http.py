@@ -97,9 +97,7 @@ def test_live_inventory_server_is_ready_only_after_sync(tmp_path):
         server = srv.start(tmp_path, "--inventory", "live", "--kubeconfig", fake.kubeconfig(tmp_path / "kc"))
         try:
             with server.client() as c:
-                deadline = time.monotonic() + 10
-                while c.get("/readyz").status_code != 200 and time.monotonic() < deadline:
-                    time.sleep(0.1)
+                server.wait_ready(c)
                 assert c.get("/readyz").json()["checks"]["inventory"] is True
                 assert post(c, review(claim(2), kind="ResourceClaim")).json()["response"] == \
                     {"uid": "uid-1", "allowed": True}
@@ -214,9 +212,7 @@ def test_unusual_slices_in_the_live_inventory_keep_validation_up(tmp_path):
                            "--policy", str(tmp_path / "policy.yaml"))
         try:
             with server.client() as c:
-                deadline = time.monotonic() + 10
-                while c.get("/readyz").status_code != 200 and time.monotonic() < deadline:
-                    time.sleep(0.1)
+                server.wait_ready(c)
                 # Usable: device 0 (list attribute) and device 3; device 1 tainted, device 2 left out.
                 gpus = typed_claim("gpu", (2, None), attribute="type")
                 assert post(c, review(gpus, kind="ResourceClaim")).json()["response"] == \
