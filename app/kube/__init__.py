@@ -1,10 +1,11 @@
 """The only package that talks to the Kubernetes API: clients, raw list/watch reads, the live
 inventory (ResourceSlices, DeviceClasses, ResourceClaims), templates and namespace labels."""
 
-from .client import api_client, api_client_for_host, list_items, raw_get
+from .client import api_client, api_client_for_host, api_message, list_items, raw_get
 from .live_inventory import LiveInventory
 from .namespaces import NamespaceLabels, NamespaceLookupError
 from .templates import TemplateConflict, TemplateStore
 
-__all__ = ["LiveInventory", "NamespaceLabels", "NamespaceLookupError", "TemplateConflict", "TemplateStore", "api_client", "api_client_for_host", "list_items",
+__all__ = ["LiveInventory", "NamespaceLabels", "NamespaceLookupError", "TemplateConflict", "TemplateStore", "api_client", "api_client_for_host", "api_message",
+           "list_items",
            "raw_get"]

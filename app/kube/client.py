@@ -74,3 +74,16 @@ def within(timeout_s: float, call, *args, **kwargs):
     except concurrent.futures.TimeoutError:
         future.cancel()
         raise TimeoutError(f"no complete answer within {timeout_s:g} s") from None
+
+
+def api_message(exc: ApiException) -> str:
+    """`API answered 422: <the API server's own message>` (its Status says why: an admission
+    policy's denial, a validation error), clipped for logs and warnings."""
+    message = ""
+    try:
+        body = orjson.loads(exc.body) if exc.body else {}
+        message = body.get("message", "") if isinstance(body, dict) else ""
+    except (orjson.JSONDecodeError, TypeError):
+        pass
+    text = f"API answered {exc.status}" + (f": {message}" if message else f" {exc.reason or ''}".rstrip())
+    return text if len(text) <= 400 else text[:397] + "..."

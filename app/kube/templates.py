@@ -11,7 +11,7 @@ from kubernetes.client.exceptions import ApiException
 
 from app.common import TemplateEnsureError
 
-from .client import within
+from .client import api_message, within
 
 
 class _TTLSet:
@@ -94,7 +94,7 @@ class TemplateStore:
                    key[0], template, _request_timeout=self.timeout_s)
         except ApiException as exc:
             if exc.status != 409:
-                raise TemplateEnsureError(f"API answered {exc.status} {exc.reason or ''}".strip()) from None
+                raise TemplateEnsureError(api_message(exc)) from None
             self._check_existing(key, template)  # the name is predictable: is what exists ours?
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise TemplateEnsureError(f"API unreachable or too slow: {type(exc).__name__}") from None

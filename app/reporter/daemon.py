@@ -77,7 +77,9 @@ def run_loop(api, backend: Backend, args) -> int:  # args: the `reporter` comman
         signal.signal(sig, lambda *_: stop.set())
     log.info("reporter for node %s publishing as driver %s every %.0fs", args.node_name, driver, args.interval)
     rounds = 0
+    failed = False
     while not stop.is_set():
+        failed = False
         try:
             node = backend.read()
             healthy = sum(g.healthy for g in node.gpus)
@@ -95,6 +97,7 @@ def run_loop(api, backend: Backend, args) -> int:  # args: the `reporter` comman
             metrics.errors.inc()
             state.update(healthy=False, error=str(exc))
             log.error("publish failed: %s", exc)
+            failed = True
         rounds += 1
         if args.max_rounds and rounds >= args.max_rounds:
             break
@@ -106,4 +109,5 @@ def run_loop(api, backend: Backend, args) -> int:  # args: the `reporter` comman
             log.error("cleanup failed: %s", exc)
     if server:
         server.shutdown()
-    return 0
+    # A fixed number of rounds is a one-shot run: its last round's failure is the exit status.
+    return 1 if args.max_rounds and failed else 0

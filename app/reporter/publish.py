@@ -12,6 +12,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from app.common import BridgeError
+from app.kube import api_message
 
 from . import render
 from .gpuinfo import NodeGpus
@@ -51,7 +52,7 @@ class SlicePublisher:
                 # 409 needs a fresh read: the next publish round re-lists.
                 retriable = exc.status == 429 or exc.status >= 500
                 if not retriable or attempt == self.attempts:
-                    raise PublishError(f"{what}: API answered {exc.status} {exc.reason or ''}".strip()) from None
+                    raise PublishError(f"{what}: {api_message(exc)}") from None
                 reason = exc.status
             except (urllib3.exceptions.HTTPError, OSError) as exc:
                 if attempt == self.attempts:

@@ -55,7 +55,8 @@ def test_renders_every_component(objects):
     assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
                             "Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service", "MutatingWebhookConfiguration",
                             "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet",
-                            "ValidatingWebhookConfiguration"])
+                            "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+                            "ValidatingAdmissionPolicyBinding"])
 
 
 def test_every_object_validates_against_the_schema(objects):
@@ -143,6 +144,19 @@ def test_deployment_is_hardened_and_highly_available(objects):
     # Graceful drain: served during preStop, then SIGTERM drains (10 s) well inside the grace period.
     assert c["lifecycle"]["preStop"]["sleep"]["seconds"] == 5
     assert spec["terminationGracePeriodSeconds"] >= 5 + 10
+
+
+def test_reporter_writes_are_limited_to_its_own_node(objects):
+    """RBAC lets the reporter write any ResourceSlice; the admission policy narrows it to the
+    node its pod-bound token names (enforced by a real API server in tests/e2e)."""
+    [policy] = by_kind(objects, "ValidatingAdmissionPolicy")
+    [binding] = by_kind(objects, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    [ds] = by_kind(objects, "DaemonSet")
+    account = ds["spec"]["template"]["spec"]["serviceAccountName"]
+    [condition] = policy["spec"]["matchConditions"]
+    assert f'"system:serviceaccount:{ds["metadata"]["namespace"]}:{account}"' in condition["expression"]
+    assert policy["spec"]["failurePolicy"] == "Fail"
 
 
 def test_network_policy_admits_reviews_and_keeps_metrics_to_monitoring(objects):

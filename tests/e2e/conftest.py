@@ -22,7 +22,7 @@ from tests.e2e.cluster import ControlPlane, GoUnavailable, build, free_port, kub
 GPU_NODES = {"gpu-h100-0": "h100x8.yaml", "gpu-l4-0": "l4x4.yaml"}
 CPU_NODE = "cpu-0"
 INSTALLED_KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-                   "ConfigMap"}
+                   "ConfigMap", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 # NVIDIA's DRA driver chart defines these two classes (deviceclass-gpu.yaml, deviceclass-mig.yaml).
 NVIDIA_CLASSES = [
     {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": f"{kind}.nvidia.com"},
@@ -83,14 +83,35 @@ def install(plane: ControlPlane) -> None:
         plane.kubectl("patch", "node", n, "--subresource=status", "--type=merge", "-p",
                       json.dumps({"status": status}))
     plane.apply(NVIDIA_CLASSES)
-    reporter_config = kubeconfig(plane.dir / "reporter.kubeconfig", plane.server, plane.ca,
-                                 plane.token("dra-bridge-reporter", "dra-bridge"))
     for node, description in GPU_NODES.items():
-        result = subprocess.run([sys.executable, "-m", "app", "reporter", "--backend",
-                                 f"fake:{ROOT / 'app' / 'data' / 'fake' / description}", "--node-name", node,
-                                 "--mode", "publish", "--kubeconfig", reporter_config, "--max-rounds", "1",
-                                 "--health-port", "0"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+        result = run_reporter(plane, node, description, reporter_kubeconfig(plane, node))
         assert result.returncode == 0, result.stderr
+
+
+def reporter_kubeconfig(plane: ControlPlane, node: str) -> str:
+    """Credentials as the DaemonSet's pod on `node` has them: a token bound to that pod, which
+    names its node (what the reporter's admission policy checks)."""
+    pod = f"reporter-{node}"
+    [daemonset] = [d for d in rendered_manifests(plane) if d["kind"] == "DaemonSet"]
+    template = daemonset["spec"]["template"]  # the DaemonSet's own pod, placed on `node`
+    if template["spec"].get("runtimeClassName"):  # what NVIDIA's GPU operator installs on a GPU cluster
+        plane.apply([{"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                      "metadata": {"name": template["spec"]["runtimeClassName"]},
+                      "handler": template["spec"]["runtimeClassName"]}])
+    plane.apply([{"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": pod, "namespace": daemonset["metadata"]["namespace"],
+                               "labels": template["metadata"].get("labels", {})},
+                  "spec": {**template["spec"], "nodeName": node}}])
+    token = plane.kubectl("create", "token", "dra-bridge-reporter", "-n", "dra-bridge", "--duration=2h",
+                          "--bound-object-kind=Pod", f"--bound-object-name={pod}").stdout.strip()
+    return kubeconfig(plane.dir / f"reporter-{node}.kubeconfig", plane.server, plane.ca, token)
+
+
+def run_reporter(plane: ControlPlane, node: str, description: str, config: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app", "reporter", "--backend",
+                           f"fake:{ROOT / 'app' / 'data' / 'fake' / description}", "--node-name", node,
+                           "--mode", "publish", "--kubeconfig", config, "--max-rounds", "1",
+                           "--health-port", "0"], capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 
 class Webhook:

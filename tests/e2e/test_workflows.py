@@ -163,3 +163,17 @@ def test_webhook_down_pods_are_still_admitted(cluster, webhook):
     pod = cluster.json("pod", "while-down", "-n", "team-a")
     assert "resourceClaims" not in pod["spec"]  # admitted unmigrated: failurePolicy Ignore
     assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+
+
+def test_reporter_may_write_only_its_own_nodes_slices(cluster):
+    """RBAC grants the reporter every ResourceSlice; the admission policy in manifests/ lets a
+    reporter whose pod runs on one node write only that node's slices."""
+    from tests.e2e.conftest import reporter_kubeconfig, run_reporter
+
+    own, other = list(GPU_NODES)[:2]
+    config = reporter_kubeconfig(cluster, own)
+    # Other GPUs than the node has: an update the reporter must make (an unchanged node writes nothing).
+    refused = run_reporter(cluster, other, GPU_NODES[own], config)
+    assert refused.returncode != 0
+    assert f"the reporter on node '{own}' may not write ResourceSlices of node '{other}'" in refused.stderr
+    assert run_reporter(cluster, own, GPU_NODES[own], config).returncode == 0
