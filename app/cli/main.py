@@ -54,6 +54,10 @@ def _add_serve(sub) -> None:
     p.add_argument("--review-deadline", type=float, default=float(env("review_deadline", "4")),
                    help="seconds a review may take before the policy's onInternalError answers it "
                         "(keep below the webhooks' timeoutSeconds)")
+    p.add_argument("--template-namespace-label",
+                   default=env("template_namespace_label", "dra-bridge.io/migrate=enabled"),
+                   help="write templates only in namespaces with this label (the webhooks' namespaceSelector); "
+                        "'' for any")
     p.add_argument("--health-port", type=int, default=int(env("health_port", "0")),
                    help="also serve /healthz, /readyz and /metrics over plain HTTP on this port (0: off)")
     p.add_argument("--read-timeout", type=float, default=float(env("read_timeout", "10")),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import sys
@@ -41,9 +42,12 @@ def run_serve(args) -> int:
     if args.inventory == "live":
         # Watches need their own client: long reads must not share the admission path's pool.
         live = kube.LiveInventory(kube.api_client(args.kubeconfig, timeout_retries=True), dra.LiveIndex).start()
+    labels = kube.NamespaceLabels(api, timeout_s=args.api_timeout)
     state = ServiceState(
-        policy=holder, templates=kube.TemplateStore(api, timeout_s=args.api_timeout),
-        namespace_labels=kube.NamespaceLabels(api, timeout_s=args.api_timeout), metrics=metrics,
+        policy=holder, templates=kube.TemplateStore(api, timeout_s=args.api_timeout,
+                                                    namespace_allowed=_namespace_gate(args.template_namespace_label,
+                                                                                      labels)),
+        namespace_labels=labels, metrics=metrics,
         inventory=inv, certs=reloader, reload_interval_s=args.reload_interval, live=live,
         review_deadline_s=args.review_deadline)
     if live is None:
@@ -51,6 +55,12 @@ def run_serve(args) -> int:
     # Reviews run in worker threads; a short GIL switch interval keeps the event loop (health
     # probes, other reviews' IO) answering within milliseconds while one of them computes.
     sys.setswitchinterval(0.001)
+    # What exists now lives as long as the process: exempt it from collections, and collect
+    # less often, so a large review's many short-lived objects do not trigger full passes that
+    # hold the interpreter (the event loop) for tens of milliseconds.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 50)
     DeadlineHttpProtocol.header_timeout_s = DeadlineHttpProtocol.body_timeout_s = args.read_timeout
     DeadlineHttpProtocol.max_connections = args.max_connections
     small_tls_buffers()
@@ -79,6 +89,22 @@ def run_serve(args) -> int:
         asyncio.run(_serve_all(servers))
     log.info("drained and stopped")
     return 0
+
+
+def _namespace_gate(label: str, labels):
+    """`KEY=VALUE`: templates only in namespaces carrying that label; "" for anywhere."""
+    if not label:
+        return None
+    key, sep, value = label.partition("=")
+    if not sep or not key:
+        raise BridgeError(f"--template-namespace-label: expected KEY=VALUE, got {label!r}")
+
+    def allowed(namespace: str) -> bool:
+        try:
+            return labels.get(namespace).get(key) == value
+        except kube.NamespaceLookupError:
+            return False  # unknown: no write; the pod is admitted unmigrated (onTemplateError)
+    return allowed
 
 
 async def _serve_all(servers: list) -> None:

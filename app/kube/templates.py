@@ -63,8 +63,12 @@ class TemplateStore:
 
     # A template deleted out of band is recreated within ttl_s: the next pod after that re-creates
     # it (AlreadyExists, read back and compared, when it still exists).
-    def __init__(self, api: client.ApiClient | None, timeout_s: float = 2.0, ttl_s: float = 60.0):
+    def __init__(self, api: client.ApiClient | None, timeout_s: float = 2.0, ttl_s: float = 60.0,
+                 namespace_allowed=None):
+        """namespace_allowed(namespace) -> bool: may templates be written there (the namespaces
+        the webhook configurations select)? A forged review cannot make us write elsewhere."""
         self.api = client.ResourceV1Api(api) if api is not None else None
+        self.namespace_allowed = namespace_allowed
         self.timeout_s = timeout_s
         self.known = _TTLSet(ttl_s)
         self.offline: dict[tuple, dict] = {}
@@ -89,6 +93,8 @@ class TemplateStore:
             self.offline[key] = template
             self.known.add(key)
             return
+        if self.namespace_allowed is not None and not self.namespace_allowed(key[0]):
+            raise TemplateEnsureError(f"namespace {key[0]!r} is not one the webhook serves: no template written there")
         try:
             within(self.timeout_s, self.api.create_namespaced_resource_claim_template,
                    key[0], template, _request_timeout=self.timeout_s)

@@ -25,6 +25,8 @@ RCT = "resourceclaimtemplates"
 @pytest.fixture(scope="module")
 def kube():
     fake = FakeKube().start()
+    # The namespaces the webhook configurations select (their opt-in label): templates go only there.
+    fake.namespaces.update({ns: {"dra-bridge.io/migrate": "enabled"} for ns in ("team-a", "strict")})
     yield fake
     fake.stop()
 
@@ -401,3 +403,14 @@ def test_existing_template_with_only_api_defaults_is_ours(client, kube):
     kube.objects[("team-a", RCT, ours["metadata"]["name"])] = served
     body = post(client, review(obj)).json()["response"]
     assert "patch" in body, body
+
+
+def test_forged_review_cannot_make_us_write_outside_served_namespaces(client, kube):
+    """Issue 12: an unauthenticated caller sent reviews for kube-system and got templates written
+    there; only namespaces with the webhooks' opt-in label get templates."""
+    obj = pod([container("w", {"nvidia.com/gpu": 3})])
+    obj["metadata"]["namespace"] = "kube-system"
+    body = post(client, review(obj, namespace="kube-system")).json()["response"]
+    assert body["allowed"] is True and "patch" not in body
+    assert any("not one the webhook serves" in w for w in body["warnings"])
+    assert not [w for w in kube.writes() if "/namespaces/kube-system/" in w.path]
