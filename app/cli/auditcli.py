@@ -54,21 +54,22 @@ def live_inventory(api) -> dra.Inventory:
 
 def _row(report: ObjectReport) -> dict:
     return {"namespace": report.namespace or "", "kind": report.kind, "name": report.name, "status": report.status,
-            "templates": report.templates, "reasons": report.reasons, "source": report.source}
+            "path": report.path, "templates": report.templates, "reasons": report.reasons, "source": report.source}
 
 
 def policy_reports(rows: list[dict], checked: bool) -> list[dict]:
     now = {"seconds": int(time.time()), "nanos": 0}
     by_namespace: dict[str, list[dict]] = {}
     for row in rows:
-        result = "warn" if row["status"] == "migrated" else "fail"
+        # native: DRA serves it as it is; rewrite: admission migrates it; legacy and the rest: work left.
+        result = "pass" if row["path"] == "native" else "warn" if row["status"] == "migrated" else "fail"
         by_namespace.setdefault(row["namespace"], []).append({
             "policy": "dra-bridge/legacy-gpu-resources", "rule": "migrate-to-dra", "result": result,
             "severity": "medium" if result == "warn" else "high", "source": "dra-bridge", "timestamp": now,
             "category": "DRA migration",
             "message": "; ".join(row["reasons"])[:1000] or row["status"],
             "resources": [{"kind": row["kind"], "name": row["name"], "namespace": row["namespace"]}],
-            "properties": {"status": row["status"], "templates": ",".join(row["templates"]),
+            "properties": {"status": row["status"], "path": row["path"], "templates": ",".join(row["templates"]),
                            "inventoryChecked": str(checked).lower()},
         })
     reports = []
@@ -103,18 +104,18 @@ def run_audit(args) -> int:
         ix = dra.build_index(load_inventory(args.inventory))
     # Objects that name no namespace land in the default one, as kubectl would put them.
     result = plan_objects(inputs, rules, "default", ix)
-    rows = [_row(r) for r in result.reports if r.status != "unchanged"]
+    rows = [_row(r) for r in result.reports if r.status != "unchanged" or r.path != "none"]
     if args.output == "json":
         sys.stdout.write(json.dumps({"inventoryChecked": ix is not None, "objects": rows}, indent=2) + "\n")
     elif args.output == "policyreport":
         sys.stdout.write(yaml.safe_dump_all(policy_reports(rows, ix is not None), sort_keys=False, width=160))
     else:
         width = max([len(f"{r['kind']}/{r['name']}") for r in rows] + [6])
-        sys.stdout.write(f"{'NAMESPACE':16s} {'OBJECT':{width}s} {'STATUS':16s} DETAIL\n")
+        sys.stdout.write(f"{'NAMESPACE':16s} {'OBJECT':{width}s} {'STATUS':16s} {'PATH':14s} DETAIL\n")
         for r in rows:
             detail = "; ".join(r["reasons"][:2])
             sys.stdout.write(f"{r['namespace'][:16]:16s} {r['kind'] + '/' + r['name']:{width}s} {r['status']:16s} "
-                             f"{detail[:140]}\n")
+                             f"{r['path']:14s} {detail[:140]}\n")
         sys.stdout.write(f"{len(rows)} object(s) use legacy GPU resources"
                          f"{'' if ix is not None else ' (satisfiability not checked: pass --inventory)'}\n")
     return 1 if any(r["status"] == "unsatisfiable" for r in rows) else 0

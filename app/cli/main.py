@@ -94,6 +94,12 @@ def _add_check(sub) -> None:
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
 
 
+def _add_classes(sub) -> None:
+    p = sub.add_parser("classes", help="DeviceClasses serving nvidia.com/gpu and MIG resources through DRA (native path)")
+    p.add_argument("--inventory", help="ResourceSlices + DeviceClasses file (default: bundled example)")
+    p.add_argument("--driver", default="gpu.nvidia.com", help="the DRA driver whose devices the classes select")
+
+
 def _add_audit(sub) -> None:
     p = sub.add_parser("audit", help="list pods and workloads still on legacy GPU resources")
     p.add_argument("-f", "--filename", action="append", help="audit files instead of the cluster (repeatable)")
@@ -131,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_reporter(sub)
     _add_check(sub)
     _add_audit(sub)
+    _add_classes(sub)
     return parser
 
 
@@ -156,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "check":
             from .checkcli import run_check
             return run_check(args)
+        if args.command == "classes":
+            from .classescli import run_classes
+            return run_classes(args)
         if args.command == "plan":
             from .plancli import run_plan
             return run_plan(args)

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 import yaml
 
 from app import dra
-from app.migration import is_pod_spec, plan_pod, pod_templates
+from app.migration import Facts, choose_path, is_pod_spec, plan_pod, pod_templates, served_resources
 from app.policy import MigrationRules, load_policy
 
 from .inputs import load_inventory, read_inputs
@@ -30,6 +30,7 @@ class ObjectReport:
     status: str  # one of STATUSES
     reasons: list[str] = field(default_factory=list)
     templates: list[str] = field(default_factory=list)
+    path: str = "none"  # native | rewrite | legacy, per its pod templates (mixed: "rewrite+native"); none: no GPU
 
 
 @dataclass
@@ -59,8 +60,20 @@ def gpu_fields_outside_pods(obj: object, rules: MigrationRules, path: str = "") 
     return found
 
 
+def _facts(ix: dra.Index | None) -> Facts:
+    """The path choice's view of an inventory file (none: every pod is rewritten, as without one)."""
+    if ix is None:
+        return Facts()
+
+    def never(template: dict) -> str | None:
+        verdict = dra.check(dra.parse_claim_spec(template["spec"]["spec"], "template.spec"), ix)
+        return verdict.message if verdict.status == "never" else None
+    return Facts(served_resources(ix.classes), never)
+
+
 def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.Index | None = None) -> PlanResult:
     result = PlanResult()
+    facts = _facts(ix)
     for source, objects in inputs:
         for line, obj in objects:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
@@ -68,8 +81,11 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
             report = ObjectReport(f"{source}:{line}", str(obj.get("kind", "?")),
                                   str(meta.get("name") or meta.get("generateName") or "?"), ns, "unchanged")
             planned = copy.deepcopy(obj)
+            paths = []
             for path, holder in list(pod_templates(planned)):
-                _plan_template(holder, path or "spec", rules, ns, ix, report, result)
+                paths.append(_plan_template(holder, path or "spec", rules, ns, ix, report, result, facts))
+            chosen = sorted({p for p in paths if p})
+            report.path = "+".join(chosen) if chosen else "none"
             outside = gpu_fields_outside_pods(obj, rules)
             if outside:
                 report.status = "needs-attention"
@@ -82,15 +98,21 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
     return result
 
 
-def _plan_template(holder, where, rules, ns, ix, report, result) -> None:
+def _plan_template(holder, where, rules, ns, ix, report, result, facts: Facts) -> str | None:
+    """Plan one pod template in place; the path it takes (None: nothing to migrate)."""
     plan = plan_pod(holder, rules, ns)
+    if plan.status in ("migrated", "unmigratable"):
+        choice = choose_path(holder, plan, rules, rules.path, facts)
+        if choice.path in ("native", "legacy"):
+            report.reasons.append(f"{where}: {choice.path}: {choice.reason}")
+            return choice.path
     if plan.status == "unmigratable":
         report.status = "needs-attention"
         report.reasons.append(f"{where}: {plan.reason}")
-        return
+        return "rewrite"
     report.reasons.extend(f"{where}: {w}" for w in plan.warnings)
     if plan.status != "migrated":
-        return
+        return None
     holder.clear()
     holder.update(plan.pod)
     for template in plan.templates:
@@ -103,6 +125,7 @@ def _plan_template(holder, where, rules, ns, ix, report, result) -> None:
                 report.status = "unsatisfiable"
                 hint = f" (closest: {verdict.closest[0]})" if verdict.closest else ""
                 report.reasons.append(f"{where}: {verdict.status}: {verdict.message}{hint}")
+    return "rewrite"
 
 
 def _colour(text: str, status: str, enabled: bool) -> str:
@@ -110,14 +133,16 @@ def _colour(text: str, status: str, enabled: bool) -> str:
 
 
 def summary_table(reports: list[ObjectReport], stream, colour: bool) -> None:
-    rows = [(r.status, f"{r.kind}/{r.name}", r.source, "; ".join(r.reasons[:2]) if r.status != "unchanged" else "")
+    rows = [(r.status, r.path, f"{r.kind}/{r.name}", r.source,
+             "; ".join(r.reasons[:2]) if r.status != "unchanged" or r.path != "none" else "")
             for r in reports]
-    width = max([len(r[1]) for r in rows] + [6])
-    stream.write(f"{'STATUS':16s} {'OBJECT':{width}s} DETAIL\n")
-    for status, name, source, detail in rows:
-        if status == "unchanged":
+    width = max([len(r[2]) for r in rows] + [6])
+    stream.write(f"{'STATUS':16s} {'PATH':14s} {'OBJECT':{width}s} DETAIL\n")
+    for status, path, name, source, detail in rows:
+        if status == "unchanged" and path == "none":
             continue
-        stream.write(f"{_colour(f'{status:16s}', status, colour)} {name:{width}s} {detail[:160]}  [{source}]\n")
+        stream.write(f"{_colour(f'{status:16s}', status, colour)} {path:14s} {name:{width}s} {detail[:160]}  "
+                     f"[{source}]\n")
     counts = {s: sum(r.status == s for r in reports) for s in STATUSES}
     stream.write("summary: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" (of {len(reports)} objects)\n")
 

@@ -19,9 +19,11 @@ from .index import IDENTITY_ATTRIBUTES, Index, build_from_api
 from .index import build as build_index
 from .inventory import Inventory, allocated_capacity, allocated_devices, shared_devices
 from .inventory import from_objects as inventory_from_objects
+from .classes import ClassConflict
+from .classes import generate as generate_classes
 from .live import LiveIndex
 
-__all__ = ["CLAIM_KINDS", "IDENTITY_ATTRIBUTES", "SUPPORTED_VERSIONS", "CelError", "ClaimError", "ClaimSpec", "Index", "LiveIndex",
+__all__ = ["CLAIM_KINDS", "IDENTITY_ATTRIBUTES", "SUPPORTED_VERSIONS", "CelError", "ClaimError", "ClaimSpec", "ClassConflict", "Index", "LiveIndex", "generate_classes",
            "Inventory", "Request", "Verdict", "allocated_capacity", "allocated_devices", "build_from_api",
            "build_index", "cel", "check", "claim_spec", "compile_selector", "device_variable", "estimated_cost",
            "from_v1beta1", "inventory_from_objects", "parse_claim_object", "parse_claim_spec", "shared_devices"]

@@ -1,6 +1,8 @@
 """The migration planner, pure: legacy GPU requests and GPU Feature Discovery labels of a pod
 become a ResourceClaimTemplate and a rewritten pod; pod templates found in any workload; the patch."""
 
+from .paths import Choice, Facts, served_resources
+from .paths import choose as choose_path
 from .patch import apply as apply_patch
 from .patch import diff as patch_diff
 from .planner import (
@@ -15,5 +17,6 @@ from .planner import (
 from .podshape import pod_errors
 from .workloads import is_pod_spec, pod_templates
 
-__all__ = ["MAX_DEVICES_PER_CLAIM", "MAX_REQUESTS", "MIGRATION_ANNOTATION", "TEMPLATE_PREFIX", "Plan", "apply_patch",
-           "is_pod_spec", "legacy_resources", "patch_diff", "plan_pod", "pod_errors", "pod_templates"]
+__all__ = ["MAX_DEVICES_PER_CLAIM", "MAX_REQUESTS", "MIGRATION_ANNOTATION", "TEMPLATE_PREFIX", "Choice", "Facts", "Plan",
+           "apply_patch", "choose_path", "is_pod_spec", "legacy_resources", "patch_diff", "plan_pod", "pod_errors",
+           "pod_templates", "served_resources"]

@@ -14,6 +14,7 @@ from app.common import PolicyError
 
 Mode = Literal["enforce", "warn", "audit"]
 Decision = Literal["allow", "deny"]
+Path = Literal["auto", "rewrite", "native", "legacy"]
 
 
 class _Strict(BaseModel):
@@ -91,6 +92,10 @@ class MigrationRules(_Strict):
     fractional: Literal["wholeDevice", "skip"] = "wholeDevice"
     driverDomain: str = "gpu.nvidia.com"
     migDeviceClass: str = "mig.nvidia.com"
+    # Which migration path pods take (per namespace: namespaces[].path): auto picks native where a
+    # DeviceClass serves the resource (extendedResourceName), legacy where DRA cannot serve it.
+    path: Path = "auto"
+    draSchedulers: list[str] = ["default-scheduler"]  # schedulers that allocate ResourceClaims
     resources: list[ResourceRule]
     annotations: list[AnnotationRule] = []
     nodeLabels: list[NodeLabelRule] = []
@@ -119,6 +124,7 @@ class MigrationRules(_Strict):
 
 class NamespaceSettings(_Strict):
     migrate: Optional[bool] = None
+    path: Optional[Path] = None
     mode: Optional[Mode] = None
     onUnmigratable: Optional[Decision] = None
     onTemplateError: Optional[Decision] = None
@@ -196,6 +202,7 @@ class Effective(_Strict):
     onTemplateError: Decision
     forbidLegacy: bool
     onInternalError: Optional[Decision] = None
+    path: Path = "auto"
     allowedDeviceClasses: Optional[list[str]] = None
     maxDevicesPerRequest: Optional[int] = None
     maxDevicesPerClaim: Optional[int] = None
@@ -210,7 +217,7 @@ class Policy(_Strict):
     migration: MigrationRules = Field(default_factory=lambda: default_policy().migration)
 
     def for_namespace(self, namespace: str, labels: dict[str, str] | None = None) -> Effective:
-        chosen = self.defaults.model_dump()
+        chosen = {**self.defaults.model_dump(), "path": self.migration.path}
         for entry in self.namespaces:
             if entry.matches(namespace, labels or {}):
                 overrides = entry.model_dump(include=set(NamespaceSettings.model_fields))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from app.migration import MIGRATION_ANNOTATION, Plan, patch_diff, plan_pod
+from app.migration import MIGRATION_ANNOTATION, Choice, Facts, Plan, choose_path, patch_diff, plan_pod
 from app.policy import Effective, MigrationRules, Policy
 
 from . import admission
@@ -24,6 +24,7 @@ class MutationPlan:
     settings: Effective | None
     plan: Plan
     patch: bytes | None = None
+    path: Choice | None = None  # native or legacy: the pod is left as it is
 
     @property
     def templates(self) -> list[dict]:
@@ -31,7 +32,7 @@ class MutationPlan:
 
     @property
     def outcome(self) -> str:
-        return self.plan.status
+        return self.path.path if self.path is not None else self.plan.status
 
 
 def _planner_input(pod: dict) -> dict:
@@ -91,7 +92,8 @@ _DEFAULT_CACHE = PlanCache()
 
 
 def plan_request(req: admission.Request, policy: Policy, namespace_labels: dict[str, str],
-                 cache: PlanCache = _DEFAULT_CACHE) -> MutationPlan:
+                 cache: PlanCache = _DEFAULT_CACHE, facts: Facts | None = None) -> MutationPlan:
+    """facts: what the cluster serves (paths.Facts); None keeps every pod on the rewrite path."""
     if req.kind != "Pod" or req.operation != "CREATE" or req.obj is None:
         # Pod UPDATE is never mutated: most pod spec fields are immutable after creation.
         return MutationPlan(req, None, Plan("unchanged", reason=f"{req.kind} {req.operation} is not mutated"))
@@ -99,6 +101,13 @@ def plan_request(req: admission.Request, policy: Policy, namespace_labels: dict[
     if not settings.migrate:
         return MutationPlan(req, settings, Plan("unchanged", reason="migration disabled for this namespace"))
     plan, patch_bytes = cache.plan(req.obj, policy.migration, req.namespace or None)
+    if plan.status in ("migrated", "unmigratable") and (facts is not None or settings.path == "legacy"):
+        choice = choose_path(req.obj, plan, policy.migration, settings.path, facts or Facts())
+        if choice.path == "native":
+            return MutationPlan(req, settings, Plan("unchanged", reason=choice.reason), path=choice)
+        if choice.path == "legacy":
+            return MutationPlan(req, settings, Plan("unchanged", reason=choice.reason, warnings=[
+                f"pod left on the device plugin: {choice.reason}"]), path=choice)
     return MutationPlan(req, settings, plan, patch_bytes)
 
 
@@ -106,7 +115,8 @@ def respond(mp: MutationPlan, ensure_error: str | None = None) -> dict:
     """The AdmissionReview response; `ensure_error` says the template could not be created."""
     req, plan, settings = mp.request, mp.plan, mp.settings
     if plan.status == "unchanged":
-        return admission.response(req.uid, True, warnings=plan.warnings or None)
+        audit = {"path": f"{mp.path.path}: {mp.path.reason}"[:1000]} if mp.path is not None else None
+        return admission.response(req.uid, True, warnings=plan.warnings or None, audit=audit)
     if plan.status == "unmigratable":
         if settings.onUnmigratable == "deny":
             return admission.response(req.uid, False, code=403,

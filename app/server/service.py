@@ -8,8 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from app.common import PolicyError
+from app import dra
 from app.dra import Inventory, build_index
 from app.kube import NamespaceLabels, TemplateStore
+from app.migration import Facts, served_resources
 from app.policy import Policy, default_policy, load_policy
 
 from .metrics import Metrics
@@ -96,6 +98,30 @@ class ServiceState:
             if rejected:
                 log.warning("%d device(s) left out of the inventory: %s", len(rejected), "; ".join(rejected[:5]))
         return index
+
+    def path_facts(self):
+        """What the inventory tells the path choice (native classes, never-satisfiable claims),
+        per index; None until the inventory is synced (then every pod keeps the rewrite path)."""
+        if not self.readiness()[1]["inventory"]:
+            return None
+        index = self.index()
+        cached = self.extra.get("facts")
+        if cached is not None and cached[0] is index:
+            return cached[1]
+        verdicts: dict[str, str | None] = {}
+
+        def never(template: dict) -> str | None:
+            name = template["metadata"]["name"]
+            if name not in verdicts:
+                if len(verdicts) > 4096:
+                    verdicts.clear()
+                verdict = dra.check(dra.parse_claim_spec(template["spec"]["spec"]), index)
+                verdicts[name] = verdict.message if verdict.status == "never" else None
+            return verdicts[name]
+
+        facts = Facts(served_resources(index.classes), never)
+        self.extra["facts"] = (index, facts)
+        return facts
 
     def detail(self) -> dict:
         """What readyz shows beyond its checks: devices the inventory could not use."""

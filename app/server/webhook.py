@@ -186,7 +186,7 @@ def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict, str]:
         labels = {}
         if req.kind == "Pod" and req.operation == "CREATE" and policy.needs_namespace_labels and req.namespace:
             labels = state.namespace_labels.get(req.namespace)
-        mp = mutation.plan_request(req, policy, labels)
+        mp = mutation.plan_request(req, policy, labels, facts=state.path_facts())
     except Exception as exc:  # noqa: BLE001 - planning bugs and deadlines: the failure rule decides
         return _unfinished(state, "mutate", req, exc)
     outcome = mp.outcome

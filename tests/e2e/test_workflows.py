@@ -135,6 +135,24 @@ def test_extended_resource_served_by_dra_is_scheduled_natively(cluster, webhook)
     assert result["pool"] == pod["spec"]["nodeName"]
 
 
+def test_opted_in_pod_takes_the_native_path_where_a_class_serves_it(cluster, webhook):
+    """Issue 13: in a migrating namespace, once a DeviceClass serves nvidia.com/gpu (the class of
+    the test above), our webhook leaves a plain pod as its owner wrote it and DRA serves it."""
+    def created_native():
+        cluster.kubectl("delete", "pod", "native-team", "-n", "team-a", "--ignore-not-found", "--wait=false")
+        wait_for(lambda: "NotFound" in cluster.kubectl("get", "pod", "native-team", "-n", "team-a",
+                                                     check=False).stderr, 30, "old pod gone", 0.2)
+        cluster.apply([legacy_pod("native-team")], "-n", "team-a")
+        pod = cluster.json("pod", "native-team", "-n", "team-a")
+        return pod if "resourceClaims" not in pod["spec"] else None  # until our inventory sees the class
+    pod = wait_for(created_native, 60, "pod left for the native path", 1.0)
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert "dra-bridge.io/migration" not in (pod["metadata"].get("annotations") or {})
+    status = wait_for(lambda: cluster.json("pod", "native-team", "-n", "team-a")["status"].get(
+        "extendedResourceClaimStatus"), 90, "extended resource claim")
+    assert status["resourceClaimName"]
+
+
 def test_apiserver_measures_our_webhook(cluster, webhook):
     metrics = cluster.get("/metrics")
     lines = [line for line in metrics.splitlines()

@@ -1,0 +1,83 @@
+"""DeviceClasses for the native path (KEP-5004): a class per extended resource the inventory can
+serve, `nvidia.com/gpu` for whole GPUs and `nvidia.com/mig-<profile>` for each MIG profile the
+ResourceSlices publish. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .inventory import Inventory
+
+SUFFIX = "extended.dra-bridge.io"
+
+
+class ClassConflict(Exception):
+    """Two DeviceClasses claim one extended resource name: which serves a pod is not defined."""
+
+
+@dataclass
+class Generated:
+    classes: list[dict] = field(default_factory=list)
+    kept: dict[str, str] = field(default_factory=dict)  # resource -> existing class that serves it
+
+
+def claimed(classes: dict[str, dict]) -> dict[str, list[str]]:
+    """extendedResourceName -> the classes that set it."""
+    out: dict[str, list[str]] = {}
+    for name in sorted(classes):
+        spec = (classes[name] or {}).get("spec")
+        resource = spec.get("extendedResourceName") if isinstance(spec, dict) else None
+        if isinstance(resource, str) and resource:
+            out.setdefault(resource, []).append(name)
+    return out
+
+
+def _profiles(inventory: Inventory, driver: str) -> list[str]:
+    seen = set()
+    for s in inventory.slices:
+        spec = s.get("spec") if isinstance(s, dict) else None
+        if not isinstance(spec, dict) or spec.get("driver") != driver:
+            continue
+        for device in spec.get("devices") or []:
+            attributes = (device or {}).get("attributes") or {} if isinstance(device, dict) else {}
+            kind = _attribute(attributes, driver, "type")
+            profile = _attribute(attributes, driver, "profile")
+            if kind == "mig" and isinstance(profile, str) and profile:
+                seen.add(profile)
+    return sorted(seen)
+
+
+def _attribute(attributes: dict, driver: str, name: str):
+    raw = attributes.get(name, attributes.get(f"{driver}/{name}"))
+    return raw.get("string") if isinstance(raw, dict) else None
+
+
+def _device_class(name: str, resource: str, expression: str) -> dict:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "dra-bridge"}},
+            "spec": {"extendedResourceName": resource, "selectors": [{"cel": {"expression": expression}}]}}
+
+
+def generate(inventory: Inventory, driver: str = "gpu.nvidia.com") -> Generated:
+    """The classes to create; ClassConflict when the inventory's own classes already claim one
+    name twice (fix that first: the scheduler would pick one of them)."""
+    existing = claimed(inventory.classes)
+    twice = {r: names for r, names in existing.items() if len(names) > 1}
+    if twice:
+        resource, names = sorted(twice.items())[0]
+        raise ClassConflict(f"DeviceClasses {', '.join(names)} all set extendedResourceName {resource}: "
+                            "keep one")
+    base = f"device.driver == '{driver}'"
+    wanted = [("nvidia.com/gpu", f"gpu.{SUFFIX}", f"{base} && device.attributes['{driver}'].type == 'gpu'")]
+    for profile in _profiles(inventory, driver):
+        wanted.append((f"nvidia.com/mig-{profile}", f"mig-{profile}.{SUFFIX}",
+                       f"{base} && device.attributes['{driver}'].type == 'mig' && "
+                       f"device.attributes['{driver}'].profile == '{profile}'"))
+    out = Generated()
+    for resource, name, expression in wanted:
+        if resource in existing:
+            out.kept[resource] = existing[resource][0]
+            continue
+        out.classes.append(_device_class(name, resource, expression))
+    return out

@@ -1,0 +1,58 @@
+"""Issue 13: /mutate picks the path from the inventory it serves from."""
+
+import copy
+
+import orjson
+import pytest
+from starlette.testclient import TestClient
+
+from app import kube
+from app.server import Metrics, PolicyHolder, ServiceState, create_app
+from tests.helpers import container, pod, review
+from tests.unit.device_inventory import build_inventory
+
+NATIVE = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu-native.nvidia.com"},
+          "spec": {"extendedResourceName": "nvidia.com/gpu", "selectors": [{"cel": {"expression":
+              "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}}
+
+
+def _client(native: bool):
+    inventory = build_inventory()
+    if native:
+        inventory = copy.copy(inventory)
+        inventory.classes = {**inventory.classes, NATIVE["metadata"]["name"]: NATIVE}
+    metrics = Metrics()
+    state = ServiceState(policy=PolicyHolder(None, metrics), templates=kube.TemplateStore(None),
+                         namespace_labels=kube.NamespaceLabels(None), metrics=metrics, inventory=inventory)
+    return TestClient(create_app(state))
+
+
+def mutate(client, obj):
+    return client.post("/mutate", content=orjson.dumps(review(obj))).json()["response"]
+
+
+def test_native_class_leaves_a_plain_pod_as_it_is():
+    with _client(native=True) as client:
+        resp = mutate(client, pod([container("main", {"nvidia.com/gpu": 2})]))
+        assert resp["allowed"] and "patch" not in resp and "warnings" not in resp
+        assert resp["auditAnnotations"]["path"].startswith("native: served by DRA as extended resources: "
+                                                           "nvidia.com/gpu by DeviceClass gpu-native.nvidia.com")
+        assert 'dra_bridge_migrations_total{result="native"} 1.0' in client.get("/metrics").text
+        # What native cannot give still goes through the rewrite.
+        shared = mutate(client, pod([container("main", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 8000})]))
+        assert "patch" in shared
+
+
+def test_without_a_native_class_the_pod_is_rewritten():
+    with _client(native=False) as client:
+        assert "patch" in mutate(client, pod([container("main", {"nvidia.com/gpu": 2})]))
+
+
+@pytest.mark.parametrize("count", [20])  # the example inventory: 8 GPUs per node at most
+def test_a_claim_no_node_could_ever_hold_keeps_the_pod_on_the_device_plugin(count):
+    with _client(native=False) as client:
+        resp = mutate(client, pod([container("main", {"nvidia.com/gpu": count})]))
+        assert resp["allowed"] and "patch" not in resp
+        assert any("left on the device plugin: the planned claim could never be satisfied here" in w
+                   for w in resp["warnings"])
+        assert 'dra_bridge_migrations_total{result="legacy"} 1.0' in client.get("/metrics").text
