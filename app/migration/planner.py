@@ -29,7 +29,8 @@ MAX_DEVICES_PER_CLAIM = 32
 MAX_SELECTORS = 32
 MAX_CEL_LENGTH = 10 * 1024
 # Vendor prefixes whose unknown extended resources we refuse to half-migrate.
-GPU_RESOURCE_PREFIXES = ("nvidia.com/",)
+# Resources of GPU systems we know: one without a rule is never left on a migrated pod silently.
+GPU_RESOURCE_PREFIXES = ("nvidia.com/", "koordinator.sh/gpu", "volcano.sh/gpu", "volcano.sh/vgpu", "hami.io/")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -64,6 +65,7 @@ class _Ask:
     memory: Decimal | None = None
     fractions: dict = field(default_factory=dict)  # resource -> percent (< 100)
     removed: dict = field(default_factory=dict)  # resource -> original value text
+    only_dropped: bool = True  # every resource seen so far has role drop
     device_class: str = ""
     device_type: str = "gpu"
     selectors: list = field(default_factory=list)
@@ -237,6 +239,8 @@ def _container_asks(list_name, index, container, sidecar, rules, notes) -> list[
         ask.removed[key] = str(value)
         _apply_rule(ask, rule, groups, key, value, path, rules, notes)
     for ask in by_family.values():
+        if ask.count is None and ask.only_dropped:
+            ask.count = 0  # nothing but resources without a device meaning: removed, no device
         if ask.count is None:
             count_rule = ask.rule or rules.count_rule(ask.family)
             if count_rule is None:
@@ -256,8 +260,11 @@ def _fraction_text(ask: _Ask) -> str:
 
 
 def _apply_rule(ask, rule, groups, key, value, path, rules, notes) -> None:
+    ask.only_dropped = ask.only_dropped and rule.role == "drop"
     try:
-        if rule.role == "count":
+        if rule.role == "drop":
+            pass  # removed from the pod with its note
+        elif rule.role == "count":
             count = parse_count(value)
             if rule.countAs == "one" and count > 1:
                 notes.append(f"{path}: {count} replicas become 1 device")
@@ -279,9 +286,18 @@ def _apply_rule(ask, rule, groups, key, value, path, rules, notes) -> None:
                 ask.rule = rule
         else:
             percent = parse_quantity(value)
-            if not 0 <= percent <= 100:
+            if percent > 100 and rule.aboveHundred == "devices":
+                if percent % 100:
+                    raise ValueError(f"{value!r}: above 100 only whole devices (multiples of 100)")
+                devices = int(percent // 100)
+                if ask.count is not None and ask.count != devices:
+                    notes.append(f"{path}: {value} is {devices} devices; the count {ask.count} is used")
+                elif ask.count is None:
+                    ask.count = devices
+                    ask.rule = ask.rule or rules.count_rule(rule.family)
+            elif not 0 <= percent <= 100:
                 raise ValueError(f"{value!r} is not a percentage between 0 and 100")
-            if 0 < percent < 100:
+            elif 0 < percent < 100:
                 ask.fractions[key] = str(value)
     except ValueError as exc:
         raise _Unmigratable(f"{path}: {exc}") from None

@@ -27,11 +27,14 @@ class ResourceRule(_Strict):
     name: Optional[str] = None
     pattern: Optional[str] = None
     family: str
-    role: Literal["count", "countPercent", "memory", "memoryPercent", "cores"]
+    # drop: the resource has no device meaning (HAMi's nvidia.com/priority): removed, with the note.
+    role: Literal["count", "countPercent", "memory", "memoryPercent", "cores", "drop"]
     deviceClass: Optional[str] = None
     deviceType: Literal["gpu", "mig"] = "gpu"
     selectors: list[str] = []
     countAs: Literal["devices", "one"] = "devices"
+    # cores / memoryPercent above 100: invalid, or whole devices in hundreds (Koordinator's units).
+    aboveHundred: Literal["invalid", "devices"] = "invalid"
     unit: str = "Mi"
     note: Optional[str] = None
 

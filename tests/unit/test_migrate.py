@@ -344,3 +344,38 @@ def test_planning_is_linear_in_containers(init, app):
     else:
         assert plan.status == "migrated"  # init containers run one at a time: one request serves all
         assert len(plan.templates[0]["spec"]["spec"]["devices"]["requests"]) == 1
+
+
+def _legacy_left(plan):
+    """GPU resources of any system still on a migrated pod: a double allocation waiting to happen."""
+    from app.migration import legacy_resources
+    return legacy_resources(plan.pod["spec"], RULES)
+
+
+@pytest.mark.parametrize("limits, devices", [
+    ({"koordinator.sh/gpu": 100}, 1),
+    ({"koordinator.sh/gpu": 200}, 2),
+    ({"koordinator.sh/gpu-core": 100, "koordinator.sh/gpu-memory-ratio": 100}, 1),
+    ({"koordinator.sh/gpu-core": 200, "koordinator.sh/gpu-memory-ratio": 200}, 2),  # Koordinator's units
+    ({"koordinator.sh/gpu": 100, "koordinator.sh/gpu-core": 100}, 1),  # was: legacy kept AND a claim
+    ({"volcano.sh/gpu-number": 2}, 2),
+    ({"nvidia.com/gpu": 1, "nvidia.com/priority": 0}, 1),  # HAMi priority does not block migration
+])
+def test_other_systems_gpu_resources_are_migrated_without_leftovers(limits, devices):
+    plan = plan_pod(pod([container("w", limits)]), RULES, "ns")
+    assert plan.status == "migrated", plan.reason
+    assert _legacy_left(plan) == []
+    assert sum(r["exactly"]["count"] for r in requests_of(plan)) == devices
+
+
+def test_priority_alone_is_removed_without_asking_for_a_device():
+    plan = plan_pod(pod([container("w", {"nvidia.com/priority": 1})]), RULES, "ns")
+    assert plan.status == "migrated" and not plan.templates and _legacy_left(plan) == []
+    assert any("PriorityClass" in w for w in plan.warnings)
+
+
+@pytest.mark.parametrize("limits", [{"koordinator.sh/gpu-core": 150}, {"volcano.sh/gpu-whatever": 1},
+                                    {"koordinator.sh/gpu-unknown": 1}])
+def test_unknown_or_partial_forms_are_never_left_on_a_migrated_pod(limits):
+    plan = plan_pod(pod([container("w", {"nvidia.com/gpu": 1, **limits})]), RULES, "ns")
+    assert plan.status == "unmigratable"  # not migrated with the unknown resource still on it
