@@ -111,6 +111,8 @@ def _plan_template(holder, where, rules, ns, ix, report, result, facts: Facts) -
         report.reasons.append(f"{where}: {plan.reason}")
         return "rewrite"
     report.reasons.extend(f"{where}: {w}" for w in plan.warnings)
+    if plan.other_system:
+        return "legacy"  # GPUs another scheduler shares (KAI): counted, left as they are
     if plan.status != "migrated":
         return None
     holder.clear()

@@ -17,6 +17,9 @@ from . import cel_selectors
 
 _MIG_SUFFIX = re.compile(r"^(?P<base>.+)-MIG-(?P<profile>[0-9]+g\.[0-9]+gb)$", re.IGNORECASE)
 _SHARED_SUFFIX = "-SHARED"
+_MIG_PROFILE = re.compile(r"[0-9]+g\.[0-9]+gb")
+# nvidia-tesla-a100, nvidia-a100-80gb, nvidia-h100-mega-80gb, nvidia-l4, nvidia-tesla-t4, nvidia-b200
+_GKE_ACCELERATOR = re.compile(r"nvidia-(?:tesla-)?(?P<model>[a-z]+[0-9]+)(?:-mega)?(?:-(?P<gb>[0-9]+)gb)?")
 
 
 class Untranslatable(Exception):
@@ -92,6 +95,10 @@ class _Translator:
             return self._product(label, op, values)
         if rule.translate == "string":
             return self._both(self._string(rule.attribute, op, values))
+        if rule.translate == "gkeAccelerator":
+            return self._both(self._accelerator(label, op, values))
+        if rule.translate == "migProfile":
+            return self._mig_profile(label, op, values)
         if rule.translate == "memoryMiB":
             # On a MIG node the label is the parent GPU's memory, not the MIG device's.
             return {"gpu": self._memory(rule.capacity, op, values, label)}
@@ -109,6 +116,36 @@ class _Translator:
         if op == "DoesNotExist":
             return f"!({guard})"
         return None
+
+    def _accelerator(self, label: str, op: str, values: list[str]) -> str:
+        """GKE's accelerator names (nvidia-tesla-a100, nvidia-h100-80gb, nvidia-l4): the model in
+        the product name and, when the name carries it, at least that memory (NVML reports a
+        little under the marketing size: 80 GB is >= 80000Mi)."""
+        presence = self._presence("productName", op)
+        if presence:
+            return presence
+        if op not in ("In", "NotIn"):
+            raise Untranslatable(f"{label} {op} has no device equivalent")
+        tests = []
+        for value in values:
+            match = _GKE_ACCELERATOR.fullmatch(value.lower())
+            if not match:
+                raise Untranslatable(f"{label}={value} is not a GKE NVIDIA accelerator name")
+            name = cel_selectors.attribute(self.domain, "productName")
+            test = f"{name}.lowerAscii().contains({cel_selectors.literal(match['model'])})"
+            if match["gb"]:
+                test += " && " + cel_selectors.memory_at_least(self.domain, f"{int(match['gb']) * 1000}Mi")
+            tests.append(test)
+        expr = cel_selectors.guarded_attribute(self.domain, "productName", cel_selectors.any_of(tests))
+        return f"!({expr})" if op == "NotIn" else expr
+
+    def _mig_profile(self, label: str, op: str, values: list[str]) -> dict[str, str]:
+        """GKE's gke-gpu-partition-size: the node's GPUs are MIG-partitioned into this profile, so
+        nvidia.com/gpu there means one such MIG device (as GFD's MIG product suffix does)."""
+        if op != "In" or len(values) != 1 or not _MIG_PROFILE.fullmatch(values[0].lower()):
+            raise Untranslatable(f"{label} {op} {values}: only In with one MIG profile (e.g. 1g.5gb) translates")
+        self.mig_profiles.add(values[0].lower())
+        return {"mig": ""}  # the profile selector itself comes with the MIG request
 
     def _product(self, label: str, op: str, values: list[str]) -> dict[str, str]:
         presence = self._presence("productName", op)
@@ -211,7 +248,8 @@ def translate(spec: dict, rules: MigrationRules) -> NodeConstraints:
                 result.notes.append(f"nodeSelector {key} kept on the node: {why}")
                 continue
             for kind, expr in per_type.items():
-                result.selectors[kind].append(expr)
+                if expr:
+                    result.selectors[kind].append(expr)
             if "mig" not in per_type:
                 result.mig_gaps.append(key)
             result.translated.append(f"nodeSelector[{key}]")
@@ -229,8 +267,24 @@ def translate(spec: dict, rules: MigrationRules) -> NodeConstraints:
     result.notes.extend(tr.notes)
     if len(tr.mig_profiles) == 1:
         result.mig_profile = next(iter(tr.mig_profiles))
+        _keep_mig_gaps_on_the_node(node_selector, after, result)
     result.spec_after = after
     return result
+
+
+def _keep_mig_gaps_on_the_node(node_selector, after: dict, result: NodeConstraints) -> None:
+    """With MIG single strategy the pod gets MIG devices, which such labels (gpu.memory: the MIG
+    slice's memory there) do not describe as selectors: they stay node selection, never dropped
+    on both sides."""
+    if not isinstance(node_selector, dict):
+        return
+    for key in [k for k in result.mig_gaps if k in node_selector]:
+        after.setdefault("nodeSelector", {})[key] = node_selector[key]
+        if f"nodeSelector[{key}]" in result.translated:
+            result.translated.remove(f"nodeSelector[{key}]")
+        result.mig_gaps.remove(key)
+        result.notes.append(f"nodeSelector {key} kept on the node: MIG devices are asked for, and it "
+                            "describes the node's MIG partitions, not a selector on them")
 
 
 def _translate_terms(terms: list[dict], tr: _Translator, result: NodeConstraints,
@@ -277,7 +331,8 @@ def _translate_single_term(term: dict, tr: _Translator, result: NodeConstraints,
             kept.append(expr)
             continue
         for kind, cel in per_type.items():
-            result.selectors[kind].append(cel)
+            if cel:
+                result.selectors[kind].append(cel)
         if "mig" not in per_type:
             result.mig_gaps.append(key)
         result.translated.append(f"affinity[{key}]")

@@ -44,6 +44,7 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     reason: str = ""
     rewritten: dict = field(default_factory=dict)
+    other_system: str = ""  # GPUs shared by another scheduler (KAI): left there, counted by audit
 
 
 class _Unmigratable(Exception):
@@ -141,12 +142,25 @@ def plan_pod(pod: dict, rules: MigrationRules, namespace: str | None = None) -> 
                                   "are left for the device plugin"])
         return Plan("unchanged", reason="pod already uses DRA claims")
     if not legacy:
+        kai = _kai_annotations(pod)
+        if kai:
+            why = (f"KAI scheduler GPU sharing ({', '.join(kai)} annotation): the KAI scheduler allocates it, "
+                   "not DRA; left as it is")
+            return Plan("unchanged", reason=why, warnings=[why], other_system="kai")
         return Plan("unchanged", reason="no legacy GPU requests")
     try:
         return _plan(pod, spec, rules, namespace)
     except _Unmigratable as why:
         return Plan("unmigratable", reason=str(why),
                     warnings=[f"pod left unchanged, not migrated to DRA: {why}"])
+
+
+KAI_ANNOTATIONS = ("gpu-fraction", "gpu-memory", "gpu-fraction-num-devices")
+
+
+def _kai_annotations(pod: dict) -> list[str]:
+    annotations = (pod.get("metadata") or {}).get("annotations")
+    return [k for k in KAI_ANNOTATIONS if isinstance(annotations, dict) and k in annotations]
 
 
 def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None) -> Plan:

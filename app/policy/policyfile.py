@@ -76,7 +76,8 @@ class NodeLabelRule(_Strict):
     """A GPU Feature Discovery node label and the device field it stands for."""
 
     label: str
-    translate: Literal["product", "string", "memoryMiB", "versionMajor", "versionMinor"]
+    translate: Literal["product", "string", "memoryMiB", "versionMajor", "versionMinor", "gkeAccelerator",
+                       "migProfile"]
     attribute: Optional[str] = None
     capacity: Optional[str] = None
 

@@ -379,3 +379,52 @@ def test_priority_alone_is_removed_without_asking_for_a_device():
 def test_unknown_or_partial_forms_are_never_left_on_a_migrated_pod(limits):
     plan = plan_pod(pod([container("w", {"nvidia.com/gpu": 1, **limits})]), RULES, "ns")
     assert plan.status == "unmigratable"  # not migrated with the unknown resource still on it
+
+
+def test_gke_partition_size_label_means_one_mig_device_of_that_profile():
+    p = pod([container("m", {"nvidia.com/gpu": 1})], nodeSelector={
+        "cloud.google.com/gke-gpu-partition-size": "1g.5gb", "cloud.google.com/gke-accelerator": "nvidia-tesla-a100"})
+    result = plan(p)
+    req = only_request(result)
+    assert req["exactly"]["deviceClassName"] == "mig.nvidia.com"
+    assert any("profile == '1g.5gb'" in s for s in selectors(req))
+    assert "nodeSelector" not in result.pod["spec"]
+
+
+@pytest.mark.parametrize("value, matches, misses", [
+    ("nvidia-h100-80gb", ("NVIDIA H100 80GB HBM3", "81559Mi"), ("NVIDIA H100 PCIe 40GB", "40960Mi")),
+    ("nvidia-tesla-a100", ("NVIDIA A100-SXM4-40GB", "40960Mi"), ("NVIDIA L4", "23034Mi")),
+    ("nvidia-l4", ("NVIDIA L4", "23034Mi"), ("NVIDIA A100-SXM4-40GB", "40960Mi")),
+])
+def test_gke_accelerator_label_becomes_a_product_selector(value, matches, misses):
+    from app.dra import cel
+    result = plan(pod([container("m", {"nvidia.com/gpu": 1})], nodeSelector={"cloud.google.com/gke-accelerator": value}))
+    [expr] = [s for s in selectors(only_request(result)) if "contains" in s]
+
+    def device(product, memory):
+        return cel.device_variable("gpu.nvidia.com", {"name": "g", "attributes": {"productName": {"string": product}},
+                                                      "capacity": {"memory": {"value": memory}}})
+    selector = cel.compile_selector(expr)
+    assert selector.matches(device(*matches)) and not selector.matches(device(*misses))
+    assert "nodeSelector" not in result.pod["spec"]
+
+
+def test_mig_single_strategy_keeps_the_memory_label_on_the_node():
+    """GFD single strategy labels gpu.memory with the MIG slice's memory: never dropped on both
+    sides (it used to be removed from the pod and become no selector)."""
+    p = pod([container("m", {"nvidia.com/gpu": 1})], nodeSelector={
+        "nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb", "nvidia.com/gpu.memory": "4864"})
+    result = plan(p)
+    req = only_request(result)
+    assert req["exactly"]["deviceClassName"] == "mig.nvidia.com"
+    assert result.pod["spec"]["nodeSelector"] == {"nvidia.com/gpu.memory": "4864"}
+    assert any("kept on the node" in w for w in result.warnings)
+
+
+def test_gke_partition_size_in_required_affinity():
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "cloud.google.com/gke-gpu-partition-size", "operator": "In",
+                               "values": ["2g.10gb"]}]}]}}}
+    req = only_request(plan(pod([container("m", {"nvidia.com/gpu": 1})], affinity=affinity)))
+    assert req["exactly"]["deviceClassName"] == "mig.nvidia.com"
+    assert all(s.strip() for s in selectors(req)) and any("'2g.10gb'" in s for s in selectors(req))

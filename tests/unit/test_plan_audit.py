@@ -177,3 +177,13 @@ def test_audit_and_plan_say_the_path_of_every_object(tmp_path):
                                           str(native_inventory)).stdout))
     results = {r["resources"][0]["name"]: r["result"] for report in reports for r in report["results"]}
     assert results["cuda-vectoradd"] == "pass" and results["notebook-vgpu"] == "fail"
+
+
+def test_kai_fractional_pods_are_warned_and_counted_by_audit(tmp_path):
+    kai = tmp_path / "kai.yaml"
+    kai.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "kai-half", "annotations": {"gpu-fraction": "0.5"}}, "spec": {
+        "schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "i"}]}}))
+    rows = json.loads(run("audit", "-f", str(kai), "-o", "json").stdout)["objects"]
+    [row] = rows
+    assert row["path"] == "legacy" and any("KAI scheduler GPU sharing (gpu-fraction" in r for r in row["reasons"])
