@@ -23,7 +23,8 @@ from .plancli import ObjectReport, plan_objects
 WORKLOADS = [("/api/v1", "pods", "Pod"), ("/apis/apps/v1", "deployments", "Deployment"),
              ("/apis/apps/v1", "statefulsets", "StatefulSet"), ("/apis/apps/v1", "daemonsets", "DaemonSet"),
              ("/apis/apps/v1", "replicasets", "ReplicaSet"), ("/apis/batch/v1", "jobs", "Job"),
-             ("/apis/batch/v1", "cronjobs", "CronJob")]
+             ("/apis/batch/v1", "cronjobs", "CronJob"),
+             ("/api/v1", "resourcequotas", "ResourceQuota")]  # GPU quotas that stop counting migrated pods
 INVENTORY_PATHS = [("/apis/resource.k8s.io/v1", "resourceslices"), ("/apis/resource.k8s.io/v1", "deviceclasses")]
 
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 import yaml
 
 from app import dra
-from app.migration import Facts, choose_path, is_pod_spec, plan_pod, pod_templates, served_resources
+from app.migration import Facts, choose_path, is_pod_spec, plan_pod, pod_templates, quota_additions, served_resources
 from app.policy import MigrationRules, load_policy
 
 from .inputs import load_inventory, read_inputs
@@ -81,6 +81,15 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
             report = ObjectReport(f"{source}:{line}", str(obj.get("kind", "?")),
                                   str(meta.get("name") or meta.get("generateName") or "?"), ns, "unchanged")
             planned = copy.deepcopy(obj)
+            if obj.get("kind") == "ResourceQuota":
+                additions, notes = quota_additions(obj, rules)
+                if additions:
+                    planned.setdefault("spec", {}).setdefault("hard", {}).update(additions)
+                    report.status, report.path = "migrated", "rewrite"
+                    report.reasons.extend(notes)
+                result.objects.append((obj, planned))
+                result.reports.append(report)
+                continue
             paths = []
             for path, holder in list(pod_templates(planned)):
                 paths.append(_plan_template(holder, path or "spec", rules, ns, ix, report, result, facts))

@@ -30,7 +30,7 @@ def test_plan_over_the_whole_corpus_accounts_for_every_object(corpus):
     # lacks stay on the device plugin (legacy), saying why.
     assert all(set(o["path"].split("+")) <= {"none", "native", "rewrite", "legacy"} for o in report["objects"])
     legacy = [o for o in report["objects"] if "legacy" in o["path"]]
-    assert legacy and all(any("legacy: " in r for r in o["reasons"]) for o in legacy)
+    assert legacy and all(any("legacy: " in r or "KAI scheduler" in r for r in o["reasons"]) for o in legacy)
     assert any(any("could never be satisfied here" in r for r in o["reasons"]) for o in legacy)
     assert any(o["path"] == "rewrite" for o in report["objects"])
     statuses = {o["status"] for o in report["objects"]}
@@ -187,3 +187,22 @@ def test_kai_fractional_pods_are_warned_and_counted_by_audit(tmp_path):
     rows = json.loads(run("audit", "-f", str(kai), "-o", "json").stdout)["objects"]
     [row] = rows
     assert row["path"] == "legacy" and any("KAI scheduler GPU sharing (gpu-fraction" in r for r in row["reasons"])
+
+
+def test_gpu_quotas_get_the_device_class_quota_that_counts_migrated_pods(tmp_path):
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus", "namespace": "team-a"},
+             "spec": {"hard": {"requests.nvidia.com/gpu": "8", "requests.nvidia.com/mig-1g.10gb": "4", "pods": "50"}}}
+    path = tmp_path / "quota.yaml"
+    path.write_text(yaml.safe_dump(quota))
+    result = run("plan", "-f", str(path))
+    [planned] = [d for d in yaml.safe_load_all(result.stdout) if d]
+    assert planned["spec"]["hard"] == {**quota["spec"]["hard"],
+                                       "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "8",
+                                       "mig.nvidia.com.deviceclass.resource.k8s.io/devices": "4"}
+    import kubernetes_validate
+    kubernetes_validate.validate(planned, "1.34.0", strict=True)
+    [row] = json.loads(run("audit", "-f", str(path), "-o", "json").stdout)["objects"]
+    assert row["kind"] == "ResourceQuota" and any("counted by gpu.nvidia.com.deviceclass" in r for r in row["reasons"])
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(yaml.safe_dump({**quota, "spec": {"hard": {"pods": "50"}}}))
+    assert json.loads(run("audit", "-f", str(plain), "-o", "json").stdout)["objects"] == []
