@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass, field
 import yaml
 
 from app import dra
-from app.migration import Facts, choose_path, is_pod_spec, plan_pod, pod_templates, quota_additions, served_resources
+from app.migration import (Facts, choose_path, is_pod_spec, legacy_resources, plan_pod, pod_templates, quota_additions,
+                           served_resources)
 from app.policy import MigrationRules, load_policy
 
 from .inputs import load_inventory, read_inputs
@@ -90,6 +91,15 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
                 result.objects.append((obj, planned))
                 result.reports.append(report)
                 continue
+            if str(obj.get("kind", "")).startswith("Cluster") and any(
+                    legacy_resources(h.get("spec") or {}, rules) for _p, h in pod_templates(obj)):
+                # Its pods run in whichever namespaces use it: no namespaced template fits them all.
+                report.status = "needs-attention"
+                report.reasons.append(f"cluster-scoped {obj['kind']}: its pods run in the namespaces that use it; "
+                                      "left as it is, they are migrated at admission there")
+                result.objects.append((obj, planned))
+                result.reports.append(report)
+                continue
             paths = []
             for path, holder in list(pod_templates(planned)):
                 paths.append(_plan_template(holder, path or "spec", rules, ns, ix, report, result, facts))
@@ -102,6 +112,9 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
                                       "controller that renders its pods decides; migrate its output at admission")
             if report.status == "unchanged" and planned != obj:
                 report.status = "migrated"
+            if planned != obj and ns and not meta.get("namespace") and report.templates:
+                # The templates go to `ns`: the object must too, or its pods miss them.
+                planned.setdefault("metadata", {})["namespace"] = ns
             result.objects.append((obj, planned))
             result.reports.append(report)
     return result

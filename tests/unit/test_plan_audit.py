@@ -206,3 +206,25 @@ def test_gpu_quotas_get_the_device_class_quota_that_counts_migrated_pods(tmp_pat
     plain = tmp_path / "plain.yaml"
     plain.write_text(yaml.safe_dump({**quota, "spec": {"hard": {"pods": "50"}}}))
     assert json.loads(run("audit", "-f", str(plain), "-o", "json").stdout)["objects"] == []
+
+
+def test_plan_with_a_namespace_puts_the_object_where_its_templates_go(tmp_path):
+    result = run("plan", "-f", str(EXAMPLES / "workloads" / "gpu-pod.yaml"), "-n", "ml")
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    [template] = [d for d in docs if d["kind"] == "ResourceClaimTemplate"]
+    [pod_doc] = [d for d in docs if d["kind"] == "Pod"]
+    assert template["metadata"]["namespace"] == "ml" and pod_doc["metadata"]["namespace"] == "ml"
+
+
+def test_cluster_scoped_objects_with_gpu_pod_templates_are_reported_not_rewritten(tmp_path):
+    runtime = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+               "metadata": {"name": "torch"}, "spec": {"template": {"spec": {"replicatedJobs": [{"name": "node",
+               "template": {"spec": {"template": {"spec": {"containers": [{"name": "t", "image": "i",
+               "resources": {"limits": {"nvidia.com/gpu": 8}}}]}}}}}]}}}}
+    path = tmp_path / "runtime.yaml"
+    path.write_text(yaml.safe_dump(runtime))
+    result = run("plan", "-f", str(path), "-n", "ml")
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    assert docs == [runtime]  # no namespaced template, no rewrite
+    [row] = json.loads(run("plan", "-f", str(path), "-o", "json").stdout)["objects"]
+    assert row["status"] == "needs-attention" and "cluster-scoped ClusterTrainingRuntime" in row["reasons"][0]
