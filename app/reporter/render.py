@@ -132,3 +132,13 @@ def slices(node: NodeGpus, node_name: str, driver: str, generation: int, node_ui
                      "devices": chunk},
         })
     return out
+
+
+def device_classes(driver: str) -> list[dict]:
+    """The DeviceClasses NVIDIA's DRA driver chart installs (whole GPUs, MIG devices), for this
+    driver: with them a `--once` printout is a whole inventory (`plan`/`check --inventory`)."""
+    names = ("gpu.nvidia.com", "mig.nvidia.com") if driver == "gpu.nvidia.com" else (f"gpu.{driver}", f"mig.{driver}")
+    return [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+             "spec": {"selectors": [{"cel": {"expression": (
+                 f"device.driver == '{driver}' && device.attributes['gpu.nvidia.com'].type == '{kind}'")}}]}}
+            for name, kind in zip(names, ("gpu", "mig"))]

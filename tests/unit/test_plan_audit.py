@@ -228,3 +228,30 @@ def test_cluster_scoped_objects_with_gpu_pod_templates_are_reported_not_rewritte
     assert docs == [runtime]  # no namespaced template, no rewrite
     [row] = json.loads(run("plan", "-f", str(path), "-o", "json").stdout)["objects"]
     assert row["status"] == "needs-attention" and "cluster-scoped ClusterTrainingRuntime" in row["reasons"][0]
+
+
+def test_corpus_plan_against_a_reporter_inventory_with_classes(corpus, tmp_path):
+    """Issue 13: `dra-bridge reporter --once` (three fake nodes) plus `dra-bridge classes` as the
+    inventory: every corpus object gets a path, and none is refused only because a DeviceClass
+    was missing."""
+    printed = []
+    for description in ("h100x8.yaml", "a100-mig.yaml", "l4x4.yaml"):
+        result = run("reporter", "--once", "--backend", f"fake:{ROOT / 'app' / 'data' / 'fake' / description}",
+                     "--node-name", description.split(".")[0])
+        assert result.returncode == 0, result.stderr
+        printed.append(result.stdout)
+    slices = tmp_path / "inventory.yaml"
+    docs = [d for text in printed for d in yaml.safe_load_all(text) if d]
+    unique = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    slices.write_text(yaml.safe_dump_all(list(unique.values())))
+    classes = run("classes", "--inventory", str(slices))
+    assert classes.returncode == 0, classes.stderr
+    inventory = tmp_path / "with-classes.yaml"
+    inventory.write_text(slices.read_text() + "---\n" + classes.stdout)
+    result = run("plan", "-f", str(corpus), "-o", "json", "--inventory", str(inventory))
+    assert result.returncode in (0, 1), result.stderr
+    objects = json.loads(result.stdout)["objects"]
+    assert all(o["path"] for o in objects)
+    assert {"native", "rewrite"} <= {p for o in objects for p in o["path"].split("+")}
+    missing = [r for o in objects for r in o["reasons"] if "does not exist" in r and "DeviceClass" in r]
+    assert not missing, missing[:3]

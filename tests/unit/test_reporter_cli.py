@@ -23,6 +23,14 @@ def test_once_prints_slices_that_load_as_inventory(tmp_path):
     out.write_text(result.stdout)
     inv = load_inventory(str(out))
     assert len(inv.slices) == 1 and inv.device_count == 16
+    # With NVIDIA's two classes the printout is a whole inventory: claims are judged, not refused
+    # for a missing DeviceClass.
+    assert set(inv.classes) == {"gpu.nvidia.com", "mig.nvidia.com"}
+    from app import dra
+    index = dra.build_index(inv)
+    for device_class in inv.classes:
+        claim = {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": device_class}}]}}
+        assert dra.check(dra.parse_claim_spec(claim), index).status == "satisfiable", device_class
 
 
 def test_no_nvml_library_is_one_clear_line_and_exit_code():
