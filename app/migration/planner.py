@@ -155,6 +155,8 @@ def plan_pod(pod: dict, rules: MigrationRules, namespace: str | None = None) -> 
                     warnings=[f"pod left unchanged, not migrated to DRA: {why}"])
 
 
+# HAMi's binpack/spread policies for GPUs and nodes: hints to HAMi's scheduler only.
+SCHEDULER_POLICY_ANNOTATIONS = ("hami.io/gpu-scheduler-policy", "hami.io/node-scheduler-policy")
 KAI_ANNOTATIONS = ("gpu-fraction", "gpu-memory", "gpu-fraction-num-devices")
 
 
@@ -174,6 +176,10 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None) -
     constraints = translate(spec, rules)
     notes.extend(constraints.notes)
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    for key in SCHEDULER_POLICY_ANNOTATIONS:
+        if isinstance(annotations, dict) and key in annotations:
+            notes.append(f"annotation {key}={annotations[key]!s:.40}: HAMi's placement policy has no DRA "
+                         "equivalent; the scheduler places DRA claims its own way")
     for ask in asks:
         if ask.count:
             _resolve_device(ask, rules, constraints, annotations, notes)

@@ -428,3 +428,11 @@ def test_gke_partition_size_in_required_affinity():
     req = only_request(plan(pod([container("m", {"nvidia.com/gpu": 1})], affinity=affinity)))
     assert req["exactly"]["deviceClassName"] == "mig.nvidia.com"
     assert all(s.strip() for s in selectors(req)) and any("'2g.10gb'" in s for s in selectors(req))
+
+
+def test_hami_placement_policy_annotations_warn():
+    p = pod([container("w", {"nvidia.com/gpu": 1})])
+    p["metadata"]["annotations"] = {"hami.io/gpu-scheduler-policy": "binpack"}
+    result = plan(p)
+    assert result.status == "migrated"
+    assert any("hami.io/gpu-scheduler-policy=binpack" in w and "no DRA equivalent" in w for w in result.warnings)
