@@ -270,8 +270,9 @@ def _container_asks(list_name, index, container, sidecar, rules, notes) -> list[
             if rules.fractional == "skip":
                 raise _Unmigratable(f"container {name} asks for a fraction of a GPU "
                                     f"({_fraction_text(ask)}) and policy fractional is skip")
-            notes.append(f"container {name}: fractional sharing ({_fraction_text(ask)}) has no DRA "
-                         "equivalent on exclusive devices; it gets whole devices")
+            # DRA can share (consumable capacity, MPS or time-slicing config); we do not map to it yet.
+            notes.append(f"container {name}: fractional sharing ({_fraction_text(ask)}) is not mapped to DRA "
+                         f"sharing yet; it now costs {ask.count} whole device(s)")
     return list(by_family.values())
 
 

@@ -436,3 +436,9 @@ def test_hami_placement_policy_annotations_warn():
     result = plan(p)
     assert result.status == "migrated"
     assert any("hami.io/gpu-scheduler-policy=binpack" in w and "no DRA equivalent" in w for w in result.warnings)
+
+
+def test_fraction_warning_names_the_cost_and_never_claims_dra_cannot_share():
+    result = plan(pod([container("w", {"nvidia.com/gpu": 1, "nvidia.com/gpucores": 30})]))
+    [note] = [w for w in result.warnings if "fractional sharing" in w]
+    assert "gpucores=30" in note and "1 whole device" in note and "no DRA equivalent" not in note
