@@ -63,7 +63,7 @@ def _native_gap(pod: dict, plan: Plan, rules: MigrationRules, served: dict[str, 
         expected.add(rule.deviceClass)
     for template in plan.templates:
         for request in ((template.get("spec") or {}).get("spec") or {}).get("devices", {}).get("requests", []):
-            device_class = (request.get("exactly") or {}).get("deviceClassName")
+            device_class = (request.get("exactly") or (request.get("firstAvailable") or [{}])[0]).get("deviceClassName")
             if device_class and device_class not in expected:
                 # e.g. nvidia.com/gpu on a MIG single-strategy node: its labels make it a MIG device
                 return f"its node labels ask for {device_class} devices, not what {resource} names"

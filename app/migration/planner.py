@@ -82,6 +82,8 @@ class _Request:
     device_class: str
     count: int
     selectors: list
+    aligned: str | None = None  # attribute the devices should share (topology)
+    require: bool = False
 
     @property
     def shape(self) -> tuple:
@@ -91,7 +93,16 @@ class _Request:
         exactly = {"deviceClassName": self.device_class, "allocationMode": "ExactCount", "count": self.count}
         if self.selectors:
             exactly["selectors"] = [{"cel": {"expression": expr}} for expr in self.selectors]
+        if self.aligned and not self.require:
+            # Aligned first, any devices second: the allocator takes the first alternative that fits.
+            return {"name": self.name, "firstAvailable": [{"name": "aligned", **exactly}, {"name": "any", **exactly}]}
         return {"name": self.name, "exactly": exactly}
+
+    def constraint(self) -> dict | None:
+        if not self.aligned:
+            return None
+        target = self.name if self.require else f"{self.name}/aligned"
+        return {"requests": [target], "matchAttribute": self.aligned}
 
 
 def deep_copy(obj: dict) -> dict:
@@ -184,6 +195,10 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None) -
         if ask.count:
             _resolve_device(ask, rules, constraints, annotations, notes)
     requests, refs = _assign_requests([a for a in asks if a.count], notes)
+    if rules.topology is not None:
+        for req in requests:
+            if req.count > 1 and req.device_class != rules.migDeviceClass:
+                req.aligned, req.require = rules.topology.attribute, rules.topology.require
     if len(requests) > MAX_REQUESTS:
         raise _Unmigratable(f"{len(requests)} device requests exceed the DRA limit of {MAX_REQUESTS} per claim")
     total = sum(r.count for r in requests)
@@ -208,7 +223,8 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None) -
                 else:
                     planned_spec.pop(key, None)
             rewritten["nodeLabels"] = constraints.translated
-        template = render_template([r.render() for r in requests], namespace)
+        template = render_template([r.render() for r in requests], namespace,
+                                   [c for c in (r.constraint() for r in requests) if c])
         templates.append(template)
         name = template["metadata"]["name"]
         planned_spec["resourceClaims"] = [{"name": rules.claimName, "resourceClaimTemplateName": name}]
@@ -458,8 +474,10 @@ def template_name(template_spec: dict) -> str:
     return TEMPLATE_PREFIX + hashlib.sha256(canonical).hexdigest()[:16]
 
 
-def render_template(requests: list[dict], namespace: str | None) -> dict:
+def render_template(requests: list[dict], namespace: str | None, constraints: list[dict] | None = None) -> dict:
     spec = {"spec": {"devices": {"requests": requests}}}
+    if constraints:
+        spec["spec"]["devices"]["constraints"] = constraints
     metadata = {"name": template_name(spec), "labels": dict(MANAGED_BY)}
     if namespace:
         metadata["namespace"] = namespace

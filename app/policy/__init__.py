@@ -8,10 +8,11 @@ from .policyfile import (
                          NodeLabelRule,
                          Policy,
                          ResourceRule,
+                         TopologyRule,
                          default_policy,
                          load_policy,
                          parse_policy,
 )
 
-__all__ = ["AnnotationRule", "Effective", "MigrationRules", "NodeLabelRule", "Policy", "ResourceRule",
+__all__ = ["AnnotationRule", "Effective", "MigrationRules", "NodeLabelRule", "Policy", "ResourceRule", "TopologyRule",
            "default_policy", "load_policy", "parse_policy"]

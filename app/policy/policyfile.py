@@ -90,6 +90,14 @@ class NodeLabelRule(_Strict):
         return self
 
 
+class TopologyRule(_Strict):
+    """Multi-device requests keep the device plugin's preference for aligned GPUs: first try
+    devices that share `attribute` (PCIe root, NUMA node, NVLink domain), then any."""
+
+    attribute: str = "resource.kubernetes.io/pcieRoot"
+    require: bool = False  # only aligned sets (no fallback)
+
+
 class MigrationRules(_Strict):
     claimName: str = "dra-bridge-gpus"
     removeTranslatedLabels: bool = True
@@ -100,6 +108,7 @@ class MigrationRules(_Strict):
     # DeviceClass serves the resource (extendedResourceName), legacy where DRA cannot serve it.
     path: Path = "auto"
     draSchedulers: list[str] = ["default-scheduler"]  # schedulers that allocate ResourceClaims
+    topology: Optional[TopologyRule] = None  # None: multi-device requests take any devices
     resources: list[ResourceRule]
     annotations: list[AnnotationRule] = []
     nodeLabels: list[NodeLabelRule] = []

@@ -442,3 +442,38 @@ def test_fraction_warning_names_the_cost_and_never_claims_dra_cannot_share():
     result = plan(pod([container("w", {"nvidia.com/gpu": 1, "nvidia.com/gpucores": 30})]))
     [note] = [w for w in result.warnings if "fractional sharing" in w]
     assert "gpucores=30" in note and "1 whole device" in note and "no DRA equivalent" not in note
+
+
+def _topology_rules(require=False):
+    from app.policy import TopologyRule
+    return RULES.model_copy(update={"topology": TopologyRule(require=require)})
+
+
+def test_multi_gpu_requests_prefer_an_aligned_set_then_any():
+    import kubernetes_validate
+
+    from app import dra
+    from app.cli import load_inventory
+    result = plan_pod(pod([container("w", {"nvidia.com/gpu": 4}), container("one", {"nvidia.com/gpu": 1})]),
+                      _topology_rules(), "ns")
+    [template] = result.templates
+    devices = template["spec"]["spec"]["devices"]
+    multi, single = devices["requests"]
+    assert [s["name"] for s in multi["firstAvailable"]] == ["aligned", "any"]
+    assert all(s["count"] == 4 and s["deviceClassName"] == "gpu.nvidia.com" for s in multi["firstAvailable"])
+    assert single["exactly"]["count"] == 1  # one device needs no alignment
+    assert devices["constraints"] == [{"requests": [f"{multi['name']}/aligned"],
+                                       "matchAttribute": "resource.kubernetes.io/pcieRoot"}]
+    kubernetes_validate.validate(template, "1.34.0", strict=True)
+    claims = result.pod["spec"]["containers"][0]["resources"]["claims"]
+    assert claims == [{"name": RULES.claimName, "request": multi["name"]}]
+    verdict = dra.check(dra.parse_claim_spec(template["spec"]["spec"]), dra.build_index(load_inventory(None)))
+    assert verdict.status == "satisfiable", verdict.message
+
+
+def test_policy_can_require_alignment():
+    result = plan_pod(pod([container("w", {"nvidia.com/gpu": 2})]), _topology_rules(require=True), "ns")
+    devices = result.templates[0]["spec"]["spec"]["devices"]
+    [request] = devices["requests"]
+    assert request["exactly"]["count"] == 2
+    assert devices["constraints"] == [{"requests": [request["name"]], "matchAttribute": "resource.kubernetes.io/pcieRoot"}]
