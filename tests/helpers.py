@@ -38,8 +38,21 @@ def review(obj, operation="CREATE", uid="uid-1", dry_run=False, namespace="team-
     }
 
 
+def as_exactly(request: dict) -> dict:
+    """A request as its devices read: a topology `firstAvailable` (aligned, then any) is one ask
+    for the same devices, so tests that read `exactly` see its first alternative."""
+    if "firstAvailable" in request:
+        first = {k: v for k, v in request["firstAvailable"][0].items() if k != "name"}
+        return {"name": request["name"], "exactly": first, "firstAvailable": request["firstAvailable"]}
+    return request
+
+
+def template_requests(template: dict) -> list[dict]:
+    return [as_exactly(r) for r in template["spec"]["spec"]["devices"]["requests"]]
+
+
 def requests_of(plan):
-    return plan.templates[0]["spec"]["spec"]["devices"]["requests"]
+    return template_requests(plan.templates[0])
 
 
 def claims_of(planned_pod, list_name="containers", index=0):

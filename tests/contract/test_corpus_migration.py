@@ -13,7 +13,7 @@ from app.migration import MAX_DEVICES_PER_CLAIM, MAX_REQUESTS, apply_patch, lega
 from app.policy import default_policy
 from app.server import admission, mutation
 from tests.conftest import CORPUS, CORPUS_ABSENT
-from tests.helpers import review
+from tests.helpers import review, template_requests
 
 K8S_VERSION = "1.34.0"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -81,7 +81,7 @@ def test_corpus_workload_migrates_cleanly(filename, obj, where, holder):
     requests = []
     for template in mp.plan.templates:
         _validate(template)
-        requests = template["spec"]["spec"]["devices"]["requests"]
+        requests = template_requests(template)
         assert 1 <= len(requests) <= MAX_REQUESTS
         assert sum(r["exactly"]["count"] for r in requests) <= MAX_DEVICES_PER_CLAIM
         for r in requests:
@@ -107,7 +107,7 @@ def test_gfd_affinity_corpus_pod_moves_labels_into_cel(corpus):
     [(_, obj)] = read_objects(str(corpus / "legacy" / "deepops-gfd-affinity-family-memory.yaml"))
     mp = mutation.plan_request(admission.parse_review(orjson.dumps(review(obj))), POLICY, {})
     [template] = mp.plan.templates
-    exprs = [s["cel"]["expression"] for s in template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"]]
+    exprs = [s["cel"]["expression"] for s in template_requests(template)[0]["exactly"]["selectors"]]
     assert any("architecture.lowerAscii() in ['ampere']" in e for e in exprs)
     assert any("compareTo(quantity('16384Mi')) > 0" in e for e in exprs)
     assert "affinity" not in mp.plan.pod["spec"]
@@ -131,7 +131,7 @@ def test_every_generated_selector_compiles_and_evaluates_without_error(corpus):
         plan = mutation.plan_request(admission.parse_review(orjson.dumps(review(_as_pod(holder, "p")))),
                                      POLICY, {}).plan
         for template in plan.templates:
-            for request in template["spec"]["spec"]["devices"]["requests"]:
+            for request in template_requests(template):
                 for sel in request["exactly"].get("selectors", []):
                     compiled = cel.compile_selector(sel["cel"]["expression"])
                     for device in devices:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from app.server import tls
-from tests.helpers import container, pod, review
+from tests.helpers import container, pod, review, template_requests
 from tests.http import server as srv
 from tests.kube.fakeapi import FakeKube, Fault
 
@@ -68,7 +68,7 @@ def test_legacy_pod_is_migrated_and_template_created(client, kube):
     assert {"op": "remove", "path": "/spec/containers/0/resources/limits"} in ops
     claim = next(o for o in ops if o["path"] == "/spec/resourceClaims")["value"][0]
     stored = kube.objects[("team-a", RCT, claim["resourceClaimTemplateName"])]
-    assert stored["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
+    assert template_requests(stored)[0]["exactly"]["count"] == 2
     assert any("migrated legacy GPU requests" in w for w in resp["warnings"])
     assert resp["auditAnnotations"]["migration"] == claim["resourceClaimTemplateName"]
 
@@ -399,7 +399,8 @@ def test_existing_template_with_only_api_defaults_is_ours(client, kube):
     served = json.loads(json.dumps(ours))
     served["spec"]["metadata"] = {}
     for request in served["spec"]["spec"]["devices"]["requests"]:
-        request["exactly"].setdefault("allocationMode", "ExactCount")
+        for alternative in request.get("firstAvailable") or [request["exactly"]]:  # what the API server defaults
+            alternative.setdefault("allocationMode", "ExactCount")
     kube.objects[("team-a", RCT, ours["metadata"]["name"])] = served
     body = post(client, review(obj)).json()["response"]
     assert "patch" in body, body
