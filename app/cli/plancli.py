@@ -61,20 +61,11 @@ def gpu_fields_outside_pods(obj: object, rules: MigrationRules, path: str = "") 
     return found
 
 
-def _facts(ix: dra.Index | None) -> Facts:
-    """The path choice's view of an inventory file (none: every pod is rewritten, as without one)."""
-    if ix is None:
-        return Facts()
-
-    def never(template: dict) -> str | None:
-        verdict = dra.check(dra.parse_claim_spec(template["spec"]["spec"], "template.spec"), ix)
-        return verdict.message if verdict.status == "never" else None
-    return Facts(served_resources(ix.classes), never)
-
-
 def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.Index | None = None) -> PlanResult:
     result = PlanResult()
-    facts = _facts(ix)
+    verdicts = dra.TemplateVerdicts(ix) if ix is not None else None
+    # Without an inventory every pod is rewritten, as before paths existed.
+    facts = Facts(served_resources(ix.classes), verdicts.never) if ix is not None else Facts()
     for source, objects in inputs:
         for line, obj in objects:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
@@ -102,7 +93,7 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
                 continue
             paths = []
             for path, holder in list(pod_templates(planned)):
-                paths.append(_plan_template(holder, path or "spec", rules, ns, ix, report, result, facts))
+                paths.append(_plan_template(holder, path or "spec", rules, ns, verdicts, report, result, facts))
             chosen = sorted({p for p in paths if p})
             report.path = "+".join(chosen) if chosen else "none"
             outside = gpu_fields_outside_pods(obj, rules)
@@ -120,7 +111,7 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
     return result
 
 
-def _plan_template(holder, where, rules, ns, ix, report, result, facts: Facts) -> str | None:
+def _plan_template(holder, where, rules, ns, verdicts, report, result, facts: Facts) -> str | None:
     """Plan one pod template in place; the path it takes (None: nothing to migrate)."""
     plan = plan_pod(holder, rules, ns)
     if plan.status in ("migrated", "unmigratable"):
@@ -143,8 +134,8 @@ def _plan_template(holder, where, rules, ns, ix, report, result, facts: Facts) -
         meta = template["metadata"]
         result.templates[(meta.get("namespace", ""), meta["name"])] = template
         report.templates.append(meta["name"])
-        if ix is not None:
-            verdict = dra.check(dra.parse_claim_spec(template["spec"]["spec"], "template.spec"), ix)
+        if verdicts is not None:
+            verdict = verdicts(template)  # judged once: the path choice may have asked already
             if verdict.status != "satisfiable":
                 report.status = "unsatisfiable"
                 hint = f" (closest: {verdict.closest[0]})" if verdict.closest else ""

@@ -14,7 +14,7 @@ from .claims import (
                      parse_claim_object,
                      parse_claim_spec,
 )
-from .feasibility import Verdict, check
+from .feasibility import TemplateVerdicts, Verdict, check
 from .index import IDENTITY_ATTRIBUTES, Index, build_from_api
 from .index import build as build_index
 from .inventory import Inventory, allocated_capacity, allocated_devices, shared_devices
@@ -24,6 +24,6 @@ from .classes import generate as generate_classes
 from .live import LiveIndex
 
 __all__ = ["CLAIM_KINDS", "IDENTITY_ATTRIBUTES", "SUPPORTED_VERSIONS", "CelError", "ClaimError", "ClaimSpec", "ClassConflict", "Index", "LiveIndex", "generate_classes",
-           "Inventory", "Request", "Verdict", "allocated_capacity", "allocated_devices", "build_from_api",
+           "Inventory", "Request", "TemplateVerdicts", "Verdict", "allocated_capacity", "allocated_devices", "build_from_api",
            "build_index", "cel", "check", "claim_spec", "compile_selector", "device_variable", "estimated_cost",
            "from_v1beta1", "inventory_from_objects", "parse_claim_object", "parse_claim_spec", "shared_devices"]

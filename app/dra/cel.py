@@ -25,7 +25,7 @@ from app.common import deadline, parse_quantity
 
 from . import celext
 from .celext import MAX_COST  # resource.k8s.io CELSelectorExpressionMaxCost
-from .celscan import TOP, scan
+from .celscan import scan
 
 MAX_EXPRESSION_LENGTH = 10 * 1024
 UNBOUNDED_RANGE = 64  # a comprehension over a value, not a literal: strings and splits cap at 64
@@ -364,10 +364,6 @@ def _structure(text: str):
             depth += 1
 
 
-def _closing(text: str, open_at: int) -> int:
-    return scan(text).close(open_at)
-
-
 _INDEXED = set("_])\"'")
 
 
@@ -490,26 +486,29 @@ def estimated_cost(expression: str) -> int:
     cost = 0
     active: list[tuple[int, int]] = []  # (end, product of sizes up to and including this span)
     next_span = 0
-    for i, token in enumerate(tokens):
-        if not i & 1023:
-            deadline.check()
-        at = token.start()
+
+    def factor_at(at: int) -> int:
+        """Enter the comprehensions opened before `at` (adding each iteration's own bookkeeping),
+        leave those closed by then; the product of the sizes still open."""
+        nonlocal cost, next_span
         while next_span < len(spans) and spans[next_span][0] < at:
             start, end, size = spans[next_span]
             while active and active[-1][0] <= start:
                 active.pop()
             nested = active[-1][1] if active else 1
-            cost += 3 * size * nested  # each iteration's own bookkeeping
+            cost += 3 * size * nested
             active.append((end, nested * size))
             next_span += 1
         while active and active[-1][0] <= at:
             active.pop()
-        cost += (active[-1][1] if active else 1) * _token_cost(expression, tokens, i)
-    for start, _end, size in spans[next_span:]:  # macros after the last token (unclosed)
-        while active and active[-1][0] <= start:
-            active.pop()
-        cost += 3 * size * (active[-1][1] if active else 1)
-        active.append((_end, (active[-1][1] if active else 1) * size))
+        return active[-1][1] if active else 1
+
+    for i, token in enumerate(tokens):
+        if not i & 1023:
+            deadline.check()
+        factor = factor_at(token.start())
+        cost += factor * _token_cost(expression, tokens, i)
+    factor_at(len(expression) + 1)  # comprehensions opened by the last token (unclosed)
     return cost
 
 
@@ -538,10 +537,6 @@ def computed_domains(expression: str) -> str:
         last = close + 1
     out.append(expression[last:])
     return "".join(out)
-
-
-def _top_level_split(text: str, separator: str = ",") -> list[str]:
-    return scan(text).part_texts(TOP, separator)
 
 
 _VARIABLE = re.compile(r"\s*[A-Za-z_]\w*\s*")

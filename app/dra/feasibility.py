@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from app.common import deadline
 
 from . import cel, search
-from .claims import ClaimSpec, Request
+from .claims import ClaimSpec, Request, parse_claim_spec
 from .index import IDENTITY_ATTRIBUTES, Index
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -472,3 +472,27 @@ def _no_capacity(req: Request, index: Index, selection: _Selection) -> Verdict:
             seen.append(f"{_describe(index, shape)} ({len(members)} devices): has {have}")
     return Verdict("never", f"request {req.name}: no matching device has room for its capacity requests ({asked})",
                    failed_request=req.name, closest=seen[:3])
+
+
+class TemplateVerdicts:
+    """Verdicts of generated ResourceClaimTemplates on one index, remembered by name (a hash of
+    the spec), so a template the path choice judged is not judged again for its report."""
+
+    def __init__(self, index: Index, path: str = "template.spec", size: int = 4096):
+        self.index, self.path, self.size = index, path, size
+        self._seen: dict[str, Verdict] = {}
+
+    def __call__(self, template: dict) -> Verdict:
+        name = template["metadata"]["name"]
+        verdict = self._seen.get(name)
+        if verdict is None:
+            if len(self._seen) >= self.size:
+                self._seen.clear()
+            verdict = check(parse_claim_spec(template["spec"]["spec"], self.path), self.index)
+            self._seen[name] = verdict
+        return verdict
+
+    def never(self, template: dict) -> str | None:
+        """Why the template's claim could never be satisfied here; None when it could."""
+        verdict = self(template)
+        return verdict.message if verdict.status == "never" else None

@@ -194,6 +194,12 @@ def _placement(raw: dict) -> tuple | None:
     return ("none",)
 
 
+def pool_key(s: dict) -> tuple:
+    """(driver, pool name) of a slice (as kept or as served)."""
+    spec = s["spec"]
+    return (spec.get("driver"), (spec.get("pool") or {}).get("name"))
+
+
 def _generation(s: dict) -> int:
     return int((s["spec"].get("pool") or {}).get("generation", 0) or 0)
 
@@ -301,16 +307,15 @@ class _Builder:
         for s in local + shared:
             if not self.reaches(s, node):
                 continue
-            spec = s["spec"]
-            pool_key = (spec.get("driver"), (spec.get("pool") or {}).get("name"))
-            current = targeting.get(pool_key)
+            key = pool_key(s)
+            current = targeting.get(key)
             if current is None or _generation(s) > _generation(current[0]):
-                targeting[pool_key] = [s]
+                targeting[key] = [s]
             elif _generation(s) == _generation(current[0]):
                 current.append(s)
         ready, waiting = [], []
-        for pool_key, slices in targeting.items():
-            pool = self.pool_view(node, pool_key, slices)
+        for key, slices in targeting.items():
+            pool = self.pool_view(node, key, slices)
             if pool is not None:
                 (waiting if pool.binding else ready).append(pool)
         order = lambda p: (str(p.key[0]), str(p.key[1]))  # noqa: E731 - upstream sorts pools by ID

@@ -17,7 +17,7 @@ from decimal import Decimal
 
 from app.common import parse_quantity
 
-from .index import Build, Index
+from .index import Build, Index, pool_key
 from .inventory import Inventory
 
 
@@ -91,14 +91,14 @@ class LiveIndex:
         snapshot = self._begin()
         pools, nodes = set(), set()
         if old is not None:
-            pools.add(self._pool_key(old))
+            pools.add(pool_key(old))
             self._remove(name, old)
         if full is not None:
             s = build.add(full)
-            pools.add(self._pool_key(s))
+            pools.add(pool_key(s))
         for pool in pools:
             nodes |= {s["spec"].get("nodeName") for s in build.builder.pools.get(pool, ())}
-            if old is not None and self._pool_key(old) == pool:
+            if old is not None and pool_key(old) == pool:
                 nodes.add(old["spec"].get("nodeName"))
         return self._finish(snapshot, pools, nodes - {None})
 
@@ -146,11 +146,6 @@ class LiveIndex:
             self.claims.pop(key, None)
 
     # -- the update itself ---------------------------------------------------------------
-    @staticmethod
-    def _pool_key(s: dict) -> tuple:
-        spec = s["spec"]
-        return (spec.get("driver"), (spec.get("pool") or {}).get("name"))
-
     def _begin(self) -> Index:
         """The next snapshot: the containers an update edits, copied; appended lists shared."""
         old = self.build.index
@@ -170,7 +165,7 @@ class LiveIndex:
     def _remove(self, name: str, old: dict) -> None:
         build, index = self.build, self.build.index
         build.by_name.pop(name, None)
-        pool = build.builder.pools.get(self._pool_key(old), [])
+        pool = build.builder.pools.get(pool_key(old), [])
         pool[:] = [s for s in pool if s is not old]
         node = old["spec"].get("nodeName")
         build.local[node] = [s for s in build.local.get(node, []) if s is not old]

@@ -29,6 +29,7 @@ from .client import raw_get
 
 log = logging.getLogger("dra_bridge.live")
 RESOURCES = ("resourceslices", "deviceclasses", "resourceclaims", "nodes")
+INCREMENTAL = ("resourceslices", "resourceclaims")  # the rest (classes, node labels): full builds
 PATHS = {"nodes": "/api/v1/nodes"}
 
 
@@ -62,7 +63,8 @@ class LiveInventory:
         self._version = 0
         self._built: tuple[int, object] | None = None
         self._live = None  # what make_index returned
-        self._dirty: dict[str, set[str]] = {r: set() for r in RESOURCES}
+        # Keys changed since the last build, for the kinds applied one by one.
+        self._dirty: dict[str, set[str]] = {r: set() for r in INCREMENTAL}
         self._full = True  # a relist, or classes or nodes changed: build from scratch
         self._build_lock = threading.Lock()
         self._changed = threading.Event()
@@ -90,22 +92,21 @@ class LiveInventory:
         started = time.monotonic()
         with self._lock:
             version, full = self._version, self._full or self._live is None
-            dirty = {r: set(keys) for r, keys in self._dirty.items()}
+            changed = {r: {k: self.objects[r].get(k) for k in keys} for r, keys in self._dirty.items()}
             for keys in self._dirty.values():
                 keys.clear()
             self._full = False
-            slices = list(self.objects["resourceslices"].values())
-            changed = {r: {k: self.objects[r].get(k) for k in dirty[r]} for r in ("resourceslices", "resourceclaims")}
         index = None if full else self._apply_changes(changed)
         if index is None:
-            index = self._rebuild(slices)
+            index = self._rebuild()
         self._built = (version, index)
         self.builds += 1
         self.last_build_s = time.monotonic() - started
 
-    def _rebuild(self, slices: list[bytes]):
+    def _rebuild(self):
         # Decoded one at a time as the builder takes them: the whole inventory is never decoded.
         with self._lock:
+            slices = list(self.objects["resourceslices"].values())
             classes = {c["metadata"]["name"]: c for c in map(orjson.loads, self.objects["deviceclasses"].values())}
             claims = list(self.objects["resourceclaims"].items())
             nodes = {n["metadata"]["name"]: n["metadata"]["labels"]
@@ -230,7 +231,7 @@ class LiveInventory:
                 else:
                     self.objects[resource][key] = self._kept(resource, obj)
                 self._version += 1
-                if resource in ("resourceslices", "resourceclaims"):
+                if resource in INCREMENTAL:
                     self._dirty[resource].add(key)
                 else:
                     self._full = True  # classes and node labels: rare, and read by every view

@@ -108,18 +108,7 @@ class ServiceState:
         cached = self.extra.get("facts")
         if cached is not None and cached[0] is index:
             return cached[1]
-        verdicts: dict[str, str | None] = {}
-
-        def never(template: dict) -> str | None:
-            name = template["metadata"]["name"]
-            if name not in verdicts:
-                if len(verdicts) > 4096:
-                    verdicts.clear()
-                verdict = dra.check(dra.parse_claim_spec(template["spec"]["spec"]), index)
-                verdicts[name] = verdict.message if verdict.status == "never" else None
-            return verdicts[name]
-
-        facts = Facts(served_resources(index.classes), never)
+        facts = Facts(served_resources(index.classes), dra.TemplateVerdicts(index, "spec").never)
         self.extra["facts"] = (index, facts)
         return facts
 

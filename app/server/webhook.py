@@ -133,18 +133,17 @@ def _review(state: ServiceState, endpoint: str, handler, body: bytes, arrived: f
     return 200, review, req.kind, outcome
 
 
-def _unfinished(state: ServiceState, endpoint: str, req: admission.Request, exc: Exception,
-                settings=None) -> tuple[dict, str]:
+def _unfinished(state: ServiceState, endpoint: str, req: admission.Request, exc: Exception) -> tuple[dict, str]:
     """A review that could not finish: the policy's onInternalError decides (validation: deny in
     enforce namespaces; mutation: admit unmigrated), with a metric and a log line."""
-    timed_out = isinstance(exc, DeadlineExceeded)
-    reason = "deadline" if timed_out else ("namespace_unknown" if isinstance(exc, NamespaceLookupError)
-                                           else "internal_error")
+    reason = "deadline" if isinstance(exc, DeadlineExceeded) else (
+        "namespace_unknown" if isinstance(exc, NamespaceLookupError) else "internal_error")
     state.metrics.internal_errors.labels(endpoint, reason).inc()
-    if settings is None and not isinstance(exc, NamespaceLookupError):
+    policy = state.policy.policy
+    settings = None
+    if reason != "namespace_unknown":
         try:
-            settings = state.policy.policy.for_namespace(req.namespace, state.namespace_labels.get(req.namespace)
-                                                         if state.policy.policy.needs_namespace_labels else {})
+            settings = _settings(state, policy, req)
         except Exception:  # noqa: BLE001 - which policy applies is unknown: the failure rule decides
             settings = None
     why = {"deadline": f"the review ran past its time limit ({state.review_deadline_s:g} s)",
@@ -158,8 +157,7 @@ def _unfinished(state: ServiceState, endpoint: str, req: admission.Request, exc:
     if endpoint == "validate":
         deny = validation.unfinished_decision(settings) == "deny"
     else:
-        deny = settings is not None and settings.onInternalError == "deny" or (
-            settings is None and state.policy.policy.defaults.onInternalError == "deny")
+        deny = (settings or policy.defaults).onInternalError == "deny"
     if deny:
         return admission.response(req.uid, False, code=500, message=f"dra-bridge: {endpoint} not finished: {why}"), \
             f"{reason}_denied"
