@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass, field
 import yaml
 
 from app import dra
-from app.migration import (Facts, choose_path, is_pod_spec, legacy_resources, plan_pod, pod_templates, quota_additions,
-                           served_resources)
+from app.migration import (Facts, choose_path, is_pod_spec, legacy_resources, plan_pod, pod_templates, quota_additions)
 from app.policy import MigrationRules, load_policy
+from app.server.mutation import index_facts
 
 from .inputs import load_inventory, read_inputs
 
@@ -65,7 +65,7 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
     result = PlanResult()
     verdicts = dra.TemplateVerdicts(ix) if ix is not None else None
     # Without an inventory every pod is rewritten, as before paths existed.
-    facts = Facts(served_resources(ix.classes), verdicts.never) if ix is not None else Facts()
+    facts = index_facts(ix, rules, verdicts.never) if ix is not None else Facts()
     for source, objects in inputs:
         for line, obj in objects:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
@@ -113,7 +113,7 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
 
 def _plan_template(holder, where, rules, ns, verdicts, report, result, facts: Facts) -> str | None:
     """Plan one pod template in place; the path it takes (None: nothing to migrate)."""
-    plan = plan_pod(holder, rules, ns)
+    plan = plan_pod(holder, rules, ns, facts.sharing)
     if plan.status in ("migrated", "unmigratable"):
         choice = choose_path(holder, plan, rules, rules.path, facts)
         if choice.path in ("native", "legacy"):

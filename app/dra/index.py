@@ -93,6 +93,7 @@ class Index:
     node_groups: dict[tuple, list[str]] = field(default_factory=dict)
     group_cache: dict = field(default_factory=dict)  # feasibility: per-group shapes, ordered signatures
     node_labels_known: bool = False  # Node objects were read: nodeSelector slices are matched for real
+    node_labels: dict | None = None  # node -> labels, as read (None: not read)
     selector_slices: int = 0  # slices placed by a nodeSelector (whole slice or per device)
     selector_cache: dict = field(default_factory=dict)  # feasibility: expression -> per-shape results
     classes: dict[str, dict] = field(default_factory=dict)
@@ -413,7 +414,7 @@ class Build:
                  shared: set | None = None):
         index = Index(classes=dict(inventory.classes), allocated=set(allocated or ()),
                       allocated_capacity=dict(capacity or {}), shared_in_use=set(shared or ()),
-                      node_labels_known=inventory.nodes is not None)
+                      node_labels_known=inventory.nodes is not None, node_labels=inventory.nodes)
         self.index, self.inventory = index, inventory
         self.builder = builder = _Builder(inventory, index)
         self.local: dict[str, list[dict]] = {}

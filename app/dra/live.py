@@ -155,7 +155,8 @@ class LiveIndex:
             views=dict(old.views), node_groups=dict(old.node_groups), classes=old.classes,
             allocated=old.allocated, allocated_capacity=old.allocated_capacity, shared_in_use=old.shared_in_use,
             incomplete_pools=set(old.incomplete_pools), invalid_pools=dict(old.invalid_pools),
-            rejected=list(old.rejected), node_labels_known=old.node_labels_known, selector_slices=old.selector_slices,
+            rejected=list(old.rejected), node_labels_known=old.node_labels_known,
+            node_labels=old.node_labels, selector_slices=old.selector_slices,
             selector_cache=old.selector_cache)
         self.build.index = self.build.builder.index = snapshot
         self.build.builder.copied = set()

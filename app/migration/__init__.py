@@ -15,9 +15,11 @@ from .planner import (
                       plan_pod,
 )
 from .podshape import pod_errors
+from .sharing import ClusterSharing, ShareableDevices
 from .quota import quota_additions
 from .workloads import is_pod_spec, pod_templates
 
-__all__ = ["MAX_DEVICES_PER_CLAIM", "MAX_REQUESTS", "MIGRATION_ANNOTATION", "TEMPLATE_PREFIX", "Choice", "Facts", "Plan",
+__all__ = ["MAX_DEVICES_PER_CLAIM", "MAX_REQUESTS", "MIGRATION_ANNOTATION", "TEMPLATE_PREFIX", "Choice", "ClusterSharing",
+           "Facts", "Plan", "ShareableDevices",
            "apply_patch", "choose_path", "is_pod_spec", "legacy_resources", "patch_diff", "plan_pod", "pod_errors",
            "pod_templates", "quota_additions", "served_resources"]

@@ -17,6 +17,7 @@ from . import cel_selectors
 
 _MIG_SUFFIX = re.compile(r"^(?P<base>.+)-MIG-(?P<profile>[0-9]+g\.[0-9]+gb)$", re.IGNORECASE)
 _SHARED_SUFFIX = "-SHARED"
+_NOT_SHARED = {"none", "", "false", "exclusive"}
 _MIG_PROFILE = re.compile(r"[0-9]+g\.[0-9]+gb")
 # nvidia-tesla-a100, nvidia-a100-80gb, nvidia-h100-mega-80gb, nvidia-l4, nvidia-tesla-t4, nvidia-b200
 _GKE_ACCELERATOR = re.compile(r"nvidia-(?:tesla-)?(?P<model>[a-z]+[0-9]+)(?:-mega)?(?:-(?P<gb>[0-9]+)gb)?")
@@ -33,6 +34,7 @@ class NodeConstraints:
     selectors: dict[str, list[str]] = field(default_factory=lambda: {"gpu": [], "mig": []})
     mig_profile: str | None = None  # MIG single strategy: nvidia.com/gpu means a MIG device
     mig_gaps: list[str] = field(default_factory=list)  # labels with no MIG-device meaning
+    shared: str | None = None  # "label=value" when the pod targets time-sliced / MPS-shared GPUs
     notes: list[str] = field(default_factory=list)
     translated: list[str] = field(default_factory=list)  # "nodeSelector[key]" and friends
     spec_after: dict | None = None  # nodeSelector/affinity after translated labels are removed
@@ -82,6 +84,7 @@ class _Translator:
         self.domain = rules.driverDomain
         self.by_label: dict[str, NodeLabelRule] = {r.label: r for r in rules.nodeLabels}
         self.mig_profiles: set[str] = set()
+        self.shared: str | None = None
         self.notes: list[str] = []
 
     def covers(self, label: str) -> bool:
@@ -99,11 +102,23 @@ class _Translator:
             return self._both(self._accelerator(label, op, values))
         if rule.translate == "migProfile":
             return self._mig_profile(label, op, values)
+        if rule.translate == "sharing":
+            return self._sharing(label, op, values)
         if rule.translate == "memoryMiB":
             # On a MIG node the label is the parent GPU's memory, not the MIG device's.
             return {"gpu": self._memory(rule.capacity, op, values, label)}
         part = "major" if rule.translate == "versionMajor" else "minor"
         return self._both(self._version(rule.attribute, part, op, values, label))
+
+    def _sharing(self, label: str, op: str, values: list[str]) -> dict[str, str]:
+        """A device plugin's sharing labels (GFD sharing-strategy / replicas, GKE's strategy and
+        clients per GPU) describe the node, not a device: no selector, but the pod wants a share."""
+        if op != "In":
+            raise Untranslatable(f"{label} {op}: only a sharing label's value can be kept")
+        for value in values:
+            if value.lower() not in _NOT_SHARED and not (value.isdigit() and int(value) <= 1):
+                self.shared = self.shared or f"{label}={value}"
+        return {"gpu": "", "mig": ""}
 
     @staticmethod
     def _both(expr: str) -> dict[str, str]:
@@ -154,8 +169,9 @@ class _Translator:
         if op not in ("In", "NotIn"):
             raise Untranslatable(f"{label} {op} has no device equivalent")
         parsed = [_parse_product(v) for v in values]
-        if any(p.shared for p in parsed):
-            self.notes.append(f"{label}: '-SHARED' suffix (time-slicing) dropped from the product name")
+        shared = [v for v, p in zip(values, parsed) if p.shared]
+        if shared:
+            self.shared = self.shared or f"{label}={shared[0]}"
         profiles = {p.mig_profile for p in parsed if p.mig_profile}
         if profiles and op == "In":
             if len(profiles) > 1 or any(p.mig_profile is None for p in parsed):
@@ -225,7 +241,8 @@ def _combine(per_type: list[dict[str, str]]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {"gpu": [], "mig": []}
     for item in per_type:
         for kind, expr in item.items():
-            out[kind].append(expr)
+            if expr:
+                out[kind].append(expr)
     return out
 
 
@@ -265,6 +282,7 @@ def translate(spec: dict, rules: MigrationRules) -> NodeConstraints:
         _translate_terms(terms, tr, result, after, remove)
 
     result.notes.extend(tr.notes)
+    result.shared = tr.shared
     if len(tr.mig_profiles) == 1:
         result.mig_profile = next(iter(tr.mig_profiles))
         _keep_mig_gaps_on_the_node(node_selector, after, result)

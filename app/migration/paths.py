@@ -16,6 +16,7 @@ from app.policy import MigrationRules
 
 from .planner import Plan, legacy_resources
 from .podshape import pod_errors
+from .sharing import ClusterSharing
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class Facts:
 
     served: dict[str, str] | None = None
     never: Callable[[dict], str | None] | None = None
+    sharing: ClusterSharing | None = None  # shareable devices, time-sliced nodes
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ def _native_gap(pod: dict, plan: Plan, rules: MigrationRules, served: dict[str, 
             if device_class and device_class not in expected:
                 # e.g. nvidia.com/gpu on a MIG single-strategy node: its labels make it a MIG device
                 return f"its node labels ask for {device_class} devices, not what {resource} names"
+    if plan.shares:
+        return f"container {plan.shares[0]} is a share of a GPU"
     annotations = ((pod.get("metadata") or {}).get("annotations") or {})
     used = [r.key for r in rules.annotations if isinstance(annotations, dict) and r.key in annotations]
     if used:

@@ -19,6 +19,7 @@ from app.policy import AnnotationRule, MigrationRules, ResourceRule
 from . import cel_selectors
 from .nodelabels import NodeConstraints, translate
 from .podshape import pod_errors
+from .sharing import ClusterSharing, Share, SharePlan, Unkept, opaque, plan_share
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "dra-bridge"}
 MIGRATION_ANNOTATION = "dra-bridge.io/migration"
@@ -45,6 +46,7 @@ class Plan:
     reason: str = ""
     rewritten: dict = field(default_factory=dict)
     other_system: str = ""  # GPUs shared by another scheduler (KAI): left there, counted by audit
+    shares: list[str] = field(default_factory=list)  # "container: what it asked" for each GPU share
 
 
 class _Unmigratable(Exception):
@@ -64,7 +66,9 @@ class _Ask:
     groups: dict = field(default_factory=dict)
     count: int | None = None
     memory: Decimal | None = None
-    fractions: dict = field(default_factory=dict)  # resource -> percent (< 100)
+    fractions: dict = field(default_factory=dict)  # resource -> percent above 100, not whole devices
+    share: Share = field(default_factory=Share)
+    share_plan: SharePlan | None = None
     removed: dict = field(default_factory=dict)  # resource -> original value text
     only_dropped: bool = True  # every resource seen so far has role drop
     device_class: str = ""
@@ -73,7 +77,7 @@ class _Ask:
 
     @property
     def shape(self) -> tuple:
-        return (self.device_class, tuple(self.selectors))
+        return (self.device_class, tuple(self.selectors), self.share.key())
 
 
 @dataclass
@@ -82,19 +86,30 @@ class _Request:
     device_class: str
     count: int
     selectors: list
+    share_key: tuple = ()
+    share: SharePlan | None = None
     aligned: str | None = None  # attribute the devices should share (topology)
     require: bool = False
 
     @property
     def shape(self) -> tuple:
-        return (self.device_class, tuple(self.selectors))
+        return (self.device_class, tuple(self.selectors), self.share_key)
 
     def render(self) -> dict:
-        exactly = {"deviceClassName": self.device_class, "allocationMode": "ExactCount", "count": self.count}
-        if self.selectors:
-            exactly["selectors"] = [{"cel": {"expression": expr}} for expr in self.selectors]
+        exactly = _exactly(self.device_class, self.count, self.selectors)
+        if self.share and self.share.variants:
+            # Shares first, a whole device last: the allocator takes the first alternative that fits.
+            alternatives = [{"name": name, **_exactly(self.device_class, self.count, self.selectors + extra),
+                             **({"capacity": {"requests": capacity}} if capacity else {})}
+                            for name, extra, capacity in self.share.variants]
+            if self.share.whole:
+                alternatives.append({"name": "whole", **exactly})
+            if len(alternatives) == 1:
+                alternatives[0].pop("name")
+                return {"name": self.name, "exactly": alternatives[0]}
+            return {"name": self.name, "firstAvailable": alternatives}
         if self.aligned and not self.require:
-            # Aligned first, any devices second: the allocator takes the first alternative that fits.
+            # Aligned first, any devices second.
             return {"name": self.name, "firstAvailable": [{"name": "aligned", **exactly}, {"name": "any", **exactly}]}
         return {"name": self.name, "exactly": exactly}
 
@@ -103,6 +118,20 @@ class _Request:
             return None
         target = self.name if self.require else f"{self.name}/aligned"
         return {"requests": [target], "matchAttribute": self.aligned}
+
+    def config(self, domain: str) -> dict | None:
+        """NVIDIA's sharing config for the whole-device form of this request."""
+        if not self.share or not self.share.config:
+            return None
+        target = f"{self.name}/whole" if self.share.variants else self.name
+        return {"requests": [target], "opaque": opaque(domain, self.share.config)}
+
+
+def _exactly(device_class: str, count: int, selectors: list[str]) -> dict:
+    exactly = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count}
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": expr}} for expr in selectors]
+    return exactly
 
 
 def deep_copy(obj: dict) -> dict:
@@ -139,8 +168,10 @@ def legacy_resources(spec: dict, rules: MigrationRules) -> list[tuple[str, str]]
     return list(found)
 
 
-def plan_pod(pod: dict, rules: MigrationRules, namespace: str | None = None) -> Plan:
-    """Plan the migration of one Pod (or pod template shaped like one)."""
+def plan_pod(pod: dict, rules: MigrationRules, namespace: str | None = None,
+             sharing: ClusterSharing | None = None) -> Plan:
+    """Plan the migration of one Pod (or pod template shaped like one). sharing: what the
+    inventory says about shareable devices (None: nothing known, shares cost whole devices)."""
     errors = pod_errors(pod)
     if errors:
         return Plan("unmigratable", reason=errors[0], warnings=[f"pod left unchanged: {errors[0]}"])
@@ -160,7 +191,7 @@ def plan_pod(pod: dict, rules: MigrationRules, namespace: str | None = None) -> 
             return Plan("unchanged", reason=why, warnings=[why], other_system="kai")
         return Plan("unchanged", reason="no legacy GPU requests")
     try:
-        return _plan(pod, spec, rules, namespace)
+        return _plan(pod, spec, rules, namespace, sharing)
     except _Unmigratable as why:
         return Plan("unmigratable", reason=str(why),
                     warnings=[f"pod left unchanged, not migrated to DRA: {why}"])
@@ -176,7 +207,8 @@ def _kai_annotations(pod: dict) -> list[str]:
     return [k for k in KAI_ANNOTATIONS if isinstance(annotations, dict) and k in annotations]
 
 
-def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None) -> Plan:
+def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None,
+          sharing: ClusterSharing | None) -> Plan:
     notes: list[str] = []
     asks = _collect_asks(spec, rules, notes)
     # DRA's limits before any per-ask work: each container (or sidecar) asking needs a request.
@@ -191,13 +223,16 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None) -
         if isinstance(annotations, dict) and key in annotations:
             notes.append(f"annotation {key}={annotations[key]!s:.40}: HAMi's placement policy has no DRA "
                          "equivalent; the scheduler places DRA claims its own way")
+    node_share = constraints.shared and f"node label {constraints.shared}" or (
+        sharing.time_sliced if sharing is not None else None)
     for ask in asks:
         if ask.count:
             _resolve_device(ask, rules, constraints, annotations, notes)
+            _resolve_share(ask, rules, node_share, sharing, notes)
     requests, refs = _assign_requests([a for a in asks if a.count], notes)
     if rules.topology is not None:
         for req in requests:
-            if req.count > 1 and req.device_class != rules.migDeviceClass:
+            if req.count > 1 and req.device_class != rules.migDeviceClass and not (req.share and req.share.variants):
                 req.aligned, req.require = rules.topology.attribute, rules.topology.require
     if len(requests) > MAX_REQUESTS:
         raise _Unmigratable(f"{len(requests)} device requests exceed the DRA limit of {MAX_REQUESTS} per claim")
@@ -224,7 +259,8 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None) -
                     planned_spec.pop(key, None)
             rewritten["nodeLabels"] = constraints.translated
         template = render_template([r.render() for r in requests], namespace,
-                                   [c for c in (r.constraint() for r in requests) if c])
+                                   [c for c in (r.constraint() for r in requests) if c],
+                                   [c for c in (r.config(rules.driverDomain) for r in requests) if c])
         templates.append(template)
         name = template["metadata"]["name"]
         planned_spec["resourceClaims"] = [{"name": rules.claimName, "resourceClaimTemplateName": name}]
@@ -240,7 +276,8 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None) -
     existing = metadata.get("annotations")
     metadata["annotations"] = {**(existing if isinstance(existing, dict) else {}),
                                MIGRATION_ANNOTATION: orjson.dumps(rewritten, option=orjson.OPT_SORT_KEYS).decode()}
-    return Plan("migrated", pod=planned, templates=templates, warnings=notes, rewritten=rewritten)
+    shares = [f"{a.container}: {', '.join(a.share.had)}" for a in asks if a.share_plan is not None]
+    return Plan("migrated", pod=planned, templates=templates, warnings=notes, rewritten=rewritten, shares=shares)
 
 
 def _collect_asks(spec: dict, rules: MigrationRules, notes: list[str]) -> list[_Ask]:
@@ -286,14 +323,29 @@ def _container_asks(list_name, index, container, sidecar, rules, notes) -> list[
             if rules.fractional == "skip":
                 raise _Unmigratable(f"container {name} asks for a fraction of a GPU "
                                     f"({_fraction_text(ask)}) and policy fractional is skip")
-            # DRA can share (consumable capacity, MPS or time-slicing config); we do not map to it yet.
-            notes.append(f"container {name}: fractional sharing ({_fraction_text(ask)}) is not mapped to DRA "
-                         f"sharing yet; it now costs {ask.count} whole device(s)")
+            notes.append(f"container {name}: {_fraction_text(ask)} is more than one GPU but not whole GPUs; "
+                         f"it now costs {ask.count} whole devices")
     return list(by_family.values())
 
 
 def _fraction_text(ask: _Ask) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(ask.fractions.items()))
+
+
+def _resolve_share(ask: _Ask, rules: MigrationRules, node_share: str | None,
+                   sharing: ClusterSharing | None, notes: list[str]) -> None:
+    share = ask.share
+    if not share and node_share and ask.device_type == "gpu" and ask.rule.role == "count":
+        share.replicas = node_share  # a plain GPU on time-sliced nodes was a time slice
+        share.had.append(node_share)
+    if not share:
+        return
+    try:
+        ask.share_plan = plan_share(share, ask.container, ask.count, ask.device_class, ask.device_type,
+                                    rules.sharing, sharing, rules.driverDomain, rules.fractional == "skip")
+    except Unkept as why:
+        raise _Unmigratable(str(why)) from None
+    notes.extend(ask.share_plan.notes)
 
 
 def _apply_rule(ask, rule, groups, key, value, path, rules, notes) -> None:
@@ -306,11 +358,17 @@ def _apply_rule(ask, rule, groups, key, value, path, rules, notes) -> None:
             if rule.countAs == "one" and count > 1:
                 notes.append(f"{path}: {count} replicas become 1 device")
                 count = 1
+            if rule.shared and count:
+                ask.share.replicas = f"{key}={value}"
+                ask.share.had.append(f"{key}={value}")
             ask.count, ask.rule, ask.groups = count, rule, groups
         elif rule.role == "countPercent":
             percent = parse_count(value)
             count = -(-percent // 100)
-            if percent % 100:
+            if 0 < percent < 100:  # a share of one card, compute and memory alike
+                ask.share.cores = ask.share.memory_percent = Decimal(percent)
+                ask.share.had.append(f"{key}={value}")
+            elif percent % 100:
                 ask.fractions[key] = str(percent)
             ask.count, ask.rule, ask.groups = count, rule, groups
         elif rule.role == "memory":
@@ -318,7 +376,8 @@ def _apply_rule(ask, rule, groups, key, value, path, rules, notes) -> None:
             if amount <= 0:
                 raise ValueError(f"{value!r} must be positive")
             scale = parse_quantity(f"1{rule.unit}") if rule.unit else Decimal(1)
-            ask.memory = amount * scale
+            ask.memory = ask.share.memory = amount * scale
+            ask.share.had.append(f"{key}={value}")
             if rule.deviceClass and ask.rule is None:
                 ask.rule = rule
         else:
@@ -335,7 +394,11 @@ def _apply_rule(ask, rule, groups, key, value, path, rules, notes) -> None:
             elif not 0 <= percent <= 100:
                 raise ValueError(f"{value!r} is not a percentage between 0 and 100")
             elif 0 < percent < 100:
-                ask.fractions[key] = str(value)
+                if rule.role == "cores":
+                    ask.share.cores = percent
+                else:
+                    ask.share.memory_percent = percent
+                ask.share.had.append(f"{key}={value}")
     except ValueError as exc:
         raise _Unmigratable(f"{path}: {exc}") from None
     if rule.note:
@@ -422,7 +485,8 @@ def _assign_requests(asks: list[_Ask], notes: list[str]):
     by_container: dict[tuple, _Request] = {}
     for ask in asks:
         if ask.list_name == "containers" or ask.sidecar:
-            req = _Request(_request_name(ask.container, taken), ask.device_class, ask.count, ask.selectors)
+            req = _Request(_request_name(ask.container, taken), ask.device_class, ask.count, ask.selectors,
+                           ask.share.key(), ask.share_plan)
             requests.append(req)
             by_container[(ask.list_name, ask.index, ask.family)] = req
             refs.setdefault((ask.list_name, ask.index), []).append(req.name)
@@ -443,7 +507,8 @@ def _assign_requests(asks: list[_Ask], notes: list[str]):
             if len(requests) >= MAX_REQUESTS:
                 raise _Unmigratable(f"more than {MAX_REQUESTS} device requests would be needed: the DRA limit "
                                     "per claim")
-            own = _Request(_request_name(ask.container, taken), ask.device_class, ask.count - have, ask.selectors)
+            own = _Request(_request_name(ask.container, taken), ask.device_class, ask.count - have, ask.selectors,
+                           ask.share.key(), ask.share_plan)
             requests.append(own)
             spill.append(own)
             chosen.append(own)
@@ -474,10 +539,13 @@ def template_name(template_spec: dict) -> str:
     return TEMPLATE_PREFIX + hashlib.sha256(canonical).hexdigest()[:16]
 
 
-def render_template(requests: list[dict], namespace: str | None, constraints: list[dict] | None = None) -> dict:
+def render_template(requests: list[dict], namespace: str | None, constraints: list[dict] | None = None,
+                    config: list[dict] | None = None) -> dict:
     spec = {"spec": {"devices": {"requests": requests}}}
     if constraints:
         spec["spec"]["devices"]["constraints"] = constraints
+    if config:
+        spec["spec"]["devices"]["config"] = config
     metadata = {"name": template_name(spec), "labels": dict(MANAGED_BY)}
     if namespace:
         metadata["namespace"] = namespace

@@ -8,11 +8,12 @@ from .policyfile import (
                          NodeLabelRule,
                          Policy,
                          ResourceRule,
+                         SharingRule,
                          TopologyRule,
                          default_policy,
                          load_policy,
                          parse_policy,
 )
 
-__all__ = ["AnnotationRule", "Effective", "MigrationRules", "NodeLabelRule", "Policy", "ResourceRule", "TopologyRule",
+__all__ = ["AnnotationRule", "Effective", "MigrationRules", "NodeLabelRule", "Policy", "ResourceRule", "SharingRule", "TopologyRule",
            "default_policy", "load_policy", "parse_policy"]

@@ -35,6 +35,8 @@ class ResourceRule(_Strict):
     countAs: Literal["devices", "one"] = "devices"
     # cores / memoryPercent above 100: invalid, or whole devices in hundreds (Koordinator's units).
     aboveHundred: Literal["invalid", "devices"] = "invalid"
+    # Each unit is a share of one device (time-slicing replicas), not a device of its own.
+    shared: bool = False
     unit: str = "Mi"
     note: Optional[str] = None
 
@@ -77,7 +79,7 @@ class NodeLabelRule(_Strict):
 
     label: str
     translate: Literal["product", "string", "memoryMiB", "versionMajor", "versionMinor", "gkeAccelerator",
-                       "migProfile"]
+                       "migProfile", "sharing"]
     attribute: Optional[str] = None
     capacity: Optional[str] = None
 
@@ -98,6 +100,20 @@ class TopologyRule(_Strict):
     require: bool = False  # only aligned sets (no fallback)
 
 
+class SharingRule(_Strict):
+    """How a pod's share of a GPU (HAMi/Volcano/Koordinator limits, time-slicing replicas) is
+    kept: consumable capacity on devices that allow multiple allocations, else NVIDIA's sharing
+    config on a whole device, else a whole device with a warning."""
+
+    capacity: bool = True  # use devices the inventory shows with allowMultipleAllocations
+    memoryCapacity: str = "memory"  # device capacity that a memory limit consumes
+    coresCapacity: str = "cores"  # device capacity in percent of compute that a cores limit consumes
+    # NVIDIA's opaque GpuConfig where no shareable device serves: needs the driver's MPSSupport /
+    # TimeSlicingSettings feature gates, so it is off unless the admin says the driver has them.
+    config: Literal["none", "mps", "timeSlicing"] = "none"
+    timeSliceInterval: Literal["Default", "Short", "Medium", "Long"] = "Default"
+
+
 class MigrationRules(_Strict):
     claimName: str = "dra-bridge-gpus"
     removeTranslatedLabels: bool = True
@@ -109,6 +125,7 @@ class MigrationRules(_Strict):
     path: Path = "auto"
     draSchedulers: list[str] = ["default-scheduler"]  # schedulers that allocate ResourceClaims
     topology: Optional[TopologyRule] = None  # None: multi-device requests take any devices
+    sharing: SharingRule = SharingRule()
     resources: list[ResourceRule]
     annotations: list[AnnotationRule] = []
     nodeLabels: list[NodeLabelRule] = []

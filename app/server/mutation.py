@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 import orjson
 
-from app.migration import MIGRATION_ANNOTATION, Choice, Facts, Plan, choose_path, patch_diff, plan_pod
+from app import dra
+from app.migration import (MIGRATION_ANNOTATION, Choice, ClusterSharing, Facts, Plan, ShareableDevices, choose_path,
+                           patch_diff, plan_pod, served_resources)
 from app.policy import Effective, MigrationRules, Policy
 
 from . import admission
@@ -54,28 +56,31 @@ class PlanCache:
         self.size = size
         self._items: OrderedDict[tuple, tuple[Plan, bytes | None]] = OrderedDict()
         self._rules: MigrationRules | None = None
+        self._sharing: ClusterSharing | None = None
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
-    def plan(self, pod: dict, rules: MigrationRules, namespace: str | None) -> tuple[Plan, bytes | None]:
+    def plan(self, pod: dict, rules: MigrationRules, namespace: str | None,
+             sharing: ClusterSharing | None = None) -> tuple[Plan, bytes | None]:
         view = _planner_input(pod)
         try:
             key = (namespace, orjson.dumps(view, option=orjson.OPT_SORT_KEYS))
         except TypeError:
-            return _plan_and_patch(view, rules, namespace)
+            return _plan_and_patch(view, rules, namespace, sharing)
         with self._lock:
-            if self._rules is not rules:  # holding a reference: an id() could be reused after reload
+            # Holding references: an id() could be reused after a reload or a new inventory.
+            if self._rules is not rules or self._sharing != sharing:
                 self._items.clear()
-                self._rules = rules
+                self._rules, self._sharing = rules, sharing
             found = self._items.get(key)
             if found is not None:
                 self._items.move_to_end(key)
                 self.hits += 1
                 return found
-        result = _plan_and_patch(view, rules, namespace)
+        result = _plan_and_patch(view, rules, namespace, sharing)
         with self._lock:
             self.misses += 1
-            if self._rules is not rules:
+            if self._rules is not rules or self._sharing != sharing:
                 return result  # rules changed while we planned: do not file it under the new ones
             self._items[key] = result
             if len(self._items) > self.size:
@@ -83,12 +88,23 @@ class PlanCache:
         return result
 
 
-def _plan_and_patch(view: dict, rules: MigrationRules, namespace: str | None) -> tuple[Plan, bytes | None]:
-    plan = plan_pod(view, rules, namespace)
+def _plan_and_patch(view: dict, rules: MigrationRules, namespace: str | None,
+                    sharing: ClusterSharing | None) -> tuple[Plan, bytes | None]:
+    plan = plan_pod(view, rules, namespace, sharing)
     return plan, (patch_diff(view, plan.pod) if plan.status == "migrated" else None)
 
 
 _DEFAULT_CACHE = PlanCache()
+
+
+def index_facts(index: dra.Index, rules: MigrationRules, never) -> Facts:
+    """What an inventory index tells the planner and the path choice."""
+    sharing_labels = [r.label for r in rules.nodeLabels if r.translate == "sharing"]
+    shareable = {name: ShareableDevices(caps, sizes)
+                 for name, (caps, sizes) in dra.shareable_classes(index, rules.sharing.memoryCapacity).items()}
+    nodes = [node for node, positions in index.by_node.items() if positions]
+    sharing = ClusterSharing(shareable, dra.time_sliced(index.node_labels, nodes, sharing_labels))
+    return Facts(served_resources(index.classes), never, sharing)
 
 
 def plan_request(req: admission.Request, policy: Policy, namespace_labels: dict[str, str],
@@ -100,7 +116,8 @@ def plan_request(req: admission.Request, policy: Policy, namespace_labels: dict[
     settings = policy.for_namespace(req.namespace, namespace_labels)
     if not settings.migrate:
         return MutationPlan(req, settings, Plan("unchanged", reason="migration disabled for this namespace"))
-    plan, patch_bytes = cache.plan(req.obj, policy.migration, req.namespace or None)
+    plan, patch_bytes = cache.plan(req.obj, policy.migration, req.namespace or None,
+                                   facts.sharing if facts is not None else None)
     if plan.status in ("migrated", "unmigratable") and (facts is not None or settings.path == "legacy"):
         choice = choose_path(req.obj, plan, policy.migration, settings.path, facts or Facts())
         if choice.path == "native":

@@ -11,10 +11,10 @@ from app.common import PolicyError
 from app import dra
 from app.dra import Inventory, build_index
 from app.kube import NamespaceLabels, TemplateStore
-from app.migration import Facts, served_resources
 from app.policy import Policy, default_policy, load_policy
 
 from .metrics import Metrics
+from .mutation import index_facts
 from .tls import CertReloader
 
 log = logging.getLogger("dra_bridge.service")
@@ -104,12 +104,12 @@ class ServiceState:
         per index; None until the inventory is synced (then every pod keeps the rewrite path)."""
         if not self.readiness()[1]["inventory"]:
             return None
-        index = self.index()
+        index, rules = self.index(), self.policy.policy.migration
         cached = self.extra.get("facts")
-        if cached is not None and cached[0] is index:
-            return cached[1]
-        facts = Facts(served_resources(index.classes), dra.TemplateVerdicts(index, "spec").never)
-        self.extra["facts"] = (index, facts)
+        if cached is not None and cached[0] is index and cached[1] is rules:
+            return cached[2]
+        facts = index_facts(index, rules, dra.TemplateVerdicts(index, "spec").never)
+        self.extra["facts"] = (index, rules, facts)
         return facts
 
     def detail(self) -> dict:

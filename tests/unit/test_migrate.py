@@ -132,7 +132,7 @@ def test_hami_memory_becomes_capacity_selector_and_cores_warn():
     req = only_request(result)
     assert req["exactly"]["count"] == 1
     assert any("memory.compareTo(quantity('3000Mi')) >= 0" in s for s in selectors(req))
-    assert any("fractional sharing" in w and "gpucores=30" in w for w in result.warnings)
+    assert any("GPU share" in w and "gpucores=30" in w for w in result.warnings)
     assert "resources" not in result.pod["spec"]["containers"][0] or \
         not result.pod["spec"]["containers"][0]["resources"].get("limits")
 
@@ -141,7 +141,7 @@ def test_hami_exclusive_percentages_do_not_warn_about_fractions():
     result = plan(pod([container("h", {"nvidia.com/gpu": 2, "nvidia.com/gpumem-percentage": 100,
                                        "nvidia.com/gpucores": 100})]))
     assert only_request(result)["exactly"]["count"] == 2
-    assert not any("fractional" in w for w in result.warnings)
+    assert not any("share" in w for w in result.warnings)
 
 
 def test_fractional_skip_policy_leaves_pod_unchanged_with_reason():
@@ -440,7 +440,7 @@ def test_hami_placement_policy_annotations_warn():
 
 def test_fraction_warning_names_the_cost_and_never_claims_dra_cannot_share():
     result = plan(pod([container("w", {"nvidia.com/gpu": 1, "nvidia.com/gpucores": 30})]))
-    [note] = [w for w in result.warnings if "fractional sharing" in w]
+    [note] = [w for w in result.warnings if "GPU share" in w]
     assert "gpucores=30" in note and "1 whole device" in note and "no DRA equivalent" not in note
 
 
