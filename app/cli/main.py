@@ -119,6 +119,9 @@ def _add_reporter(sub) -> None:
                    help="driver in published slices (default gpu.nvidia.com; shadow.gpu.dra-bridge.io in shadow)")
     p.add_argument("--interval", type=float, default=float(env("interval", "30")), help="seconds between refreshes")
     p.add_argument("--cleanup-on-exit", action="store_true", help="delete our slices on shutdown")
+    p.add_argument("--shareable", action="store_true", default=env("shareable", "") == "true",
+                   help="publish whole GPUs as shareable (allowMultipleAllocations with memory and "
+                        "dra-bridge.io/cores capacities): for GPUs time-sliced or MPS-shared")
     p.add_argument("--once", action="store_true", help="print the slices and exit")
     p.add_argument("-o", "--output", choices=["yaml"], default="yaml")
     p.add_argument("--kubeconfig", default=env("kubeconfig"))

@@ -23,7 +23,7 @@ def run_reporter(args) -> int:
             raise BackendError("no GPUs found on this node", EXIT_NO_GPUS)
         if args.once:
             driver, qualify = driver_for_mode(args.mode, args.driver_name)
-            out = render.slices(node, args.node_name, driver, 1, None, qualify) + render.device_classes(driver)
+            out = render.slices(node, args.node_name, driver, 1, None, qualify, args.shareable) + render.device_classes(driver)
             sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, width=200))
             return 0
         api = kube.api_client(args.kubeconfig, timeout_retries=True)

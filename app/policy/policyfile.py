@@ -107,7 +107,7 @@ class SharingRule(_Strict):
 
     capacity: bool = True  # use devices the inventory shows with allowMultipleAllocations
     memoryCapacity: str = "memory"  # device capacity that a memory limit consumes
-    coresCapacity: str = "cores"  # device capacity in percent of compute that a cores limit consumes
+    coresCapacity: str = "dra-bridge.io/cores"  # device capacity in percent of compute a cores limit consumes
     # NVIDIA's opaque GpuConfig where no shareable device serves: needs the driver's MPSSupport /
     # TimeSlicingSettings feature gates, so it is off unless the admin says the driver has them.
     config: Literal["none", "mps", "timeSlicing"] = "none"

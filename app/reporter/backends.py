@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import re
 from typing import Protocol
 
 import yaml
@@ -54,10 +56,33 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+_BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+def pcie_root(bus_id: str, sysfs: str = "/sys") -> str | None:
+    """The PCIe root complex of a PCI device ("pci0000:15"), as upstream's deviceattribute helper
+    finds it: /sys/bus/pci/devices/<bdf> links to /sys/devices/<root>/.../<bdf>. None when sysfs
+    does not say (NVIDIA's driver then omits the attribute)."""
+    if not _BDF.match(bus_id):
+        return None
+    link = os.path.join(sysfs, "bus", "pci", "devices", bus_id)
+    try:
+        target = os.readlink(link)
+    except OSError:
+        return None
+    target = os.path.normpath(os.path.join(os.path.dirname(link), target))
+    devices = os.path.join(os.path.normpath(sysfs), "devices") + os.sep
+    if not target.startswith(devices) or os.path.basename(target) != bus_id:
+        return None
+    root = target[len(devices):].split(os.sep)[0]
+    return root if root.startswith("pci") else None
+
+
 class NvmlBackend:
     """Reads every GPU through NVML. Critical XID events mark a GPU unhealthy until restart."""
 
-    def __init__(self):
+    def __init__(self, sysfs: str = "/sys"):
+        self.sysfs = sysfs
         try:
             import pynvml
         except ImportError:
@@ -131,7 +156,7 @@ class NvmlBackend:
             compute_capability=f"{major}.{minor_cc}",
             memory_mib=nv.nvmlDeviceGetMemoryInfo(h).total // (1024 * 1024),
             multiprocessors=self._optional(lambda: nv.nvmlDeviceGetAttributes(h).multiprocessorCount, default=0),
-            pci_bus_id=bus_id, numa_node=self._optional(nv.nvmlDeviceGetNumaNodeId, h),
+            pci_bus_id=bus_id, pcie_root=pcie_root(bus_id, self.sysfs), numa_node=self._optional(nv.nvmlDeviceGetNumaNodeId, h),
             mig_enabled=bool(mig_current), mig_devices=self._migs(h) if mig_current else (),
             nvlink_peers=self._nvlinks(h), healthy=uuid not in self.unhealthy)
 

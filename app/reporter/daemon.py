@@ -71,7 +71,7 @@ def run_loop(api, backend: Backend, args) -> int:  # args: the `reporter` comman
     metrics = ReporterMetrics()
     state: dict = {}
     server = _health_server(args.health_port, metrics, state) if args.health_port else None
-    publisher = SlicePublisher(api, args.node_name, driver, qualify)
+    publisher = SlicePublisher(api, args.node_name, driver, qualify, shareable=args.shareable)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -86,7 +86,7 @@ def run_loop(api, backend: Backend, args) -> int:  # args: the `reporter` comman
             metrics.gpus.labels("healthy").set(healthy)
             metrics.gpus.labels("unhealthy").set(len(node.gpus) - healthy)
             result = publisher.publish(node)
-            metrics.devices.set(len(render.devices(node, qualify)))
+            metrics.devices.set(len(render.devices(node, qualify, args.shareable)))
             metrics.generation.set(result.generation)
             metrics.last_publish.set(time.time())
             state.update(healthy=True, error=None)

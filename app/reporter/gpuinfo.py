@@ -34,6 +34,7 @@ class Gpu:
     memory_mib: int
     multiprocessors: int
     pci_bus_id: str  # 0000:18:00.0
+    pcie_root: str | None = None  # the PCIe root complex (pci0000:15) from sysfs; None: unknown
     numa_node: int | None = None
     mig_enabled: bool = False
     mig_devices: tuple[MigDevice, ...] = ()
@@ -49,7 +50,7 @@ class NodeGpus:
 
 
 _GPU_FIELDS = {"index", "minor", "uuid", "productName", "brand", "architecture", "computeCapability",
-               "memoryMiB", "multiprocessors", "pciBusID", "numaNode", "migEnabled", "migDevices",
+               "memoryMiB", "multiprocessors", "pciBusID", "pcieRoot", "numaNode", "migEnabled", "migDevices",
                "nvlinkPeers", "healthy"}
 _MIG_FIELDS = {"uuid", "profile", "memoryMiB", "multiprocessors", "placementStart", "placementSize",
                "copyEngines", "decoders", "encoders", "jpegEngines", "ofaEngines"}
@@ -107,7 +108,8 @@ def node_from_description(data: object, source: str) -> NodeGpus:
             architecture=_take(raw, "architecture", str, where),
             compute_capability=str(_take(raw, "computeCapability", (str, float), where)),
             memory_mib=_take(raw, "memoryMiB", int, where), multiprocessors=_take(raw, "multiprocessors", int, where),
-            pci_bus_id=_take(raw, "pciBusID", str, where), numa_node=_take(raw, "numaNode", int, where, None, False),
+            pci_bus_id=_take(raw, "pciBusID", str, where), pcie_root=_take(raw, "pcieRoot", str, where, None, False),
+            numa_node=_take(raw, "numaNode", int, where, None, False),
             mig_enabled=_take(raw, "migEnabled", bool, where, bool(migs), False), mig_devices=tuple(migs),
             nvlink_peers=tuple(_take(raw, "nvlinkPeers", list, where, [], False)),
             healthy=_take(raw, "healthy", bool, where, True, False)))

@@ -35,11 +35,12 @@ class PublishResult:
 
 class SlicePublisher:
     def __init__(self, api: client.ApiClient, node_name: str, driver: str, qualify: bool = False,
+                 shareable: bool = False,
                  timeout_s: float = 10.0, attempts: int = 5, backoff_s: float = 0.5,
                  sleep=time.sleep):
         self.resource = client.ResourceV1Api(api)
         self.core = client.CoreV1Api(api)
-        self.node_name, self.driver, self.qualify = node_name, driver, qualify
+        self.node_name, self.driver, self.qualify, self.shareable = node_name, driver, qualify, shareable
         self.timeout_s, self.attempts, self.backoff_s, self.sleep = timeout_s, attempts, backoff_s, sleep
         self._node_uid: str | None = None
 
@@ -82,7 +83,8 @@ class SlicePublisher:
         existing = {s["metadata"]["name"]: s for s in self._ours()}
         generation = max([(s["spec"].get("pool") or {}).get("generation", 0) for s in existing.values()] or [0])
         # Rendered once: names and the content label do not depend on the generation.
-        wanted = render.slices(node, self.node_name, self.driver, generation + 1, self.node_uid(), self.qualify)
+        wanted = render.slices(node, self.node_name, self.driver, generation + 1, self.node_uid(), self.qualify,
+                               self.shareable)
         wanted_hash = wanted[0]["metadata"]["labels"][render.CONTENT_LABEL]
         current_hashes = {(s["metadata"].get("labels") or {}).get(render.CONTENT_LABEL) for s in existing.values()}
         if existing and current_hashes == {wanted_hash} and set(existing) == {s["metadata"]["name"] for s in wanted}:

@@ -20,6 +20,7 @@ NVIDIA_DOMAIN = "gpu.nvidia.com"
 EXTRA_DOMAIN = "dra-bridge.io"
 MAX_DEVICES_PER_SLICE = 128  # resource.k8s.io/v1 ResourceSliceMaxDevices
 MANAGED_LABEL = "app.kubernetes.io/managed-by"
+SHARE_CORES = f"{EXTRA_DOMAIN}/cores"  # percent of a GPU's compute, on shareable GPUs
 CONTENT_LABEL = f"{EXTRA_DOMAIN}/content"  # hash of the pool's devices: unchanged GPUs mean no write
 
 
@@ -29,12 +30,6 @@ def semver(text: str) -> str:
     while len(parts) < 3:
         parts.append("0")
     return ".".join(parts)
-
-
-def pcie_root(bus_id: str) -> str:
-    # Domain and bus of the PCI address: devices under one root complex share it.
-    domain, bus = bus_id.lower().split(":")[:2]
-    return f"pci{domain}:{bus}"
 
 
 class _Attrs:
@@ -54,12 +49,13 @@ def _common(attrs: _Attrs, gpu: Gpu, node: NodeGpus) -> None:
     attrs.put("driverVersion", "version", semver(node.driver_version))
     attrs.put("cudaDriverVersion", "version", semver(node.cuda_driver_version))
     attrs.put("resource.kubernetes.io/pciBusID", "string", gpu.pci_bus_id.lower())
-    attrs.put("resource.kubernetes.io/pcieRoot", "string", pcie_root(gpu.pci_bus_id))
+    if gpu.pcie_root:  # as NVIDIA's driver: omitted when sysfs does not say
+        attrs.put("resource.kubernetes.io/pcieRoot", "string", gpu.pcie_root)
     if gpu.numa_node is not None:
         attrs.put(f"{EXTRA_DOMAIN}/numaNode", "int", gpu.numa_node)
 
 
-def gpu_device(gpu: Gpu, node: NodeGpus, qualify: bool) -> dict:
+def gpu_device(gpu: Gpu, node: NodeGpus, qualify: bool, shareable: bool = False) -> dict:
     attrs = _Attrs(qualify)
     attrs.put("type", "string", "gpu")
     attrs.put("uuid", "string", gpu.uuid)
@@ -69,7 +65,26 @@ def gpu_device(gpu: Gpu, node: NodeGpus, qualify: bool) -> dict:
     attrs.put(f"{EXTRA_DOMAIN}/nvlinkPeers", "int", len(gpu.nvlink_peers))
     capacity = {_qualified("memory", qualify): {"value": f"{gpu.memory_mib}Mi"},
                 f"{EXTRA_DOMAIN}/multiprocessors": {"value": str(gpu.multiprocessors)}}
-    return {"name": f"gpu-{gpu.index}", "attributes": attrs.out, "capacity": capacity}
+    device = {"name": f"gpu-{gpu.index}", "attributes": attrs.out, "capacity": capacity}
+    if shareable:
+        _make_shareable(device, gpu, qualify)
+    return device
+
+
+def _make_shareable(device: dict, gpu: Gpu, qualify: bool) -> None:
+    """Consumable capacity (KEP-5075) for GPUs shared by time-slicing or MPS: claims take a share
+    of memory and of compute (percent); a claim that names no memory takes all of it, so
+    whole-GPU requests stay exclusive."""
+    device["allowMultipleAllocations"] = True
+    # Each share would consume the whole of a capacity without a request policy: the SM count
+    # becomes a fact (attribute), the compute share is dra-bridge.io/cores.
+    multiprocessors = device["capacity"].pop(f"{EXTRA_DOMAIN}/multiprocessors")
+    device["attributes"][f"{EXTRA_DOMAIN}/multiprocessors"] = {"int": int(multiprocessors["value"])}
+    device["capacity"][_qualified("memory", qualify)]["requestPolicy"] = {
+        "default": f"{gpu.memory_mib}Mi", "validRange": {"min": "1Mi", "step": "1Mi"}}
+    # A share that names no compute takes 1%: memory alone keeps whole-GPU requests exclusive.
+    device["capacity"][SHARE_CORES] = {"value": "100", "requestPolicy": {
+        "default": "1", "validRange": {"min": "1", "max": "100", "step": "1"}}}
 
 
 def _qualified(name: str, qualify: bool) -> str:
@@ -95,8 +110,9 @@ def mig_device(gpu: Gpu, mig: MigDevice, node: NodeGpus, qualify: bool) -> dict:
                          for k, v in capacity.items()}}
 
 
-def devices(node: NodeGpus, qualify: bool = False) -> list[dict]:
-    """One device per whole GPU, or per MIG device on MIG-enabled GPUs; unhealthy GPUs left out."""
+def devices(node: NodeGpus, qualify: bool = False, shareable: bool = False) -> list[dict]:
+    """One device per whole GPU, or per MIG device on MIG-enabled GPUs; unhealthy GPUs left out.
+    shareable: whole GPUs allow multiple allocations (consumable capacity)."""
     out = []
     for gpu in sorted(node.gpus, key=lambda g: g.index):
         if not gpu.healthy:
@@ -104,7 +120,7 @@ def devices(node: NodeGpus, qualify: bool = False) -> list[dict]:
         if gpu.mig_enabled:
             out.extend(mig_device(gpu, mig, node, qualify) for mig in gpu.mig_devices)
         else:
-            out.append(gpu_device(gpu, node, qualify))
+            out.append(gpu_device(gpu, node, qualify, shareable))
     return out
 
 
@@ -113,9 +129,9 @@ def content_hash(device_list: list[dict]) -> str:
 
 
 def slices(node: NodeGpus, node_name: str, driver: str, generation: int, node_uid: str | None = None,
-           qualify: bool = False) -> list[dict]:
+           qualify: bool = False, shareable: bool = False) -> list[dict]:
     """ResourceSlices for one node's pool; split at the per-slice device limit."""
-    all_devices = devices(node, qualify)
+    all_devices = devices(node, qualify, shareable)
     chunks = [all_devices[i:i + MAX_DEVICES_PER_SLICE]
               for i in range(0, len(all_devices), MAX_DEVICES_PER_SLICE)] or [[]]
     out = []

@@ -19,7 +19,8 @@ from tests.conftest import ROOT
 from tests.e2e.cluster import ControlPlane, GoUnavailable, build, free_port, kubeconfig
 
 # GPU nodes: name -> fake GPU description; plus one node without GPUs.
-GPU_NODES = {"gpu-h100-0": "h100x8.yaml", "gpu-l4-0": "l4x4.yaml"}
+GPU_NODES = {"gpu-h100-0": "h100x8.yaml", "gpu-l4-0": "l4x4.yaml", "gpu-shared-0": "a100-mig.yaml"}
+SHAREABLE_NODES = {"gpu-shared-0"}  # published with --shareable: consumable capacity
 CPU_NODE = "cpu-0"
 INSTALLED_KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
                    "ConfigMap", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
@@ -111,7 +112,8 @@ def run_reporter(plane: ControlPlane, node: str, description: str, config: str) 
     return subprocess.run([sys.executable, "-m", "app", "reporter", "--backend",
                            f"fake:{ROOT / 'app' / 'data' / 'fake' / description}", "--node-name", node,
                            "--mode", "publish", "--kubeconfig", config, "--max-rounds", "1",
-                           "--health-port", "0"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+                           "--health-port", "0", *(["--shareable"] if node in SHAREABLE_NODES else [])],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 
 class Webhook:

@@ -75,6 +75,45 @@ def test_legacy_deployment_is_migrated_allocated_and_bound(cluster, webhook):
                            check=False).stdout.strip() == "no"
 
 
+def allocation(cluster, namespace, name):
+    pod = cluster.json("pod", name, "-n", namespace)
+    if not pod["spec"].get("nodeName"):
+        return None
+    [status] = pod["status"].get("resourceClaimStatuses") or [None]
+    if status is None:
+        return None
+    claim = cluster.json("resourceclaim", status["resourceClaimName"], "-n", namespace)
+    return ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results")
+
+
+def test_a_four_gpu_pod_gets_devices_behind_one_pcie_root(cluster, webhook):
+    """Topology kept: the device plugin preferred aligned GPUs; the template's first alternative
+    asks for GPUs sharing resource.kubernetes.io/pcieRoot, and the scheduler gives them."""
+    pod = legacy_pod("four-aligned", gpus=4, node_selector={"kubernetes.io/hostname": "gpu-h100-0"})
+    cluster.apply([pod], "-n", "team-a")
+    results = wait_for(lambda: allocation(cluster, "team-a", "four-aligned"), 90, "4-GPU pod allocated")
+    assert len(results) == 4 and {r["request"] for r in results} == {"cuda/aligned"}
+    [gpus] = [s for s in cluster.json("resourceslices")["items"] if s["spec"]["nodeName"] == "gpu-h100-0"]
+    roots = {d["name"]: d["attributes"]["resource.kubernetes.io/pcieRoot"]["string"] for d in gpus["spec"]["devices"]}
+    assert len({roots[r["device"]] for r in results}) == 1, results
+
+
+def test_two_hami_gpumem_pods_share_one_gpu(cluster, webhook):
+    """Sharing kept: HAMi's gpumem becomes consumable capacity, so two such pods land on one
+    device that allows multiple allocations, each holding its memory."""
+    found = {}
+    for name in ("share-a", "share-b"):
+        pod = legacy_pod(name, node_selector={"kubernetes.io/hostname": "gpu-shared-0"})
+        pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = 10000
+        cluster.apply([pod], "-n", "team-a")
+        found[name] = wait_for(lambda name=name: allocation(cluster, "team-a", name), 90, f"{name} allocated")
+    [a], [b] = found["share-a"], found["share-b"]
+    assert a["request"] == b["request"] == "cuda/shared"
+    assert (a["pool"], a["device"]) == (b["pool"], b["device"])  # one GPU, two claims
+    assert a["shareID"] != b["shareID"]
+    assert a["consumedCapacity"]["memory"] == b["consumedCapacity"]["memory"] == "10000Mi"
+
+
 def test_gfd_label_becomes_a_selector_and_picks_the_node(cluster, webhook):
     pod = legacy_pod("l4-inference", node_selector={"nvidia.com/gpu.product": "NVIDIA-L4"})
     cluster.apply([pod], "-n", "team-a")

@@ -8,7 +8,8 @@ import yaml
 from app.common import InputError
 from app.reporter import node_from_description, render
 
-FAKES = sorted((pathlib.Path(__file__).resolve().parents[2] / "app" / "data" / "fake").glob("*.yaml"))
+FAKE_DIR = pathlib.Path(__file__).resolve().parents[2] / "app" / "data" / "fake"
+FAKES = sorted(FAKE_DIR.glob("*.yaml"))
 
 
 def load(path):
@@ -44,7 +45,7 @@ def test_gpu_attributes_follow_nvidia_schema():
     assert attrs["driverVersion"] == {"version": "580.95.5"}
     assert attrs["cudaDriverVersion"] == {"version": "13.0.0"}
     assert attrs["resource.kubernetes.io/pciBusID"] == {"string": "0000:18:00.0"}
-    assert attrs["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:18"}
+    assert attrs["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:15"}  # the root complex, not the bus
     assert attrs["dra-bridge.io/numaNode"] == {"int": 0}
     assert attrs["dra-bridge.io/nvlinkPeers"] == {"int": 7}
     assert gpu0["capacity"]["memory"] == {"value": "81559Mi"}
@@ -103,3 +104,54 @@ def test_semver_normalises_nvml_versions():
     assert render.semver("580.95.05") == "580.95.5"
     assert render.semver("13.0") == "13.0.0"
     assert render.semver("9") == "9.0.0"
+
+
+def test_pcie_root_is_read_from_sysfs_as_upstream_does(tmp_path):
+    from app.reporter.backends import pcie_root
+    devices = tmp_path / "bus" / "pci" / "devices"
+    devices.mkdir(parents=True)
+    deep = tmp_path / "devices" / "pci0000:15" / "0000:15:01.0" / "0000:16:00.0" / "0000:18:00.0"
+    deep.mkdir(parents=True)
+    (devices / "0000:18:00.0").symlink_to("../../../devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:18:00.0")
+    assert pcie_root("0000:18:00.0", str(tmp_path)) == "pci0000:15"
+    assert pcie_root("0000:19:00.0", str(tmp_path)) is None  # no such device: attribute omitted
+    (devices / "0000:1a:00.0").symlink_to("../../../elsewhere/0000:1a:00.0")
+    assert pcie_root("0000:1a:00.0", str(tmp_path)) is None
+    assert pcie_root("not-a-bdf", str(tmp_path)) is None
+
+
+def test_gpus_behind_one_root_share_the_attribute_and_unknown_roots_are_omitted():
+    node = load(FAKE_DIR / "h100x8.yaml")
+    roots = [d["attributes"]["resource.kubernetes.io/pcieRoot"]["string"] for d in render.devices(node)]
+    assert roots == ["pci0000:15"] * 4 + ["pci0000:97"] * 4
+    unknown = dataclasses.replace(node, gpus=tuple(dataclasses.replace(g, pcie_root=None) for g in node.gpus))
+    assert all("resource.kubernetes.io/pcieRoot" not in d["attributes"] for d in render.devices(unknown))
+
+
+def test_shareable_gpus_allow_multiple_allocations_and_whole_requests_stay_exclusive():
+    from decimal import Decimal
+
+    from app import dra
+    from app.dra.search import consumed
+    [device] = render.devices(load(FAKE_DIR / "l4x4.yaml"), shareable=True)[:1]
+    assert device["allowMultipleAllocations"] is True
+    memory = device["capacity"]["memory"]
+    assert memory["requestPolicy"]["default"] == memory["value"]
+    assert device["capacity"]["dra-bridge.io/cores"]["value"] == "100"
+    for s in render.slices(load(FAKE_DIR / "l4x4.yaml"), "n", "gpu.nvidia.com", 1, shareable=True):
+        kubernetes_validate.validate(s, "1.34.0", strict=True)
+    ix = dra.build_index(dra.Inventory(slices=render.slices(load(FAKE_DIR / "l4x4.yaml"), "n", "gpu.nvidia.com", 1,
+                                                            shareable=True)))
+    capacity = ix.shape_capacity[ix.devices[0].shape]
+    # No amount asked: the whole device by the request policy's default; a share takes its amount.
+    assert consumed(None, capacity)["memory"] == capacity["memory"][0]
+    share = consumed({"memory": Decimal(3000 * 2**20)}, capacity)
+    assert share["memory"] == Decimal(3000 * 2**20) and share["dra-bridge.io/cores"] == 1
+
+
+@pytest.mark.parametrize("path", FAKES, ids=lambda p: p.stem)
+def test_every_capacity_of_a_shareable_gpu_has_a_request_policy(path):
+    # Without one, each share would consume the whole capacity and the GPU could not be shared.
+    for device in render.devices(load(path), shareable=True):
+        if device.get("allowMultipleAllocations"):
+            assert all("requestPolicy" in c for c in device["capacity"].values()), device["name"]

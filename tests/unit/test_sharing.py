@@ -19,7 +19,7 @@ NVIDIA_CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "meta
 def gpu(name, memory="80Gi", shareable=True, cores=True):
     capacity = {"memory": {"value": memory}}
     if cores:
-        capacity["cores"] = {"value": "100"}
+        capacity["dra-bridge.io/cores"] = {"value": "100"}
     device = {"name": name, "attributes": {"type": {"string": "gpu"}, "productName": {"string": "NVIDIA H100"}},
               "capacity": capacity}
     if shareable:
@@ -68,7 +68,7 @@ def test_hami_memory_and_cores_become_consumable_capacity_with_a_whole_device_fa
     request = the_request(result)
     shared, whole = request["firstAvailable"]
     assert shared["name"] == "shared" and whole["name"] == "whole"
-    assert shared["capacity"] == {"requests": {"memory": "3000Mi", "cores": "30"}}
+    assert shared["capacity"] == {"requests": {"memory": "3000Mi", "dra-bridge.io/cores": "30"}}
     assert "device.allowMultipleAllocations" in exprs(shared)
     assert "capacity" not in whole and "device.allowMultipleAllocations" not in exprs(whole)
     assert any("consumable capacity" in w and "nvidia.com/gpumem=3000" in w for w in result.warnings)
@@ -204,7 +204,7 @@ def test_time_sliced_replicas_and_every_node_time_sliced():
 
 def test_koordinator_percent_of_a_card_is_memory_and_cores():
     request = the_request(planned({"kubernetes.io/gpu": 50}, inventory([gpu("g0", "80Gi")])))
-    assert request["firstAvailable"][0]["capacity"]["requests"] == {"cores": "50", "memory": "40960Mi"}
+    assert request["firstAvailable"][0]["capacity"]["requests"] == {"dra-bridge.io/cores": "50", "memory": "40960Mi"}
 
 
 def test_shareable_facts_ignore_devices_no_class_selects():
@@ -223,3 +223,29 @@ def test_a_share_never_takes_the_native_path():
     plan = plan_pod(p, RULES, "team-a")
     choice = choose_path(p, plan, RULES, "auto", Facts(served={"nvidia.com/gpu": "gpu.nvidia.com"}))
     assert choice.path == "rewrite"
+
+
+def test_memory_shares_of_a_rendered_shareable_gpu_fit_side_by_side():
+    """What the e2e tier shows with upstream's scheduler, here with our feasibility: a second
+    memory share fits next to the first on the reporter's shareable GPU (the first took its
+    memory and the default 1% of compute, not all of it)."""
+    import pathlib
+    from decimal import Decimal
+
+    import yaml
+
+    from app.dra.search import consumed
+    from app.reporter import node_from_description, render
+    fake = pathlib.Path(__file__).resolve().parents[2] / "app" / "data" / "fake" / "l4x4.yaml"
+    node = node_from_description(yaml.safe_load(fake.read_text()), "l4")
+    node = type(node)(node.driver_version, node.cuda_driver_version, node.gpus[:1])
+    inv = dra.Inventory(slices=render.slices(node, "node-1", "gpu.nvidia.com", 1, shareable=True),
+                        classes={"gpu.nvidia.com": NVIDIA_CLASS})
+    result = planned({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 10000}, inv)
+    spec = dra.parse_claim_spec(result.templates[0]["spec"]["spec"], "spec")
+    ix = dra.build_index(inv)
+    [device] = ix.devices
+    first = consumed({"memory": Decimal(10000 * 2**20)}, ix.shape_capacity[device.shape])
+    held = dra.build_index(inv, capacity={device.key: first}, shared={device.key})
+    verdict = dra.check(spec, held)
+    assert verdict.status == "satisfiable"
