@@ -58,6 +58,11 @@ def _add_serve(sub) -> None:
                    default=env("template_namespace_label", "dra-bridge.io/migrate=enabled"),
                    help="write templates only in namespaces with this label (the webhooks' namespaceSelector); "
                         "'' for any")
+    p.add_argument("--template-gc-grace", type=float, default=float(env("template_gc_grace", "0")),
+                   help="delete generated templates no pod has named for this many seconds (one replica at a "
+                        "time, by a Lease in $POD_NAMESPACE); 0: never")
+    p.add_argument("--template-gc-interval", type=float, default=float(env("template_gc_interval", "300")),
+                   help="seconds between template collection rounds")
     p.add_argument("--health-port", type=int, default=int(env("health_port", "0")),
                    help="also serve /healthz, /readyz and /metrics over plain HTTP on this port (0: off)")
     p.add_argument("--read-timeout", type=float, default=float(env("read_timeout", "10")),

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 import yaml
 
 from app import dra
-from app.migration import (Facts, choose_path, is_pod_spec, legacy_resources, plan_pod, pod_templates, quota_additions)
+from app.migration import (Facts, choose_path, keep_ray_gpu_count, left_to_admission, is_pod_spec, legacy_resources, plan_pod, pod_templates, quota_additions)
 from app.policy import MigrationRules, load_policy
 from app.server.mutation import index_facts
 
@@ -31,7 +31,9 @@ class ObjectReport:
     status: str  # one of STATUSES
     reasons: list[str] = field(default_factory=list)
     templates: list[str] = field(default_factory=list)
-    path: str = "none"  # native | rewrite | legacy, per its pod templates (mixed: "rewrite+native"); none: no GPU
+    # native | rewrite | legacy per its pod templates (mixed: "rewrite+native"); none: no GPU;
+    # admission: left as it is, its pods migrated at admission (a controller reads its GPU count)
+    path: str = "none"
 
 
 @dataclass
@@ -91,9 +93,21 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
                 result.objects.append((obj, planned))
                 result.reports.append(report)
                 continue
+            why = left_to_admission(obj)
+            if why and any(legacy_resources(h.get("spec") or {}, rules) for _p, h in pod_templates(obj)):
+                report.path = "admission"
+                report.reasons.append(f"left for the admission webhook: {why}")
+                result.objects.append((obj, planned))
+                result.reports.append(report)
+                continue
             paths = []
             for path, holder in list(pod_templates(planned)):
-                paths.append(_plan_template(holder, path or "spec", rules, ns, verdicts, report, result, facts))
+                original = copy.deepcopy(holder)
+                chosen_path = _plan_template(holder, path or "spec", rules, ns, verdicts, report, result, facts)
+                note = keep_ray_gpu_count(planned, path, original) if chosen_path == "rewrite" else None
+                if note:
+                    report.reasons.append(f"{path}: {note}")
+                paths.append(chosen_path)
             chosen = sorted({p for p in paths if p})
             report.path = "+".join(chosen) if chosen else "none"
             outside = gpu_fields_outside_pods(obj, rules)

@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
+import socket
 import sys
 
 import uvicorn
@@ -52,6 +54,8 @@ def run_serve(args) -> int:
         review_deadline_s=args.review_deadline)
     if live is None:
         state.index()  # build the device index before the first review, not during it
+    if api is not None:
+        _template_lifecycle(args, state)
     # Reviews run in worker threads; a short GIL switch interval keeps the event loop (health
     # probes, other reviews' IO) answering within milliseconds while one of them computes.
     sys.setswitchinterval(0.001)
@@ -120,3 +124,23 @@ async def _serve_all(servers: list) -> None:
         for s in others:
             s.should_exit = True
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _template_lifecycle(args, state: ServiceState) -> None:
+    """Every replica forgets templates deleted by anyone; the lease holder collects unused ones."""
+    metrics = state.metrics
+    watch_api = kube.api_client(args.kubeconfig, timeout_retries=True)  # long reads: their own pool
+    kube.TemplateWatch(watch_api, state.templates.forget, on_forgot=metrics.template_forgets.inc).start()
+    if args.template_gc_grace <= 0:
+        return
+    namespace = os.environ.get("POD_NAMESPACE", "dra-bridge")
+    identity = os.environ.get("POD_NAME") or socket.gethostname()
+    api = kube.api_client(args.kubeconfig, timeout_retries=True)
+    # Renewed once a round: the lease outlives two rounds, so the holder keeps it between them.
+    lease = kube.Lease(api, namespace, "dra-bridge-template-gc", identity,
+                       duration_s=int(max(60, 2 * args.template_gc_interval)))
+    kube.TemplateCollector(api, lease, grace_s=args.template_gc_grace, interval_s=args.template_gc_interval,
+                           on_collected=metrics.templates_collected.inc,
+                           on_leader=lambda held: metrics.template_gc_leader.set(1 if held else 0)).start()
+    log.info("template collection: unreferenced templates deleted after %.0fs (lease %s/dra-bridge-template-gc as %s)",
+             args.template_gc_grace, namespace, identity)

@@ -4,8 +4,9 @@ inventory (ResourceSlices, DeviceClasses, ResourceClaims), templates and namespa
 from .client import api_client, api_client_for_host, api_message, list_items, raw_get
 from .live_inventory import LiveInventory
 from .namespaces import NamespaceLabels, NamespaceLookupError
+from .template_gc import Lease, TemplateCollector, TemplateWatch
 from .templates import TemplateConflict, TemplateStore
 
-__all__ = ["LiveInventory", "NamespaceLabels", "NamespaceLookupError", "TemplateConflict", "TemplateStore", "api_client", "api_client_for_host", "api_message",
+__all__ = ["Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "TemplateConflict", "TemplateStore", "api_client", "api_client_for_host", "api_message",
            "list_items",
            "raw_get"]

@@ -52,6 +52,24 @@ def raw_get(api: client.ApiClient, path: str, query: list | None = None, timeout
     return response.response
 
 
+def watch_events(response):
+    """Decoded events of a watch stream as they arrive (each as soon as its line is complete);
+    the connection is released when the stream ends or the caller stops iterating."""
+    buffer = b""
+    try:
+        while True:
+            chunk = response.read1(65536)  # what has arrived: events must not wait for a full buffer
+            if not chunk:
+                return
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                if line.strip():
+                    yield orjson.loads(line)
+    finally:
+        response.release_conn()
+
+
 def list_items(api: client.ApiClient, path: str, timeout=30) -> list[dict]:
     """Every item of one collection (one GET, no paging); BridgeError naming it on an API error."""
     try:

@@ -25,7 +25,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .client import raw_get
+from .client import raw_get, watch_events
 
 log = logging.getLogger("dra_bridge.live")
 RESOURCES = ("resourceslices", "deviceclasses", "resourceclaims", "nodes")
@@ -201,19 +201,8 @@ class LiveInventory:
                  ("timeoutSeconds", str(self.watch_timeout_s))]
         response = self._get(resource, query, stream=True)
         self.failing_since[resource] = None  # the API answered: not stale
-        buffer = b""
-        try:
-            while True:
-                chunk = response.read1(65536)  # what has arrived: events must not wait for a full buffer
-                if not chunk:
-                    break
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        version = self._apply(resource, orjson.loads(line), version)
-        finally:
-            response.release_conn()
+        for event in watch_events(response):
+            version = self._apply(resource, event, version)
         return version
 
     def _apply(self, resource: str, event: dict, version: str) -> str:

@@ -78,6 +78,11 @@ class TemplateStore:
     def is_offline(self) -> bool:
         return self.api is None
 
+    def forget(self, key: tuple) -> None:
+        """A template deleted out of band: the next pod pointed at it creates it again."""
+        self.known.discard(key)
+        self.offline.pop(key, None)
+
     def cached(self, template: dict) -> bool:
         meta = template["metadata"]
         return (meta.get("namespace", ""), meta["name"]) in self.known

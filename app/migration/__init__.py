@@ -1,6 +1,7 @@
 """The migration planner, pure: legacy GPU requests and GPU Feature Discovery labels of a pod
 become a ResourceClaimTemplate and a rewritten pod; pod templates found in any workload; the patch."""
 
+from .controllers import keep_ray_gpu_count, left_to_admission
 from .paths import Choice, Facts, served_resources
 from .paths import choose as choose_path
 from .patch import apply as apply_patch
@@ -21,5 +22,5 @@ from .workloads import is_pod_spec, pod_templates
 
 __all__ = ["MAX_DEVICES_PER_CLAIM", "MAX_REQUESTS", "MIGRATION_ANNOTATION", "TEMPLATE_PREFIX", "Choice", "ClusterSharing",
            "Facts", "Plan", "ShareableDevices",
-           "apply_patch", "choose_path", "is_pod_spec", "legacy_resources", "patch_diff", "plan_pod", "pod_errors",
+           "apply_patch", "choose_path", "keep_ray_gpu_count", "left_to_admission", "is_pod_spec", "legacy_resources", "patch_diff", "plan_pod", "pod_errors",
            "pod_templates", "quota_additions", "served_resources"]

@@ -202,6 +202,32 @@ SCHEDULER_POLICY_ANNOTATIONS = ("hami.io/gpu-scheduler-policy", "hami.io/node-sc
 KAI_ANNOTATIONS = ("gpu-fraction", "gpu-memory", "gpu-fraction-num-devices")
 
 
+NUMA_ATTRIBUTE = "dra-bridge.io/numaNode"  # our reporter's; NVIDIA's driver publishes no NUMA node
+# Volcano's NUMA policy for a pod (its numa-aware plugin): best-effort prefers, the others require.
+VOLCANO_NUMA = "volcano.sh/numa-topology-policy"
+_NUMA_REQUIRE = {"best-effort": False, "restricted": True, "single-numa-node": True}
+
+
+def _topology(annotations: dict, rules: MigrationRules, notes: list[str]) -> tuple[str, bool] | None:
+    """(attribute the devices should share, required?) for multi-device requests, or None."""
+    default = (rules.topology.attribute, rules.topology.require) if rules.topology is not None else None
+    if not isinstance(annotations, dict):
+        return default
+    numa = str(annotations.get(VOLCANO_NUMA, "")).strip()
+    if numa in _NUMA_REQUIRE:
+        notes.append(f"annotation {VOLCANO_NUMA}={numa}: GPUs of one request "
+                     f"{'must' if _NUMA_REQUIRE[numa] else 'should'} share {NUMA_ATTRIBUTE}")
+        return NUMA_ATTRIBUTE, _NUMA_REQUIRE[numa]
+    if numa and numa != "none":
+        notes.append(f"annotation {VOLCANO_NUMA}={numa:.40}: not a Volcano NUMA policy; ignored")
+    if str(annotations.get("hami.io/gpu-scheduler-policy", "")).strip() == "topology-aware":
+        attribute = default[0] if default else "resource.kubernetes.io/pcieRoot"
+        notes.append(f"annotation hami.io/gpu-scheduler-policy=topology-aware: GPUs of one request prefer "
+                     f"sharing {attribute}")
+        return attribute, default[1] if default else False
+    return default
+
+
 def _kai_annotations(pod: dict) -> list[str]:
     annotations = (pod.get("metadata") or {}).get("annotations")
     return [k for k in KAI_ANNOTATIONS if isinstance(annotations, dict) and k in annotations]
@@ -220,7 +246,7 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None,
     notes.extend(constraints.notes)
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     for key in SCHEDULER_POLICY_ANNOTATIONS:
-        if isinstance(annotations, dict) and key in annotations:
+        if isinstance(annotations, dict) and key in annotations and annotations[key] != "topology-aware":
             notes.append(f"annotation {key}={annotations[key]!s:.40}: HAMi's placement policy has no DRA "
                          "equivalent; the scheduler places DRA claims its own way")
     node_share = constraints.shared and f"node label {constraints.shared}" or (
@@ -230,10 +256,11 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None,
             _resolve_device(ask, rules, constraints, annotations, notes)
             _resolve_share(ask, rules, node_share, sharing, notes)
     requests, refs = _assign_requests([a for a in asks if a.count], notes)
-    if rules.topology is not None:
+    topology = _topology(annotations, rules, notes)
+    if topology is not None:
         for req in requests:
             if req.count > 1 and req.device_class != rules.migDeviceClass and not (req.share and req.share.variants):
-                req.aligned, req.require = rules.topology.attribute, rules.topology.require
+                req.aligned, req.require = topology
     if len(requests) > MAX_REQUESTS:
         raise _Unmigratable(f"{len(requests)} device requests exceed the DRA limit of {MAX_REQUESTS} per claim")
     total = sum(r.count for r in requests)

@@ -27,6 +27,13 @@ class Metrics:
         self.template_conflicts = Counter("dra_bridge_template_conflicts_total",
                                           "Templates of a generated name found with content we did not generate "
                                           "(never used)", registry=self.registry)
+        self.templates_collected = Counter("dra_bridge_templates_collected_total",
+                                           "Generated templates deleted after no pod named them for the grace period",
+                                           registry=self.registry)
+        self.template_forgets = Counter("dra_bridge_template_cache_forgets_total",
+                                        "Templates deleted by anyone, forgotten by the ensure-cache", registry=self.registry)
+        self.template_gc_leader = Gauge("dra_bridge_template_gc_leader", "1 while this replica holds the collector lease",
+                                        registry=self.registry)
         self.policy_reload_errors = Counter("dra_bridge_policy_reload_errors_total",
                                             "Policy files rejected on reload", registry=self.registry)
         self.rejected_devices = Gauge("dra_bridge_inventory_rejected_devices",

@@ -19,6 +19,10 @@ GRANTED = {
     "dra-bridge": {
         ("resource.k8s.io", "resourceclaimtemplates", "create"): "kube.TemplateStore.ensure",
         ("resource.k8s.io", "resourceclaimtemplates", "get"): "kube.TemplateStore.ensure (AlreadyExists: is it ours?)",
+        ("resource.k8s.io", "resourceclaimtemplates", "list"): "kube.TemplateCollector.run_once",
+        ("resource.k8s.io", "resourceclaimtemplates", "watch"): "kube.TemplateWatch (forget deleted templates)",
+        ("resource.k8s.io", "resourceclaimtemplates", "delete"): "kube.TemplateCollector.run_once",
+        ("", "pods", "list"): "kube.TemplateCollector.run_once (templates pods name)",
         ("", "namespaces", "get"): "kube.NamespaceLabels.get (policy namespace selectors)",
         **{("resource.k8s.io", r, v): "live.LiveInventory list + watch"
            for r in ("resourceslices", "deviceclasses", "resourceclaims") for v in ("list", "watch")},
@@ -54,7 +58,7 @@ def test_renders_every_component(objects):
     kinds = sorted(o["kind"] for o in objects)
     assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
                             "Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service", "MutatingWebhookConfiguration",
-                            "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet",
+                            "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Role", "RoleBinding",
                             "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
                             "ValidatingAdmissionPolicyBinding"])
 
@@ -107,7 +111,13 @@ def test_rbac_grants_only_what_the_code_uses(objects):
         granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"]
                    for r in rule["resources"] for v in rule["verbs"]}
         assert granted == set(GRANTED[name]), f"{name}: unexplained grants {granted - set(GRANTED[name])}"
-    assert not by_kind(objects, "Role")
+    [role] = by_kind(objects, "Role")  # the collector's lease, in our namespace only
+    assert role["metadata"]["namespace"] == "dra-bridge"
+    assert {(r["resources"][0], v, tuple(r.get("resourceNames", ()))) for r in role["rules"] for v in r["verbs"]} == {
+        ("leases", "create", ()), ("leases", "get", ("dra-bridge-template-gc",)),
+        ("leases", "update", ("dra-bridge-template-gc",))}
+    [rb] = by_kind(objects, "RoleBinding")
+    assert rb["roleRef"]["name"] == "dra-bridge-template-gc" and rb["subjects"][0]["name"] == "dra-bridge"
     bindings = {b["roleRef"]["name"]: b["subjects"][0]["name"] for b in by_kind(objects, "ClusterRoleBinding")}
     assert bindings == {"dra-bridge": "dra-bridge", "dra-bridge-reporter": "dra-bridge-reporter"}
 

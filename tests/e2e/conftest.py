@@ -135,7 +135,8 @@ class Webhook:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(self.port),
              "--tls-cert", self.bundle.cert, "--tls-key", self.bundle.key, "--inventory", "live",
-             "--kubeconfig", self.kubeconfig, "--policy", str(self.plane.dir / "policy.yaml")],
+             "--kubeconfig", self.kubeconfig, "--policy", str(self.plane.dir / "policy.yaml"),
+             "--template-gc-grace", "3", "--template-gc-interval", "1"],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
         wait_for(self.ready, 60, "webhook /readyz")
         return self

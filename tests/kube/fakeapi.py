@@ -16,7 +16,10 @@ from urllib.parse import parse_qs
 
 _NAMESPACED = re.compile(r"^/(?:api|apis/[^/]+)/[^/]+/namespaces/(?P<ns>[^/]+)/(?P<res>[^/]+)(?:/(?P<name>[^/?]+))?$")
 _NAMESPACE = re.compile(r"^/api/v1/namespaces/(?P<name>[^/?]+)$")
-_CLUSTER = re.compile(r"^/(?:api|apis/[^/]+)/[^/]+/(?P<res>resourceslices|deviceclasses|resourceclaims|nodes|pods|deployments|statefulsets|daemonsets|replicasets|jobs|cronjobs|resourcequotas)(?:/(?P<name>[^/?]+))?$")
+_CLUSTER = re.compile(r"^/(?:api|apis/[^/]+)/[^/]+/(?P<res>resourceslices|deviceclasses|resourceclaims|nodes|pods|deployments|statefulsets|daemonsets|replicasets|jobs|cronjobs|resourcequotas|resourceclaimtemplates)(?:/(?P<name>[^/?]+))?$")
+
+
+ALL_NAMESPACES = {"pods", "resourceclaimtemplates"}
 
 
 def _field(obj: dict, path: str):
@@ -138,7 +141,8 @@ class FakeKube:
                         if fake.drop_generation != generation:
                             return  # drop mid-stream
                         with fake._lock:
-                            pending = [e for e in fake.events if e[0] > sent and e[1] == res]
+                            pending = [e for e in fake.events if e[0] > sent and e[1] == res
+                                       and _selected(e[3], query)]
                         for rv, _res, kind, obj in pending:
                             self.wfile.write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
                             self.wfile.flush()
@@ -217,22 +221,34 @@ class FakeKube:
                 if key in self.objects:
                     return 409, _status(409, f'{res} "{name}" already exists', "AlreadyExists")
                 body.setdefault("metadata", {})["namespace"] = ns
-                self.objects[key] = body
-                return 201, body
+                body["metadata"].setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                return 201, self._store(key, body)
             if method == "GET" and name:
                 obj = self.objects.get((ns, res, name))
                 return (200, obj) if obj else (404, _status(404, "not found", "NotFound"))
+            if method == "PUT" and name:
+                if (ns, res, name) not in self.objects:
+                    return 404, _status(404, "not found", "NotFound")
+                sent = (body.get("metadata") or {}).get("resourceVersion")
+                if sent != self.objects[(ns, res, name)]["metadata"].get("resourceVersion"):
+                    return 409, _status(409, "the object has been modified", "Conflict")
+                return 200, self._store((ns, res, name), body)
             if method == "DELETE" and name:
                 obj = self.objects.pop((ns, res, name), None)
-                return (200, obj) if obj else (404, _status(404, "not found", "NotFound"))
+                if obj is None:
+                    return 404, _status(404, "not found", "NotFound")
+                self._rv += 1
+                self.events.append((self._rv, res, "DELETED", json.loads(json.dumps(obj))))
+                return 200, obj
         return 405, _status(405, "method not allowed", "MethodNotAllowed")
 
 
     def _cluster(self, method: str, res: str, name: str | None, body: dict | None, query: dict):
         with self._lock:
             if method == "GET" and name is None:
-                items = [o for (ns, r, _n), o in sorted(self.objects.items()) if ns == "" and r == res
-                         and _selected(o, query)]
+                # Namespaced resources listed across namespaces (/api/v1/pods) hold every namespace's.
+                items = [o for (ns, r, _n), o in sorted(self.objects.items())
+                         if (ns == "" or res in ALL_NAMESPACES) and r == res and _selected(o, query)]
                 meta = {"resourceVersion": str(self._rv)}
                 if query.get("limit"):  # pages as the API server cuts them: limit + continue token
                     start, limit = int(query.get("continue") or 0), int(query["limit"])

@@ -477,3 +477,30 @@ def test_policy_can_require_alignment():
     [request] = devices["requests"]
     assert request["exactly"]["count"] == 2
     assert devices["constraints"] == [{"requests": [request["name"]], "matchAttribute": "resource.kubernetes.io/pcieRoot"}]
+
+
+def _aligned(result):
+    devices = result.templates[0]["spec"]["spec"]["devices"]
+    return devices["requests"][0], devices.get("constraints")
+
+
+def test_volcano_numa_policy_maps_to_a_numa_constraint():
+    p = pod([container("w", {"volcano.sh/vgpu-number": 2})], schedulerName="volcano")
+    for policy, required in (("best-effort", False), ("single-numa-node", True), ("restricted", True)):
+        p["metadata"]["annotations"] = {"volcano.sh/numa-topology-policy": policy}
+        request, constraints = _aligned(plan(p))
+        assert constraints[0]["matchAttribute"] == "dra-bridge.io/numaNode"
+        assert ("firstAvailable" not in request) == required, policy
+    p["metadata"]["annotations"] = {"volcano.sh/numa-topology-policy": "none"}
+    assert _aligned(plan(p))[1][0]["matchAttribute"] == "resource.kubernetes.io/pcieRoot"  # policy default
+
+
+def test_hami_topology_aware_policy_prefers_aligned_gpus_even_with_topology_off():
+    rules = RULES.model_copy(update={"topology": None})
+    p = pod([container("w", {"nvidia.com/gpu": 4})])
+    assert _aligned(plan(p, rules))[1] is None
+    p["metadata"]["annotations"] = {"hami.io/gpu-scheduler-policy": "topology-aware"}
+    result = plan(p, rules)
+    request, constraints = _aligned(result)
+    assert constraints == [{"requests": ["w/aligned"], "matchAttribute": "resource.kubernetes.io/pcieRoot"}]
+    assert not any("no DRA equivalent" in w for w in result.warnings)

@@ -28,7 +28,8 @@ def test_plan_over_the_whole_corpus_accounts_for_every_object(corpus):
     report = json.loads(result.stdout)
     # Every object says which path it takes; pods asking for MIG profiles or UUIDs this inventory
     # lacks stay on the device plugin (legacy), saying why.
-    assert all(set(o["path"].split("+")) <= {"none", "native", "rewrite", "legacy"} for o in report["objects"])
+    assert all(set(o["path"].split("+")) <= {"none", "native", "rewrite", "legacy", "admission"}
+               for o in report["objects"])
     legacy = [o for o in report["objects"] if "legacy" in o["path"]]
     assert legacy and all(any("legacy: " in r or "KAI scheduler" in r for r in o["reasons"]) for o in legacy)
     assert any(any("could never be satisfied here" in r for r in o["reasons"]) for o in legacy)
