@@ -127,7 +127,12 @@ def _add_reporter(sub) -> None:
     p.add_argument("--shareable", action="store_true", default=env("shareable", "") == "true",
                    help="publish whole GPUs as shareable (allowMultipleAllocations with memory and "
                         "dra-bridge.io/cores capacities): for GPUs time-sliced or MPS-shared")
+    p.add_argument("--partitionable", action="store_true", default=env("partitionable", "") == "true",
+                   help="publish GPUs that list MIG profiles as NVIDIA's dynamic MIG does: the full GPU and "
+                        "every possible MIG placement drawing on shared counters (Kubernetes 1.35+)")
     p.add_argument("--once", action="store_true", help="print the slices and exit")
+    p.add_argument("--with-classes", action=argparse.BooleanOptionalAction, default=True,
+                   help="with --once, also print the DeviceClasses the slices need (NVIDIA's gpu/mig classes)")
     p.add_argument("-o", "--output", choices=["yaml"], default="yaml")
     p.add_argument("--kubeconfig", default=env("kubeconfig"))
     p.add_argument("--health-port", type=int, default=int(env("health_port", "8081")), help="0 disables")

@@ -8,12 +8,12 @@ import yaml
 
 from app import kube
 from app.common import BridgeError
-from app.reporter import EXIT_NO_GPUS, BackendError, driver_for_mode, open_backend, render, run_loop
+from app.reporter import EXIT_NO_GPUS, BackendError, driver_for_mode, open_backend, render, render_style, run_loop
 
 
 def run_reporter(args) -> int:
     try:
-        backend = open_backend(args.backend)
+        backend = open_backend(args.backend, partitionable=args.partitionable)
     except BackendError as exc:
         print(f"dra-bridge reporter: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -22,8 +22,10 @@ def run_reporter(args) -> int:
         if not node.gpus:
             raise BackendError("no GPUs found on this node", EXIT_NO_GPUS)
         if args.once:
-            driver, qualify = driver_for_mode(args.mode, args.driver_name)
-            out = render.slices(node, args.node_name, driver, 1, None, qualify, args.shareable) + render.device_classes(driver)
+            driver, _qualify = driver_for_mode(args.mode, args.driver_name)
+            out = render.slices(node, args.node_name, driver, 1, None, **render_style(args))
+            if args.with_classes:
+                out += render.device_classes(driver, shadow=args.mode == "shadow")
             sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, width=200))
             return 0
         api = kube.api_client(args.kubeconfig, timeout_retries=True)

@@ -425,23 +425,29 @@ def _never(spec: ClaimSpec, index: Index, selection: _Selection) -> Verdict:
     passing: dict = {}
     units = _Units(index, spec, selection)
     for gi, (nodes, view) in enumerate(index.groups()):
-        counts = []
+        counts, tainted = [], []
         for alts in spec.requests:
-            most = 0
+            most, blocked = 0, 0
             for r in alts:
-                have = 0
+                have, held = 0, 0
                 for shape, _state, n in units.histogram(gi, view):
                     if (r.path, shape) not in passing:
                         passing[(r.path, shape)] = not selection.failed_parts(r, index.shape_members[shape][0])
-                    have += n if passing[(r.path, shape)] else 0
-                most = max(most, have)
+                    if passing[(r.path, shape)]:
+                        have += n
+                        if any(not search.tolerated(r.tolerations, t) for t in index.shape_taints[shape]):
+                            held += n
+                if have > most:
+                    most, blocked = have, held
             counts.append(most)
-        best.append((sum(counts), nodes[0], counts))
+            tainted.append(blocked)
+        best.append((sum(counts), nodes[0], counts, tainted))
     best.sort(key=lambda b: (-b[0], b[1]))
     wanted = [alts[0].count if alts[0].mode == "ExactCount" else "all" for alts in spec.requests]
-    _total, node, counts = best[0] if best else (0, None, [])
+    _total, node, counts, tainted = best[0] if best else (0, None, [], [])
     names = [alts[0].name for alts in spec.requests]
-    detail = ", ".join(f"{n}: {c} matching (needs {w})" for n, c, w in zip(names, counts, wanted))
+    detail = ", ".join(f"{n}: {c} matching (needs {w})" + (f", {t} of them tainted" if t else "")
+                       for n, c, w, t in zip(names, counts, wanted, tainted))
     return Verdict("never", f"no single node can hold all requests with their constraints, taints, counters and "
                    f"capacity; best node {node}: {detail}", closest=[detail])
 

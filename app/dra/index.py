@@ -18,7 +18,7 @@ import orjson
 
 from app.common import parse_quantity
 
-from . import cel
+from . import cel, shadow
 from .inventory import Inventory, allocated_capacity, allocated_devices, shared_devices
 from .nodes import node_matches
 
@@ -422,9 +422,24 @@ class Build:
         self.by_name: dict[str, dict] = {}  # slice name -> what is kept of it
         self.rejected_by_slice: dict[str, list] = {}
         self.signature_of: dict[str, tuple] = {}  # node -> its group's signature
+        self.shadow_nodes: set[str] = set()  # nodes judged by shadow slices (app.dra.shadow)
+        self.shadowed = 0  # shadow slices ignored: the real driver publishes for their node
+        shadows = []
         for full in inventory.slices:  # may be a generator: each slice is decoded, indexed, let go
             if isinstance(full.get("spec"), dict):
-                self.add(full)
+                if shadow.shadow_of(full):
+                    shadows.append(full)
+                else:
+                    self.add(full)
+        for full in shadows:
+            served = shadow.as_served(full)
+            node = served["spec"].get("nodeName")
+            if any(s["spec"].get("driver") == served["spec"]["driver"] for s in self.local.get(node, ())):
+                self.shadowed += 1
+                continue
+            if node:
+                self.shadow_nodes.add(node)
+            self.add(served)
         # The nodes slices name, and every Node object (one with no devices of its own can still
         # reach network-attached ones); without Node objects, a stand-in for network-attached devices.
         named = set(self.local) | {d.placement[1] for d in index.devices if d.placement and d.placement[0] == "name"}

@@ -18,6 +18,7 @@ from decimal import Decimal
 from app.common import parse_quantity
 
 from .index import Build, Index, pool_key
+from .shadow import shadow_of
 from .inventory import Inventory
 
 
@@ -74,6 +75,10 @@ class LiveIndex:
         index = self.build.index
         for s in (old, new):
             if s is not None and not (s.get("spec") or {}).get("nodeName"):
+                return True
+            # Shadow slices, and real slices of a node shadows stand in for: which of them
+            # the node is judged by is a whole-inventory choice (app.dra.shadow).
+            if s is not None and (shadow_of(s) or s["spec"].get("nodeName") in self.build.shadow_nodes):
                 return True
         if self.nodes is None and self.build.network:
             return True  # which nodes exist then depends on every slice (a stand-in node)

@@ -11,7 +11,7 @@ import yaml
 
 from app.common import BridgeError, InputError
 
-from .gpuinfo import Gpu, MigDevice, NodeGpus, node_from_description
+from .gpuinfo import GI_PROFILE_IDS, Gpu, MigDevice, MigProfile, NodeGpus, node_from_description
 
 # Distinct exit codes so a DaemonSet's logs and restarts say what is wrong.
 EXIT_NO_LIBRARY, EXIT_NO_DRIVER, EXIT_NO_GPUS = 3, 4, 5
@@ -56,6 +56,10 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+# XIDs caused by the application (13, 31, 43, 45, 68, 109): NVIDIA's device plugin and DRA
+# driver skip them by default rather than mark the GPU unhealthy.
+NVML_GI_PROFILE_COUNT = 17  # NVML_GPU_INSTANCE_PROFILE_1_SLICE (0) .. 2_SLICE_ALL_ME (16)
+APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
@@ -81,8 +85,8 @@ def pcie_root(bus_id: str, sysfs: str = "/sys") -> str | None:
 class NvmlBackend:
     """Reads every GPU through NVML. Critical XID events mark a GPU unhealthy until restart."""
 
-    def __init__(self, sysfs: str = "/sys"):
-        self.sysfs = sysfs
+    def __init__(self, sysfs: str = "/sys", partitionable: bool = False):
+        self.sysfs, self.partitionable = sysfs, partitionable
         try:
             import pynvml
         except ImportError:
@@ -95,7 +99,7 @@ class NvmlBackend:
                                "into this container?", EXIT_NO_LIBRARY) from None
         except pynvml.NVMLError as exc:
             raise BackendError(f"NVML could not start: {exc} (no NVIDIA driver loaded?)", EXIT_NO_DRIVER) from None
-        self.unhealthy: set[str] = set()
+        self.unhealthy: dict[str, int] = {}  # uuid -> the critical XID seen
         self._events = None
         self._watch_xid()
 
@@ -119,7 +123,10 @@ class NvmlBackend:
                 event = nv.nvmlEventSetWait(self._events, 0)
             except nv.NVMLError:
                 return  # timeout: no pending event
-            self.unhealthy.add(_text(nv.nvmlDeviceGetUUID(event.device)))
+            xid = int(getattr(event, "eventData", 0) or 0)
+            if xid in APPLICATION_XIDS:
+                continue  # the application's fault, not the GPU's (as NVIDIA's health monitor skips them)
+            self.unhealthy.setdefault(_text(nv.nvmlDeviceGetUUID(event.device)), xid)
 
     def read(self) -> NodeGpus:
         nv = self.nvml
@@ -158,27 +165,72 @@ class NvmlBackend:
             multiprocessors=self._optional(lambda: nv.nvmlDeviceGetAttributes(h).multiprocessorCount, default=0),
             pci_bus_id=bus_id, pcie_root=pcie_root(bus_id, self.sysfs), numa_node=self._optional(nv.nvmlDeviceGetNumaNodeId, h),
             mig_enabled=bool(mig_current), mig_devices=self._migs(h) if mig_current else (),
-            nvlink_peers=self._nvlinks(h), healthy=uuid not in self.unhealthy)
+            nvlink_peers=self._nvlinks(h), healthy=uuid not in self.unhealthy, xid=self.unhealthy.get(uuid),
+            addressing_mode=self._addressing_mode(h), fabric_clique=self._fabric_clique(h),
+            mig_profiles=self._mig_profiles(h) if self.partitionable else ())
+
+    def _addressing_mode(self, h) -> str | None:
+        nv = self.nvml
+        get = getattr(nv, "nvmlDeviceGetAddressingMode", None)
+        mode = self._optional(get, h) if get else None
+        value = getattr(mode, "value", mode)
+        names = {getattr(nv, "NVML_DEVICE_ADDRESSING_MODE_HMM", 1): "HMM", getattr(nv, "NVML_DEVICE_ADDRESSING_MODE_ATS", 2): "ATS"}
+        return names.get(value) if value else None
+
+    def _fabric_clique(self, h) -> str | None:
+        """'<clusterUUID>.<cliqueId>' of a GPU on a completed NVLink fabric (GB200 NVL)."""
+        nv = self.nvml
+        get = getattr(nv, "nvmlDeviceGetGpuFabricInfo", None)
+        info = self._optional(get, h) if get else None
+        if info is None or getattr(info, "state", None) != getattr(nv, "NVML_GPU_FABRIC_STATE_COMPLETED", 3):
+            return None
+        cluster = bytes(getattr(info, "clusterUuid", b"") or b"")
+        if not any(cluster):
+            return None
+        text = cluster.hex()
+        uuid = f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:32]}"
+        return f"{uuid}.{getattr(info, 'cliqueId', 0)}"
+
+    def _mig_profiles(self, h) -> tuple[MigProfile, ...]:
+        """The GI profiles this GPU supports and their possible placements (partitionable MIG)."""
+        nv = self.nvml
+        out = []
+        total = nv.nvmlDeviceGetMemoryInfo(h).total
+        for profile_id in range(NVML_GI_PROFILE_COUNT):
+            info = self._optional(nv.nvmlDeviceGetGpuInstanceProfileInfo, h, profile_id)
+            if info is None:
+                continue
+            placements = self._optional(nv.nvmlDeviceGetGpuInstancePossiblePlacements, h, info) or []
+            out.append(MigProfile(
+                profile=profile_name(profile_id, info.sliceCount, info.memorySizeMB, total),
+                gi_profile_id=profile_id, memory_mib=info.memorySizeMB, multiprocessors=info.multiprocessorCount,
+                copy_engines=info.copyEngineCount, decoders=info.decoderCount, encoders=info.encoderCount,
+                jpeg_engines=info.jpegCount, ofa_engines=info.ofaCount,
+                placements=tuple((p.start, p.size) for p in placements)))
+        return tuple(p for p in out if p.placements)
 
     def _migs(self, parent) -> tuple[MigDevice, ...]:
         nv = self.nvml
         out = []
+        parent_total = nv.nvmlDeviceGetMemoryInfo(parent).total
         for i in range(self._optional(nv.nvmlDeviceGetMaxMigDeviceCount, parent, default=0)):
             mig = self._optional(nv.nvmlDeviceGetMigDeviceHandleByIndex, parent, i)
             if mig is None:
                 continue
             attrs = nv.nvmlDeviceGetAttributes(mig)
-            memory_mib = nv.nvmlDeviceGetMemoryInfo(mig).total // (1024 * 1024)
-            start, size = 0, attrs.gpuInstanceSliceCount
+            memory_mib = attrs.memorySizeMB  # the GI profile's memory, as NVIDIA announces it
+            start, size, profile_id = 0, attrs.gpuInstanceSliceCount, None
             gi_id = self._optional(nv.nvmlDeviceGetGpuInstanceId, mig)
             if gi_id is not None:
                 gi = self._optional(nv.nvmlDeviceGetGpuInstanceById, parent, gi_id)
                 info = self._optional(nv.nvmlGpuInstanceGetInfo, gi) if gi is not None else None
                 if info is not None:
-                    start, size = info.placement.start, info.placement.size
+                    start, size, profile_id = info.placement.start, info.placement.size, info.profileId
             out.append(MigDevice(
                 uuid=_text(nv.nvmlDeviceGetUUID(mig)),
-                profile=_profile_name(attrs.gpuInstanceSliceCount, attrs.computeInstanceSliceCount, attrs.memorySizeMB),
+                profile=profile_name(profile_id, attrs.gpuInstanceSliceCount, attrs.memorySizeMB,
+                                     parent_total, attrs.computeInstanceSliceCount),
+                gi_profile_id=profile_id,
                 memory_mib=memory_mib, multiprocessors=attrs.multiprocessorCount, placement_start=start,
                 placement_size=size, copy_engines=attrs.sharedCopyEngineCount, decoders=attrs.sharedDecoderCount,
                 encoders=attrs.sharedEncoderCount, jpeg_engines=attrs.sharedJpegCount, ofa_engines=attrs.sharedOfaCount))
@@ -204,10 +256,16 @@ class NvmlBackend:
             pass
 
 
-def _profile_name(gi_slices: int, ci_slices: int, memory_mb: int) -> str:
-    # NVIDIA names profiles <slices>g.<GB rounded up>gb, prefixed <c>c. when compute is split.
-    name = f"{gi_slices}g.{math.ceil(memory_mb / 1024)}gb"
-    return name if ci_slices in (0, gi_slices) else f"{ci_slices}c.{name}"
+def profile_name(gi_profile_id: int | None, gi_slices: int, memory_mb: int, total_bytes: int,
+                 ci_slices: int | None = None) -> str:
+    """The MIG profile name as NVIDIA's go-nvlib derives it: <g>g.<GB>gb (GB: the memory
+    fraction rounded up to eighths of the card, times the card's GiB), the GI profile's
+    attribute (+me, +me.all, +gfx, -me), and <c>c. when compute is split."""
+    fraction = math.ceil(memory_mb * 1024 * 1024 / total_bytes * 8) / 8 if total_bytes else 0
+    gb = round(fraction * ((total_bytes + (1 << 30) - 1) >> 30))
+    suffix = next((s for (g, s), pid in GI_PROFILE_IDS.items() if pid == gi_profile_id), "")
+    name = f"{gi_slices}g.{gb}gb{suffix}"
+    return name if ci_slices in (None, 0, gi_slices) else f"{ci_slices}c.{name}"
 
 
 _ARCHITECTURES = {2: "Kepler", 3: "Maxwell", 4: "Pascal", 5: "Volta", 6: "Turing", 7: "Ampere",
@@ -224,10 +282,10 @@ def _brand(nv, value) -> str:
     return names.get(value, "Nvidia") if value is not None else "Nvidia"
 
 
-def open_backend(spec: str) -> Backend:
-    """'nvml' or 'fake:PATH'."""
+def open_backend(spec: str, partitionable: bool = False) -> Backend:
+    """'nvml' or 'fake:PATH'. partitionable: also read the MIG profiles each GPU could take."""
     if spec == "nvml":
-        return NvmlBackend()
+        return NvmlBackend(partitionable=partitionable)
     if spec.startswith("fake:"):
         return FakeBackend(spec[len("fake:"):])
     raise BackendError(f"--backend: expected 'nvml' or 'fake:FILE', got {spec!r}", 2)

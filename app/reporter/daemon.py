@@ -16,6 +16,7 @@ from .publish import PublishError, SlicePublisher
 
 log = logging.getLogger("dra_bridge.reporter")
 SHADOW_DRIVER = "shadow.gpu.dra-bridge.io"
+EXIT_CONFLICT = 6  # publish mode beside NVIDIA's own kubelet plugin
 
 
 class ReporterMetrics:
@@ -65,13 +66,25 @@ def driver_for_mode(mode: str, driver_name: str | None) -> tuple[str, bool]:
     return driver_name or render.NVIDIA_DOMAIN, False
 
 
+def render_style(args) -> dict:
+    """render.slices keywords for the reporter's flags and mode."""
+    _driver, qualify = driver_for_mode(args.mode, args.driver_name)
+    return {"qualify": qualify, "shareable": args.shareable, "partitionable": args.partitionable,
+            "shadow_of": render.NVIDIA_DOMAIN if args.mode == "shadow" else None}
+
+
 def run_loop(api, backend: Backend, args) -> int:  # args: the `reporter` command's flags
     """Publish every `args.interval` seconds until SIGTERM/SIGINT (or `args.max_rounds`)."""
     driver, qualify = driver_for_mode(args.mode, args.driver_name)
     metrics = ReporterMetrics()
     state: dict = {}
     server = _health_server(args.health_port, metrics, state) if args.health_port else None
-    publisher = SlicePublisher(api, args.node_name, driver, qualify, shareable=args.shareable)
+    publisher = SlicePublisher(api, args.node_name, driver, render_style(args))
+    if args.mode == "publish":
+        theirs = publisher.foreign()
+        if theirs:
+            raise BackendError(f"NVIDIA's DRA driver already publishes {driver} slices for node {args.node_name} "
+                               f"({', '.join(theirs[:3])}): run the reporter with --mode=shadow beside it", EXIT_CONFLICT)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -86,7 +99,8 @@ def run_loop(api, backend: Backend, args) -> int:  # args: the `reporter` comman
             metrics.gpus.labels("healthy").set(healthy)
             metrics.gpus.labels("unhealthy").set(len(node.gpus) - healthy)
             result = publisher.publish(node)
-            metrics.devices.set(len(render.devices(node, qualify, args.shareable)))
+            metrics.devices.set(sum(len(s["spec"].get("devices") or []) for s in
+                                    render.slices(node, args.node_name, driver, 1, **render_style(args))))
             metrics.generation.set(result.generation)
             metrics.last_publish.set(time.time())
             state.update(healthy=True, error=None)

@@ -34,13 +34,13 @@ class PublishResult:
 
 
 class SlicePublisher:
-    def __init__(self, api: client.ApiClient, node_name: str, driver: str, qualify: bool = False,
-                 shareable: bool = False,
+    def __init__(self, api: client.ApiClient, node_name: str, driver: str, style: dict | None = None,
                  timeout_s: float = 10.0, attempts: int = 5, backoff_s: float = 0.5,
                  sleep=time.sleep):
         self.resource = client.ResourceV1Api(api)
         self.core = client.CoreV1Api(api)
-        self.node_name, self.driver, self.qualify, self.shareable = node_name, driver, qualify, shareable
+        # style: render.slices keywords (qualify, shareable, partitionable, shadow_of)
+        self.node_name, self.driver, self.style = node_name, driver, dict(style or {})
         self.timeout_s, self.attempts, self.backoff_s, self.sleep = timeout_s, attempts, backoff_s, sleep
         self._node_uid: str | None = None
 
@@ -79,12 +79,23 @@ class SlicePublisher:
                 and (s.get("spec") or {}).get("nodeName") == self.node_name
                 and ((s.get("metadata") or {}).get("labels") or {}).get(render.MANAGED_LABEL) == "dra-bridge"]
 
+    def foreign(self) -> list[str]:
+        """Names of slices another writer (NVIDIA's kubelet plugin) publishes for this node and
+        driver: publishing beside them would fight it for the pool."""
+        listed = self._retry("list resourceslices", self.resource.list_resource_slice,
+                             field_selector=f"spec.nodeName={self.node_name},spec.driver={self.driver}",
+                             _preload_content=False)
+        items = orjson.loads(listed.data).get("items") or []
+        return sorted(s["metadata"]["name"] for s in items
+                      if (s.get("spec") or {}).get("driver") == self.driver
+                      and (s.get("spec") or {}).get("nodeName") == self.node_name
+                      and ((s.get("metadata") or {}).get("labels") or {}).get(render.MANAGED_LABEL) != "dra-bridge")
+
     def publish(self, node: NodeGpus) -> PublishResult:
         existing = {s["metadata"]["name"]: s for s in self._ours()}
         generation = max([(s["spec"].get("pool") or {}).get("generation", 0) for s in existing.values()] or [0])
         # Rendered once: names and the content label do not depend on the generation.
-        wanted = render.slices(node, self.node_name, self.driver, generation + 1, self.node_uid(), self.qualify,
-                               self.shareable)
+        wanted = render.slices(node, self.node_name, self.driver, generation + 1, self.node_uid(), **self.style)
         wanted_hash = wanted[0]["metadata"]["labels"][render.CONTENT_LABEL]
         current_hashes = {(s["metadata"].get("labels") or {}).get(render.CONTENT_LABEL) for s in existing.values()}
         if existing and current_hashes == {wanted_hash} and set(existing) == {s["metadata"]["name"] for s in wanted}:

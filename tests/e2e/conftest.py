@@ -21,6 +21,9 @@ from tests.e2e.cluster import ControlPlane, GoUnavailable, build, free_port, kub
 # GPU nodes: name -> fake GPU description; plus one node without GPUs.
 GPU_NODES = {"gpu-h100-0": "h100x8.yaml", "gpu-l4-0": "l4x4.yaml", "gpu-shared-0": "a100-mig.yaml"}
 SHAREABLE_NODES = {"gpu-shared-0"}  # published with --shareable: consumable capacity
+# Published by the reporter in shadow mode (as the shipped DaemonSet runs it): never allocated,
+# judged by the webhook as NVIDIA's devices. GPU 3 carries a fatal XID taint.
+SHADOW_NODES = {"gpu-shadow-0": "gb200x4.yaml"}
 CPU_NODE = "cpu-0"
 INSTALLED_KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
                    "ConfigMap", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
@@ -74,7 +77,7 @@ def install(plane: ControlPlane) -> None:
     plane.apply([d for d in rendered_manifests(plane) if d["kind"] in INSTALLED_KINDS])
     plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
                  for name, labels in NAMESPACES.items()])
-    nodes = [*GPU_NODES, CPU_NODE]
+    nodes = [*GPU_NODES, *SHADOW_NODES, CPU_NODE]
     plane.apply([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": {
         "kubernetes.io/hostname": n}}} for n in nodes])
     status = {"capacity": {"cpu": "64", "memory": "512Gi", "pods": "110"},
@@ -84,7 +87,7 @@ def install(plane: ControlPlane) -> None:
         plane.kubectl("patch", "node", n, "--subresource=status", "--type=merge", "-p",
                       json.dumps({"status": status}))
     plane.apply(NVIDIA_CLASSES)
-    for node, description in GPU_NODES.items():
+    for node, description in {**GPU_NODES, **SHADOW_NODES}.items():
         result = run_reporter(plane, node, description, reporter_kubeconfig(plane, node))
         assert result.returncode == 0, result.stderr
 
@@ -111,7 +114,7 @@ def reporter_kubeconfig(plane: ControlPlane, node: str) -> str:
 def run_reporter(plane: ControlPlane, node: str, description: str, config: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "app", "reporter", "--backend",
                            f"fake:{ROOT / 'app' / 'data' / 'fake' / description}", "--node-name", node,
-                           "--mode", "publish", "--kubeconfig", config, "--max-rounds", "1",
+                           "--mode", "shadow" if node in SHADOW_NODES else "publish", "--kubeconfig", config, "--max-rounds", "1",
                            "--health-port", "0", *(["--shareable"] if node in SHAREABLE_NODES else [])],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
 

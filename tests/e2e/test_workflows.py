@@ -175,6 +175,27 @@ def test_unsatisfiable_claim_denied_in_enforce_and_warned_in_warn(cluster, webho
     cluster.json("resourceclaim", "four-mig", "-n", "team-a")  # created
 
 
+def gb200_claim(name, count):
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "gb200", "exactly": {
+                "deviceClassName": "gpu.nvidia.com", "count": count, "selectors": [{"cel": {
+                    "expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA GB200'"}}]}}]}}}
+
+
+def test_shadow_devices_are_judged_as_nvidias_and_never_allocated(cluster, webhook):
+    """Issue 14: GB200s exist only as the shadow reporter's slices (another driver, labelled
+    shadow-of gpu.nvidia.com). The webhook judges NVIDIA-class claims against them: three fit,
+    four do not (one GPU is tainted by a fatal XID); the scheduler allocates none of them."""
+    [shadow] = [s for s in cluster.json("resourceslices")["items"] if s["spec"]["nodeName"] == "gpu-shadow-0"]
+    assert shadow["spec"]["driver"] == "shadow.gpu.dra-bridge.io"
+    assert shadow["metadata"]["labels"]["dra-bridge.io/shadow-of"] == "gpu.nvidia.com"
+    allowed = cluster.kubectl("create", "-n", "strict", "-f", "-", input=json.dumps(gb200_claim("three-gb200", 3)))
+    assert "Warning" not in allowed.stderr, allowed.stderr
+    denied = cluster.kubectl("create", "-n", "strict", "-f", "-", input=json.dumps(gb200_claim("four-gb200", 4)),
+                             check=False)
+    assert denied.returncode != 0 and "1 of them tainted" in denied.stderr, denied.stderr
+
+
 def test_extended_resource_served_by_dra_is_scheduled_natively(cluster, webhook):
     """KEP-5004: a DeviceClass with extendedResourceName serves an unmigrated pod's nvidia.com/gpu."""
     native = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu-native.nvidia.com"},

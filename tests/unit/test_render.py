@@ -47,8 +47,9 @@ def test_gpu_attributes_follow_nvidia_schema():
     assert attrs["resource.kubernetes.io/pciBusID"] == {"string": "0000:18:00.0"}
     assert attrs["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:15"}  # the root complex, not the bus
     assert attrs["dra-bridge.io/numaNode"] == {"int": 0}
-    assert attrs["dra-bridge.io/nvlinkPeers"] == {"int": 7}
+    assert attrs["dra-bridge.io/nvlinkDomain"] == {"string": "nvlink-0000-18-00-0"}  # all-to-all: one domain
     assert gpu0["capacity"]["memory"] == {"value": "81559Mi"}
+    assert gpu0["name"] == "gpu-0" and "index" not in attrs and "minor" not in attrs
 
 
 def test_mig_enabled_gpus_publish_their_mig_devices_instead():
@@ -58,7 +59,8 @@ def test_mig_enabled_gpus_publish_their_mig_devices_instead():
     gpus = [d for d in devices if d["attributes"]["type"]["string"] == "gpu"]
     assert len(migs) == 10 and len(gpus) == 6
     m = migs[0]["attributes"]
-    assert m["profile"] == {"string": "1g.10gb"} and m["parentIndex"] == {"int": 0}
+    assert m["profile"] == {"string": "1g.10gb"} and m["dra-bridge.io/parentIndex"] == {"int": 0}
+    assert "parentIndex" not in m and "parentMinor" not in m
     assert m["parentUUID"]["string"].startswith("GPU-")
     assert migs[0]["capacity"]["multiprocessors"] == {"value": "14"}
     assert migs[0]["capacity"]["memory"] == {"value": "9728Mi"}
@@ -74,7 +76,7 @@ def test_shadow_mode_names_the_nvidia_domain_explicitly():
 
 def test_large_nodes_split_into_several_slices_of_one_pool():
     node = load(next(p for p in FAKES if p.stem == "l4x4"))
-    many = dataclasses.replace(node, gpus=tuple(dataclasses.replace(node.gpus[0], index=i, uuid=f"GPU-{i}")
+    many = dataclasses.replace(node, gpus=tuple(dataclasses.replace(node.gpus[0], index=i, minor=i, uuid=f"GPU-{i}")
                                                for i in range(300)))
     out = render.slices(many, "big", "gpu.nvidia.com", 2)
     assert [len(s["spec"]["devices"]) for s in out] == [128, 128, 44]
@@ -82,10 +84,15 @@ def test_large_nodes_split_into_several_slices_of_one_pool():
     assert len({s["metadata"]["name"] for s in out}) == 3
 
 
-def test_unhealthy_gpus_are_left_out():
+def test_unhealthy_gpus_stay_published_with_nvidias_taints():
     node = load(next(p for p in FAKES if p.stem == "h100x8"))
-    sick = dataclasses.replace(node, gpus=(dataclasses.replace(node.gpus[0], healthy=False),) + node.gpus[1:])
-    assert len(render.devices(sick)) == len(render.devices(node)) - 1
+    sick = dataclasses.replace(node, gpus=(dataclasses.replace(node.gpus[0], healthy=False, xid=79),
+                                           dataclasses.replace(node.gpus[1], healthy=False)) + node.gpus[2:])
+    devices = render.devices(sick)
+    assert len(devices) == len(render.devices(node))
+    assert devices[0]["taints"] == [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}]
+    assert devices[1]["taints"] == [{"key": "gpu.nvidia.com/gpu-lost", "effect": "NoSchedule"}]
+    assert "taints" not in devices[2]
 
 
 @pytest.mark.parametrize("text, field", [
