@@ -124,3 +124,40 @@ def test_health_and_metrics_endpoints_while_publishing(tmp_path):
         proc.send_signal(signal.SIGTERM)
         proc.wait(20)
         fake.stop()
+
+
+def test_without_classes_and_partitionable_printouts(tmp_path):
+    bare = run("--once", "--no-with-classes", "--backend", f"fake:{FAKE / 'l4x4.yaml'}", "--node-name", "n1")
+    assert bare.returncode == 0 and {d["kind"] for d in yaml.safe_load_all(bare.stdout)} == {"ResourceSlice"}
+    parts = run("--once", "--partitionable", "--backend", f"fake:{FAKE / 'a100-mig.yaml'}", "--node-name", "n1")
+    docs = [d for d in yaml.safe_load_all(parts.stdout) if d["kind"] == "ResourceSlice"]
+    assert parts.returncode == 0 and "sharedCounters" in docs[0]["spec"]
+    shadow = run("--once", "--mode", "shadow", "--backend", f"fake:{FAKE / 'l4x4.yaml'}", "--node-name", "n1")
+    classes = [d for d in yaml.safe_load_all(shadow.stdout) if d["kind"] == "DeviceClass"]
+    # Shadow printouts are judged by NVIDIA's own classes (the validator maps the slices).
+    assert {c["metadata"]["name"] for c in classes} == {"gpu.nvidia.com", "mig.nvidia.com"}
+    out = tmp_path / "shadow.yaml"
+    out.write_text(shadow.stdout)
+    from app import dra
+    claim = {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 4}}]}}
+    assert dra.check(dra.parse_claim_spec(claim), dra.build_index(load_inventory(str(out)))).status == "satisfiable"
+
+
+def test_publish_mode_refuses_beside_nvidias_own_plugin(tmp_path):
+    fake = FakeKube().start()
+    try:
+        fake.add_cluster_object("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u1"}})
+        fake.add_cluster_object("resourceslices", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n1-gpu.nvidia.com-x7k2q"},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 1,
+                                                                           "resourceSliceCount": 1}, "devices": []}})
+        args = ("--backend", f"fake:{FAKE / 'l4x4.yaml'}", "--node-name", "n1", "--kubeconfig",
+                fake.kubeconfig(tmp_path / "kc"), "--max-rounds", "1", "--health-port", "0")
+        refused = run(*args, "--mode", "publish")
+        assert refused.returncode == 6
+        [line] = refused.stderr.strip().splitlines()
+        assert "n1-gpu.nvidia.com-x7k2q" in line and "--mode=shadow" in line
+        assert not fake.writes()  # nothing written into the pool NVIDIA owns
+        assert run(*args, "--mode", "shadow").returncode == 0  # beside it, shadow mode is fine
+    finally:
+        fake.stop()
