@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import re
@@ -170,26 +171,37 @@ class NvmlBackend:
             mig_profiles=self._mig_profiles(h) if self.partitionable else ())
 
     def _addressing_mode(self, h) -> str | None:
+        """NVIDIA's addressingMode: HMM | ATS, "None" where the platform supports it but it is
+        off, and no attribute where NVML says the platform does not support it."""
         nv = self.nvml
         get = getattr(nv, "nvmlDeviceGetAddressingMode", None)
         mode = self._optional(get, h) if get else None
-        value = getattr(mode, "value", mode)
-        names = {getattr(nv, "NVML_DEVICE_ADDRESSING_MODE_HMM", 1): "HMM", getattr(nv, "NVML_DEVICE_ADDRESSING_MODE_ATS", 2): "ATS"}
-        return names.get(value) if value else None
+        return {0: "None", 1: "HMM", 2: "ATS"}.get(mode) if isinstance(mode, int) else None
 
     def _fabric_clique(self, h) -> str | None:
         """'<clusterUUID>.<cliqueId>' of a GPU on a completed NVLink fabric (GB200 NVL)."""
         nv = self.nvml
-        get = getattr(nv, "nvmlDeviceGetGpuFabricInfo", None)
-        info = self._optional(get, h) if get else None
-        if info is None or getattr(info, "state", None) != getattr(nv, "NVML_GPU_FABRIC_STATE_COMPLETED", 3):
+        if not hasattr(nv, "c_nvmlGpuFabricInfo_t"):
             return None
-        cluster = bytes(getattr(info, "clusterUuid", b"") or b"")
-        if not any(cluster):
+        info = nv.c_nvmlGpuFabricInfo_t()
+        if self._optional(nv.nvmlDeviceGetGpuFabricInfo, h, ctypes.byref(info)) is None:
             return None
-        text = cluster.hex()
-        uuid = f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:32]}"
-        return f"{uuid}.{getattr(info, 'cliqueId', 0)}"
+        if info.state != getattr(nv, "NVML_GPU_FABRIC_STATE_COMPLETED", 3) or not any(info.clusterUuid):
+            return None
+        text = bytes(info.clusterUuid).hex()
+        return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:32]}.{info.cliqueId}"
+
+    def _placements(self, h, profile_id: int) -> tuple[tuple[int, int], ...]:
+        nv = self.nvml
+        count = ctypes.c_uint(0)
+        if self._optional(nv.nvmlDeviceGetGpuInstancePossiblePlacements, h, profile_id, None,
+                          ctypes.byref(count)) is None or not count.value:
+            return ()
+        found = (nv.c_nvmlGpuInstancePlacement_t * count.value)()
+        if self._optional(nv.nvmlDeviceGetGpuInstancePossiblePlacements, h, profile_id, found,
+                          ctypes.byref(count)) is None:
+            return ()
+        return tuple((p.start, p.size) for p in found[:count.value])
 
     def _mig_profiles(self, h) -> tuple[MigProfile, ...]:
         """The GI profiles this GPU supports and their possible placements (partitionable MIG)."""
@@ -200,13 +212,13 @@ class NvmlBackend:
             info = self._optional(nv.nvmlDeviceGetGpuInstanceProfileInfo, h, profile_id)
             if info is None:
                 continue
-            placements = self._optional(nv.nvmlDeviceGetGpuInstancePossiblePlacements, h, info) or []
+            placements = self._placements(h, info.id)
             out.append(MigProfile(
                 profile=profile_name(profile_id, info.sliceCount, info.memorySizeMB, total),
                 gi_profile_id=profile_id, memory_mib=info.memorySizeMB, multiprocessors=info.multiprocessorCount,
                 copy_engines=info.copyEngineCount, decoders=info.decoderCount, encoders=info.encoderCount,
                 jpeg_engines=info.jpegCount, ofa_engines=info.ofaCount,
-                placements=tuple((p.start, p.size) for p in placements)))
+                placements=placements))
         return tuple(p for p in out if p.placements)
 
     def _migs(self, parent) -> tuple[MigDevice, ...]:
