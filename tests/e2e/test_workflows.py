@@ -219,7 +219,9 @@ def test_opted_in_pod_takes_the_native_path_where_a_class_serves_it(cluster, web
     """Issue 13: in a migrating namespace, once a DeviceClass serves nvidia.com/gpu (the class of
     the test above), our webhook leaves a plain pod as its owner wrote it and DRA serves it."""
     def created_native():
-        cluster.kubectl("delete", "pod", "native-team", "-n", "team-a", "--ignore-not-found", "--wait=false")
+        # Forced: a pod already bound would wait for a kubelet to confirm, and there is none here.
+        cluster.kubectl("delete", "pod", "native-team", "-n", "team-a", "--ignore-not-found", "--wait=false",
+                        "--grace-period=0", "--force")
         wait_for(lambda: "NotFound" in cluster.kubectl("get", "pod", "native-team", "-n", "team-a",
                                                      check=False).stderr, 30, "old pod gone", 0.2)
         cluster.apply([legacy_pod("native-team")], "-n", "team-a")
