@@ -84,8 +84,8 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
                 result.objects.append((obj, planned))
                 result.reports.append(report)
                 continue
-            if str(obj.get("kind", "")).startswith("Cluster") and any(
-                    legacy_resources(h.get("spec") or {}, rules) for _p, h in pod_templates(obj)):
+            asks_gpus = any(legacy_resources(h.get("spec") or {}, rules) for _p, h in pod_templates(obj))
+            if str(obj.get("kind", "")).startswith("Cluster") and asks_gpus:
                 # Its pods run in whichever namespaces use it: no namespaced template fits them all.
                 report.status = "needs-attention"
                 report.reasons.append(f"cluster-scoped {obj['kind']}: its pods run in the namespaces that use it; "
@@ -94,7 +94,7 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
                 result.reports.append(report)
                 continue
             why = left_to_admission(obj)
-            if why and any(legacy_resources(h.get("spec") or {}, rules) for _p, h in pod_templates(obj)):
+            if why and asks_gpus:
                 report.path = "admission"
                 report.reasons.append(f"left for the admission webhook: {why}")
                 result.objects.append((obj, planned))

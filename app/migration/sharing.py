@@ -95,7 +95,7 @@ def plan_share(share: Share, container: str, count: int, device_class: str, devi
     out.config, config_lost = _config(share, rule, device_type)
     cost = f"now costs {count} whole device(s)"
     if out.config:
-        kept = f"; NVIDIA's {out.config['strategy']} config on it enforces {_enforced(share, out.config)}"
+        kept = f"; NVIDIA's {out.config['strategy']} config on it enforces {_enforced(out.config)}"
         if config_lost:
             kept += f" ({' and '.join(config_lost)} not enforced)"
         out.notes.append(f"container {container}: its GPU share ({had}) {cost}: no {device_class} device "
@@ -155,7 +155,7 @@ def _config(share: Share, rule: SharingRule, device_type: str) -> tuple[dict | N
     return {"strategy": "MPS", "mpsConfig": mps}, lost
 
 
-def _enforced(share: Share, config: dict) -> str:
+def _enforced(config: dict) -> str:
     mps = config.get("mpsConfig") or {}
     parts = []
     if "defaultPinnedDeviceMemoryLimit" in mps:

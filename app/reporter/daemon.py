@@ -75,7 +75,7 @@ def render_style(args) -> dict:
 
 def run_loop(api, backend: Backend, args) -> int:  # args: the `reporter` command's flags
     """Publish every `args.interval` seconds until SIGTERM/SIGINT (or `args.max_rounds`)."""
-    driver, qualify = driver_for_mode(args.mode, args.driver_name)
+    driver, _qualify = driver_for_mode(args.mode, args.driver_name)
     metrics = ReporterMetrics()
     state: dict = {}
     server = _health_server(args.health_port, metrics, state) if args.health_port else None
@@ -99,8 +99,7 @@ def run_loop(api, backend: Backend, args) -> int:  # args: the `reporter` comman
             metrics.gpus.labels("healthy").set(healthy)
             metrics.gpus.labels("unhealthy").set(len(node.gpus) - healthy)
             result = publisher.publish(node)
-            metrics.devices.set(sum(len(s["spec"].get("devices") or []) for s in
-                                    render.slices(node, args.node_name, driver, 1, **render_style(args))))
+            metrics.devices.set(result.devices)
             metrics.generation.set(result.generation)
             metrics.last_publish.set(time.time())
             state.update(healthy=True, error=None)

@@ -31,6 +31,7 @@ class PublishResult:
     updated: int = 0
     deleted: int = 0
     unchanged: bool = False
+    devices: int = 0  # devices in the pool as rendered this round
 
 
 class SlicePublisher:
@@ -98,10 +99,11 @@ class SlicePublisher:
         wanted = render.slices(node, self.node_name, self.driver, generation + 1, self.node_uid(), **self.style)
         wanted_hash = wanted[0]["metadata"]["labels"][render.CONTENT_LABEL]
         current_hashes = {(s["metadata"].get("labels") or {}).get(render.CONTENT_LABEL) for s in existing.values()}
+        devices = sum(len(s["spec"].get("devices") or []) for s in wanted)
         if existing and current_hashes == {wanted_hash} and set(existing) == {s["metadata"]["name"] for s in wanted}:
-            return PublishResult(generation, unchanged=True)
+            return PublishResult(generation, unchanged=True, devices=devices)
         generation += 1
-        result = PublishResult(generation)
+        result = PublishResult(generation, devices=devices)
         for obj in wanted:
             name = obj["metadata"]["name"]
             if name in existing:

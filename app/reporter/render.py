@@ -124,6 +124,17 @@ def _common(attrs: _Attrs, gpu: Gpu, node: NodeGpus) -> None:
         attrs.put(f"{EXTRA_DOMAIN}/numaNode", "int", gpu.numa_node)
 
 
+def _tainted(device: dict, gpu: Gpu) -> dict:
+    taints = _taints(gpu)
+    if taints:
+        device["taints"] = taints
+    return device
+
+
+def _capacity_map(values: dict[str, int], qualify: bool) -> dict:
+    return {_qualified(k, qualify): {"value": _quantity(k, v)} for k, v in values.items()}
+
+
 def _taints(gpu: Gpu) -> list[dict]:
     if gpu.healthy:
         return []
@@ -148,9 +159,7 @@ def gpu_device(gpu: Gpu, node: NodeGpus, qualify: bool, shareable: bool = False,
     device = {"name": f"gpu-{gpu.minor}", "attributes": attrs.out, "capacity": capacity}
     if shareable:
         _make_shareable(device, gpu, qualify)
-    if _taints(gpu):
-        device["taints"] = _taints(gpu)
-    return device
+    return _tainted(device, gpu)
 
 
 def _make_shareable(device: dict, gpu: Gpu, qualify: bool) -> None:
@@ -194,16 +203,14 @@ def _quantity(name: str, value: int) -> str:
 def mig_device(gpu: Gpu, mig: MigDevice, node: NodeGpus, qualify: bool) -> dict:
     attrs = _mig_attrs(gpu, mig.profile, node, qualify)
     attrs.put("uuid", "string", mig.uuid)
-    capacity = {_qualified(k, qualify): {"value": _quantity(k, v)} for k, v in _profile_capacity(mig).items()}
+    capacity = _capacity_map(_profile_capacity(mig), qualify)
     for i in range(mig.placement_start, mig.placement_start + mig.placement_size):
         capacity[_qualified(f"memorySlice{i}", qualify)] = {"value": "1"}
     profile_id = mig.gi_profile_id if mig.gi_profile_id is not None else gi_profile_id(mig.profile)
     device = {"name": mig_name(gpu.minor, mig.profile, profile_id if profile_id is not None else 0,
                                mig.placement_start),
               "attributes": attrs.out, "capacity": capacity}
-    if _taints(gpu):
-        device["taints"] = _taints(gpu)
-    return device
+    return _tainted(device, gpu)
 
 
 def devices(node: NodeGpus, qualify: bool = False, shareable: bool = False) -> list[dict]:
@@ -248,7 +255,7 @@ def partition_devices(gpu: Gpu, node: NodeGpus, qualify: bool) -> list[dict]:
     """The full GPU and every possible MIG placement, all drawing on the GPU's counter set."""
     caps, memory_slices = _max_capacity(gpu)
     full = gpu_device(gpu, node, qualify)
-    full["capacity"] = {_qualified(k, qualify): {"value": _quantity(k, v)} for k, v in caps.items()}
+    full["capacity"] = _capacity_map(caps, qualify)
     full["consumesCounters"] = [{"counterSet": counter_set_name(gpu), "counters": _counters(caps, 0, memory_slices)}]
     out = [full]
     for p in gpu.mig_profiles:
@@ -256,13 +263,10 @@ def partition_devices(gpu: Gpu, node: NodeGpus, qualify: bool) -> list[dict]:
             attrs = _mig_attrs(gpu, p.profile, node, qualify)
             capacity = _profile_capacity(p)
             out.append({"name": mig_name(gpu.minor, p.profile, p.gi_profile_id, start), "attributes": attrs.out,
-                        "capacity": {_qualified(k, qualify): {"value": _quantity(k, v)} for k, v in capacity.items()},
+                        "capacity": _capacity_map(capacity, qualify),
                         "consumesCounters": [{"counterSet": counter_set_name(gpu),
                                               "counters": _counters(capacity, start, size)}]})
-    for device in out:
-        if _taints(gpu):
-            device["taints"] = _taints(gpu)
-    return sorted(out, key=lambda d: d["name"])
+    return sorted((_tainted(d, gpu) for d in out), key=lambda d: d["name"])
 
 
 def content_hash(device_list: list) -> str:
