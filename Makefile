@@ -9,7 +9,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-.PHONY: install run test e2e bench
+.PHONY: install run test e2e bench lock
 install: $(VENV)/.installed
 
 run: $(VENV)/.installed
@@ -26,3 +26,11 @@ e2e: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) bench/mutate.py
 	$(PY) bench/validate.py
+
+# The image's hash-pinned dependencies (Dockerfile), from pyproject.toml; review the diff.
+LOCK_FLAGS := --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links
+lock: $(VENV)/.installed
+	$(PY) -m pip install -q 'pip-tools>=7.4,<8'
+	PIP_FIND_LINKS= $(VENV)/bin/pip-compile -q $(LOCK_FLAGS) -o requirements.lock pyproject.toml
+	PIP_FIND_LINKS= $(VENV)/bin/pip-compile -q $(LOCK_FLAGS) --all-build-deps --only-build-deps \
+	  -o requirements-build.lock pyproject.toml

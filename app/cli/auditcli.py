@@ -10,14 +10,16 @@ import json
 import sys
 import time
 
+import urllib3
 import yaml
+from kubernetes.client.exceptions import ApiException
 
 from app import dra, kube
 from app.common import BridgeError
 from app.policy import load_policy
 
 from .inputs import load_inventory, read_inputs
-from .plancli import ObjectReport, plan_objects
+from .plancli import ObjectReport, exit_status, plan_objects
 
 # Workloads whose pod templates we read; bare pods are audited, pods owned by these are not.
 WORKLOADS = [("/api/v1", "pods", "Pod"), ("/apis/apps/v1", "deployments", "Deployment"),
@@ -32,10 +34,11 @@ def _controlled(obj: dict) -> bool:
     return any(ref.get("controller") for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
 
 
-def live_objects(api) -> list[tuple[str, list[tuple[int, dict]]]]:
+def live_objects(api, namespace: str | None = None) -> list[tuple[str, list[tuple[int, dict]]]]:
     out = []
+    scope = f"/namespaces/{namespace}" if namespace else ""
     for prefix, resource, kind in WORKLOADS:
-        items = [i for i in kube.list_items(api, f"{prefix}/{resource}") if not _controlled(i)]
+        items = [i for i in kube.list_items(api, f"{prefix}{scope}/{resource}") if not _controlled(i)]
         for item in items:
             item.setdefault("kind", kind)
         out.append((f"cluster:{resource}", [(0, i) for i in items]))
@@ -87,24 +90,25 @@ def policy_reports(rows: list[dict], checked: bool) -> list[dict]:
 
 def run_audit(args) -> int:
     rules = load_policy(args.policy).migration
-    api = None
-    if args.filename:
-        inputs = read_inputs(args.filename)
-    else:
-        api = kube.api_client(args.kubeconfig, timeout_retries=True)
-        if api is None:
-            raise BridgeError("audit needs -f FILE or a cluster (--kubeconfig, in-cluster, ~/.kube/config)")
-        inputs = live_objects(api)
-    ix = None
-    if args.inventory == "live":
-        api = api or kube.api_client(args.kubeconfig, timeout_retries=True)
-        if api is None:
-            raise BridgeError("--inventory live needs a cluster")
-        ix = dra.build_index(live_inventory(api))
-    elif args.inventory:
-        ix = dra.build_index(load_inventory(args.inventory))
+    found = None
+    if not args.filename or args.inventory == "live":
+        found = kube.connect(args.kubeconfig, args.context, timeout_retries=False)
+        if found is None:
+            raise BridgeError("audit needs -f FILE or a cluster: --kubeconfig, $KUBECONFIG, ~/.kube/config "
+                              "or in-cluster; none was found")
+    try:
+        inputs = read_inputs(args.filename) if args.filename else live_objects(found[0], args.namespace)
+        ix = None
+        if args.inventory == "live":
+            ix = dra.build_index(live_inventory(found[0]))
+        elif args.inventory:
+            ix = dra.build_index(load_inventory(args.inventory))
+    except (urllib3.exceptions.HTTPError, ApiException, OSError) as exc:
+        if found is None:
+            raise
+        raise kube.unreachable(found[1], exc) from None
     # Objects that name no namespace land in the default one, as kubectl would put them.
-    result = plan_objects(inputs, rules, "default", ix)
+    result = plan_objects(inputs, rules, args.namespace or "default", ix)
     rows = [_row(r) for r in result.reports if r.status != "unchanged" or r.path != "none"]
     if args.output == "json":
         sys.stdout.write(json.dumps({"inventoryChecked": ix is not None, "objects": rows}, indent=2) + "\n")
@@ -119,4 +123,4 @@ def run_audit(args) -> int:
                              f"{r['path']:14s} {detail[:140]}\n")
         sys.stdout.write(f"{len(rows)} object(s) use legacy GPU resources"
                          f"{'' if ix is not None else ' (satisfiability not checked: pass --inventory)'}\n")
-    return 1 if any(r["status"] == "unsatisfiable" for r in rows) else 0
+    return exit_status([r["status"] for r in rows])

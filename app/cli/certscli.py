@@ -1,47 +1,106 @@
-"""`dra-bridge certs`: a CA and serving certificate for the webhook Service; optional caBundle injection."""
+"""`dra-bridge certs`: a CA and serving certificate for the webhook Service, and optionally a
+kustomize overlay beside them that deploys a base (`manifests/`) with those certificates; the
+base itself is never edited."""
 
 from __future__ import annotations
 
 import base64
 import os
-import re
 
-from app.common import InputError
+import yaml
 
-_CA_BUNDLE = re.compile(r"^(\s*caBundle:).*$", re.MULTILINE)
+from app.common import InputError, read_objects
+
+WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+TLS_SECRET = "dra-bridge-tls"
+BASE_IMAGE = "ghcr.io/dra-bridge/dra-bridge"  # the image the manifests name
 
 
 def run_certs(args) -> int:
     from app.server import tls  # not at import: the other commands need no web stack
 
+    out = args.out
+    webhooks = webhook_configurations(args.inject) if args.inject else []  # checked before anything is written
+    _check_out_folder(out, args.force)
     hosts = tls.service_hosts(args.service, args.namespace) + list(args.host)
-    bundle = tls.write_bundle(args.out, hosts, args.days)
+    try:
+        bundle = tls.write_bundle(out, hosts, args.days)
+    except OSError as exc:
+        raise InputError("--out", f"{out}: cannot write there ({exc.strerror or exc})") from None
     print(f"wrote {bundle.ca_cert}, {bundle.cert}, {bundle.key} for {', '.join(hosts)}")
     if args.inject:
         with open(bundle.ca_cert, "rb") as handle:
             ca_b64 = base64.b64encode(handle.read()).decode()
-        changed = inject_ca_bundle(args.inject, ca_b64)
-        if not changed:
-            raise InputError(args.inject, "no webhook configuration with a caBundle field found")
-        for path in changed:
-            print(f"injected caBundle into {path}")
+        path = os.path.join(out, "kustomization.yaml")
+        text = overlay(os.path.relpath(args.inject, out), webhooks, ca_b64, args.namespace, args.image)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        names = ", ".join(f"{kind}/{name}" for kind, name, _n in webhooks)
+        print(f"wrote {path}: {args.inject} with Secret {args.namespace}/{TLS_SECRET} and the CA in {names}")
+        print(f"deploy with: kubectl apply -k {out}")
     return 0
 
 
-def inject_ca_bundle(folder: str, ca_b64: str) -> list[str]:
-    changed = []
-    for root, _dirs, files in os.walk(folder):
+def _check_out_folder(out: str, force: bool) -> None:
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise InputError("--out", f"{out}: is a file; name a folder for ca.crt, tls.crt and tls.key")
+    present = [n for n in ("ca.crt", "tls.crt", "tls.key") if os.path.exists(os.path.join(out, n))]
+    if present and not force:
+        raise InputError("--out", f"{out} already holds {', '.join(present)}: pass --force to replace them, "
+                                  "or name another folder")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise InputError("--out", f"{out}: cannot create it ({exc.strerror or exc})") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise InputError("--out", f"{out}: not writable by this user")
+
+
+def webhook_configurations(folder: str) -> list[tuple[str, str, int]]:
+    """(kind, name, number of webhooks) of each webhook configuration in a kustomize base."""
+    if not os.path.isdir(folder):
+        raise InputError("--inject", f"{folder}: no such folder (name the kustomize base, e.g. manifests/)")
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
         for name in sorted(files):
-            if not name.endswith((".yaml", ".yml")):
+            if not name.endswith((".yaml", ".yml")) or name.startswith("kustomization."):
                 continue
-            path = os.path.join(root, name)
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-            if "WebhookConfiguration" not in text or not _CA_BUNDLE.search(text):
-                continue
-            new = _CA_BUNDLE.sub(lambda m: f"{m.group(1)} {ca_b64}", text)
-            if new != text:
-                with open(path, "w", encoding="utf-8") as handle:
-                    handle.write(new)
-                changed.append(path)
-    return changed
+            for _line, obj in read_objects(os.path.join(root, name)):
+                if obj.get("kind") in WEBHOOK_KINDS:
+                    found.append((obj["kind"], (obj.get("metadata") or {}).get("name", ""),
+                                  len(obj.get("webhooks") or [])))
+    if not found:
+        raise InputError("--inject", f"{folder}: no Mutating/ValidatingWebhookConfiguration in it")
+    return found
+
+
+def _image(image: str) -> dict:
+    """kustomize's images entry for REPO, REPO:TAG or REPO@sha256:DIGEST."""
+    if "@" in image:
+        name, digest = image.split("@", 1)
+        return {"newName": name, "digest": digest}
+    if ":" in image.rsplit("/", 1)[-1]:
+        name, tag = image.rsplit(":", 1)
+        return {"newName": name, "newTag": tag}
+    return {"newName": image}
+
+
+def overlay(base: str, webhooks: list[tuple[str, str, int]], ca_b64: str, namespace: str,
+            image: str | None) -> str:
+    """A kustomization: the base, the TLS Secret from the files beside it, every webhook's caBundle."""
+    doc: dict = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [base],
+        "secretGenerator": [{"name": TLS_SECRET, "namespace": namespace, "type": "kubernetes.io/tls",
+                             "files": ["tls.crt", "tls.key"], "options": {"disableNameSuffixHash": True}}],
+        "patches": [{"target": {"kind": kind, "name": name},
+                     "patch": yaml.safe_dump([{"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle",
+                                               "value": ca_b64} for i in range(count)], width=100000)}
+                    for kind, name, count in webhooks],
+    }
+    if image:
+        doc["images"] = [{"name": BASE_IMAGE, **_image(image)}]
+    header = ("# Written by `dra-bridge certs --inject`: deploy with `kubectl apply -k` on this folder.\n"
+              "# tls.key is beside this file: keep the folder out of version control.\n")
+    return header + yaml.safe_dump(doc, sort_keys=False, width=100000)

@@ -6,6 +6,7 @@ import json
 import sys
 
 from app import dra
+from app.common import InputError
 
 from .inputs import load_inventory, read_inputs
 
@@ -40,5 +41,6 @@ def run_check(args) -> int:
             for note in row["notes"]:
                 sys.stdout.write(f"{'':18s}   note: {note}\n")
     if not rows:
-        sys.stderr.write("no ResourceClaim or ResourceClaimTemplate found\n")
+        raise InputError(" ".join(args.filename), "no ResourceClaim or ResourceClaimTemplate to check "
+                                                   "(pods and workloads: `dra-bridge plan`)")
     return 0 if all(r["status"] == "satisfiable" for r in rows) else 1

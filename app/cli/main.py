@@ -12,7 +12,6 @@ import sys
 from app import __version__
 from app.common import BridgeError, InputError, PolicyError
 
-from .settings import ServeSettings, env
 
 EXIT_BAD_INPUT = 2
 log = logging.getLogger("dra_bridge")
@@ -36,126 +35,209 @@ def setup_logging(fmt: str, level: str = "info") -> None:
     root.setLevel(level.upper())
 
 
+DESCRIPTION = """Moves Kubernetes GPU workloads from the device plugin onto DRA (resource.k8s.io/v1).
+
+  serve     the admission webhook (/mutate migrates legacy GPU pods, /validate judges claims)
+  plan      migrate manifests offline;  check: judge claims against an inventory offline
+  audit     what in a cluster (or files) still uses legacy GPU resources, and what it would get
+  classes   DeviceClasses that serve nvidia.com/gpu and MIG resources natively (KEP-5004)
+  certs     certificates for the webhook, and a kustomize overlay that deploys them
+  reporter  publish a node's GPUs (NVML) as ResourceSlices in NVIDIA's DRA driver schema
+
+Also installed as kubectl-dra_bridge: `kubectl dra-bridge audit --context prod` works the same."""
+EXITS = "exit codes: 0 done; 2 bad input or configuration (one line naming the flag, file or field)"
+_TRUE = ("1", "true", "yes", "on")
+
+
+def _opt(p, *names: str, env: str | None = None, default=None, shown: str | None = None, **kw) -> None:
+    """A flag whose help says its default and, for `env`, the DRA_BRIDGE_* variable that sets it."""
+    var = f"DRA_BRIDGE_{env.upper().replace('-', '_')}" if env else None
+    raw = os.environ.get(var) if var else None
+    flag = kw.get("action") in ("store_true",)
+    if raw is not None:
+        if flag:
+            default = raw.lower() in _TRUE
+        else:
+            try:
+                default = kw.get("type", str)(raw)
+            except ValueError:
+                raise InputError(var, f"{raw!r} is not a valid value for {names[-1]}") from None
+            if kw.get("choices") and default not in kw["choices"]:
+                raise InputError(var, f"{raw!r}: choose from {', '.join(map(str, kw['choices']))}")
+    elif flag:
+        default = False
+    text = shown if shown is not None else ("off" if flag else "none" if default is None else str(default))
+    extra = f"default: {text}" + (f"; env {var}" if var else "")
+    p.add_argument(*names, default=default, help=f"{kw.pop('help', '')} ({extra})".lstrip(), **kw)
+
+
+def _kube_flags(p, env: bool = True) -> None:
+    _opt(p, "--kubeconfig", env="kubeconfig" if env else None,
+         help="kubeconfig file; else $KUBECONFIG (several paths merged), the in-cluster service account, "
+              "~/.kube/config", shown="as kubectl finds it")
+    _opt(p, "--context", env="context" if env else None, help="kubeconfig context", shown="the current context")
+
+
 def _add_serve(sub) -> None:
-    p = sub.add_parser("serve", help="run the admission webhook over TLS")
-    d = ServeSettings()
-    p.add_argument("--host", default=env("host", d.host))
-    p.add_argument("--port", type=int, default=int(env("port", str(d.port))))
-    p.add_argument("--tls-cert", default=env("tls_cert", d.tls_cert))
-    p.add_argument("--tls-key", default=env("tls_key", d.tls_key))
-    p.add_argument("--client-ca", default=env("client_ca"), help="require client certificates signed by this CA")
-    p.add_argument("--policy", default=env("policy"), help="policy file (default: bundled policy)")
-    p.add_argument("--inventory", default=env("inventory"), help="'live' or a file (default: bundled example)")
-    p.add_argument("--kubeconfig", default=env("kubeconfig"))
-    p.add_argument("--log-format", choices=["json", "text"], default=env("log_format", d.log_format))
-    p.add_argument("--log-level", default=env("log_level", d.log_level))
-    p.add_argument("--api-timeout", type=float, default=float(env("api_timeout", str(d.api_timeout_s))),
-                   help="seconds for one Kubernetes API call")
-    p.add_argument("--review-deadline", type=float, default=float(env("review_deadline", "4")),
-                   help="seconds a review may take before the policy's onInternalError answers it "
-                        "(keep below the webhooks' timeoutSeconds)")
-    p.add_argument("--template-namespace-label",
-                   default=env("template_namespace_label", "dra-bridge.io/migrate=enabled"),
-                   help="write templates only in namespaces with this label (the webhooks' namespaceSelector); "
-                        "'' for any")
-    p.add_argument("--template-gc-grace", type=float, default=float(env("template_gc_grace", "0")),
-                   help="delete generated templates no pod has named for this many seconds (one replica at a "
-                        "time, by a Lease in $POD_NAMESPACE); 0: never")
-    p.add_argument("--template-gc-interval", type=float, default=float(env("template_gc_interval", "300")),
-                   help="seconds between template collection rounds")
-    p.add_argument("--health-port", type=int, default=int(env("health_port", "0")),
-                   help="also serve /healthz, /readyz and /metrics over plain HTTP on this port (0: off)")
-    p.add_argument("--read-timeout", type=float, default=float(env("read_timeout", "10")),
-                   help="seconds a client may take to send a request's headers, and then its body")
-    p.add_argument("--max-connections", type=int, default=int(env("max_connections", "1000")),
-                   help="open connections and requests in flight; more are answered 503")
-    p.add_argument("--reload-interval", type=float, default=float(env("reload_interval", str(d.reload_interval_s))),
-                   help="seconds between checks for rotated certificates and policy")
+    p = sub.add_parser("serve", help="run the admission webhook over TLS", epilog=
+                       EXITS.replace("0 done", "0 stopped by SIGTERM after draining") +
+                       "; every flag is also read from its DRA_BRIDGE_* variable",
+                       description="The admission webhook: /mutate migrates legacy GPU pods, /validate judges "
+                                   "claims, templates and pods against the device inventory.")
+    _opt(p, "--host", env="host", default="0.0.0.0", help="address to listen on")
+    _opt(p, "--port", env="port", default=8443, type=int, help="HTTPS port for reviews (0: any free port)")
+    _opt(p, "--tls-cert", env="tls_cert", default="certs/tls.crt",
+         help="serving certificate (with --tls-key: development certificates are generated when both are absent)")
+    _opt(p, "--tls-key", env="tls_key", default="certs/tls.key", help="its private key")
+    _opt(p, "--client-ca", env="client_ca", help="require client certificates signed by this CA")
+    _opt(p, "--policy", env="policy", help="policy file (YAML or JSON), watched for changes",
+         shown="the bundled policy")
+    _opt(p, "--inventory", env="inventory", help="'live' (list and watch the cluster) or a file of ResourceSlices "
+                                                 "and DeviceClasses", shown="the bundled example inventory")
+    _kube_flags(p)
+    _opt(p, "--log-format", env="log_format", default="text", choices=["json", "text"], help="log lines as")
+    _opt(p, "--log-level", env="log_level", default="info", choices=["debug", "info", "warning", "error"],
+         help="least severe level logged")
+    _opt(p, "--api-timeout", env="api_timeout", default=2.0, type=float, help="seconds for one Kubernetes API call")
+    _opt(p, "--review-deadline", env="review_deadline", default=4.0, type=float,
+         help="seconds a review may take before the policy's onInternalError answers it (keep below the "
+              "webhooks' timeoutSeconds)")
+    _opt(p, "--template-namespace-label", env="template_namespace_label", default="dra-bridge.io/migrate=enabled",
+         help="write templates only in namespaces with this label (the webhooks' namespaceSelector); '' for any")
+    _opt(p, "--template-gc-grace", env="template_gc_grace", default=0.0, type=float,
+         help="delete generated templates no pod has named for this many seconds (one replica at a time, by a "
+              "Lease in $POD_NAMESPACE); 0: never")
+    _opt(p, "--template-gc-interval", env="template_gc_interval", default=300.0, type=float,
+         help="seconds between template collection rounds")
+    _opt(p, "--health-port", env="health_port", default=0, type=int,
+         help="also serve /healthz, /readyz and /metrics over plain HTTP on this port (0: off)")
+    _opt(p, "--read-timeout", env="read_timeout", default=10.0, type=float,
+         help="seconds a client may take to send a request's headers, and then its body")
+    _opt(p, "--max-connections", env="max_connections", default=1000, type=int,
+         help="open connections and requests in flight; more are answered 503")
+    _opt(p, "--reload-interval", env="reload_interval", default=5.0, type=float,
+         help="seconds between checks for rotated certificates and a changed policy file")
 
 
 def _add_certs(sub) -> None:
-    p = sub.add_parser("certs", help="create a CA and serving certificate for the webhook Service")
-    p.add_argument("--service", default="dra-bridge")
-    p.add_argument("--namespace", default="dra-bridge")
-    p.add_argument("--out", default="certs")
-    p.add_argument("--days", type=int, default=365)
-    p.add_argument("--host", action="append", default=[], help="extra DNS name or IP (repeatable)")
-    p.add_argument("--inject", metavar="DIR", help="write the caBundle into webhook configurations under DIR")
+    p = sub.add_parser("certs", help="create a CA and serving certificate for the webhook Service", epilog=EXITS,
+                       description="Write ca.crt, tls.crt and tls.key for the webhook Service into --out; with "
+                                   "--inject, also a kustomize overlay there that deploys that base with them "
+                                   "(`kubectl apply -k OUT`). The base is never edited.")
+    _opt(p, "--service", default="dra-bridge", help="the webhook Service's name")
+    _opt(p, "--namespace", default="dra-bridge", help="its namespace")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="folder for the files, created when missing; keep it outside the repository "
+                        "(`certs/` holds the development certificates of `make run`) (required)")
+    _opt(p, "--force", action="store_true", help="replace certificates already in --out")
+    _opt(p, "--days", default=365, type=int, help="validity in days")
+    _opt(p, "--host", action="append", default=[], shown="none", help="extra DNS name or IP (repeatable)")
+    _opt(p, "--inject", metavar="BASE",
+         help="a kustomize base (manifests/): write OUT/kustomization.yaml deploying it with this CA in its "
+              "webhook configurations and the Secret dra-bridge-tls from these files")
+    _opt(p, "--image", help="with --inject: the image to deploy (REPO:TAG or REPO@sha256:DIGEST)",
+         shown="the base's ghcr.io/dra-bridge/dra-bridge")
+
+
+def _inputs(p) -> None:
+    p.add_argument("-f", "--filename", action="append", required=True,
+                   help="file, folder (walked in name order) or - for stdin (repeatable; required)")
 
 
 def _add_plan(sub) -> None:
-    p = sub.add_parser("plan", help="offline migration of manifests")
-    p.add_argument("-f", "--filename", action="append", required=True, help="file, folder or - (repeatable)")
-    p.add_argument("--policy")
-    p.add_argument("--inventory")
-    p.add_argument("-n", "--namespace", default=None, help="namespace for objects that name none")
-    p.add_argument("-o", "--output", choices=["yaml", "json", "diff"], default="yaml")
+    p = sub.add_parser("plan", help="offline migration of manifests", description=
+                       "Migrate the pod templates in any manifest offline: templates and rewritten objects on "
+                       "stdout, a summary table on stderr.", epilog=
+                       "exit codes: 0 every object migrated or unchanged; 1 an object is unsatisfiable on "
+                       "--inventory or needs attention; 2 bad input (file and line named)")
+    _inputs(p)
+    _opt(p, "--policy", help="policy file", shown="the bundled policy")
+    _opt(p, "--inventory", help="ResourceSlices + DeviceClasses file: check each migration against it",
+         shown="not checked")
+    _opt(p, "-n", "--namespace", help="namespace for objects that name none (where their templates go)",
+         shown="none")
+    _opt(p, "-o", "--output", choices=["yaml", "json", "diff"], default="yaml", help="stdout format")
 
 
 def _add_check(sub) -> None:
-    p = sub.add_parser("check", help="validate ResourceClaims/Templates against an inventory offline")
-    p.add_argument("-f", "--filename", action="append", required=True, help="file, folder or - (repeatable)")
-    p.add_argument("--inventory", help="ResourceSlices + DeviceClasses file (default: bundled example)")
-    p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    p = sub.add_parser("check", help="validate ResourceClaims/Templates against an inventory offline", epilog=
+                       "exit codes: 0 every claim satisfiable; 1 one is not (never, not now, invalid); 2 bad "
+                       "input, or no ResourceClaim or ResourceClaimTemplate in the input")
+    _inputs(p)
+    _opt(p, "--inventory", help="ResourceSlices + DeviceClasses file", shown="the bundled example inventory")
+    _opt(p, "-o", "--output", choices=["text", "json"], default="text", help="stdout format")
 
 
 def _add_classes(sub) -> None:
-    p = sub.add_parser("classes", help="DeviceClasses serving nvidia.com/gpu and MIG resources through DRA (native path)")
-    p.add_argument("--inventory", help="ResourceSlices + DeviceClasses file (default: bundled example)")
-    p.add_argument("--driver", default="gpu.nvidia.com", help="the DRA driver whose devices the classes select")
+    p = sub.add_parser("classes", help="DeviceClasses serving nvidia.com/gpu and MIG resources through DRA "
+                                       "(native path)", epilog=EXITS)
+    _opt(p, "--inventory", help="ResourceSlices + DeviceClasses file", shown="the bundled example inventory")
+    _opt(p, "--driver", default="gpu.nvidia.com", help="the DRA driver whose devices the classes select")
 
 
 def _add_audit(sub) -> None:
-    p = sub.add_parser("audit", help="list pods and workloads still on legacy GPU resources")
-    p.add_argument("-f", "--filename", action="append", help="audit files instead of the cluster (repeatable)")
-    p.add_argument("--kubeconfig", default=env("kubeconfig"))
-    p.add_argument("--inventory", help="'live' or a file: check each migration against it")
-    p.add_argument("--policy")
-    p.add_argument("-o", "--output", choices=["table", "json", "policyreport"], default="table")
+    p = sub.add_parser("audit", help="list pods and workloads still on legacy GPU resources", epilog=
+                       "exit codes: 0 nothing needs attention; 1 an object is unsatisfiable on --inventory or "
+                       "needs attention; 2 bad input, or the cluster could not be read")
+    p.add_argument("-f", "--filename", action="append",
+                   help="audit these files instead of the cluster (repeatable) (default: the cluster)")
+    _kube_flags(p)
+    _opt(p, "-n", "--namespace", help="only this namespace of the cluster; with -f, the namespace of objects "
+                                      "that name none", shown="all namespaces / default")
+    _opt(p, "--inventory", help="'live' or a file: check each migration against it", shown="not checked")
+    _opt(p, "--policy", help="policy file", shown="the bundled policy")
+    _opt(p, "-o", "--output", choices=["table", "json", "policyreport"], default="table", help="stdout format")
 
 
 def _add_reporter(sub) -> None:
-    p = sub.add_parser("reporter", help="publish this node's GPUs as ResourceSlices")
-    p.add_argument("--backend", default=env("backend", "nvml"), help="'nvml' or 'fake:FILE' (GPU description YAML)")
-    p.add_argument("--node-name", default=env("node_name", os.environ.get("NODE_NAME", "")),
-                   help="this node (default: $NODE_NAME)")
-    p.add_argument("--mode", choices=["publish", "shadow"], default=env("mode", "publish"))
-    p.add_argument("--driver-name", default=env("driver_name"),
-                   help="driver in published slices (default gpu.nvidia.com; shadow.gpu.dra-bridge.io in shadow)")
-    p.add_argument("--interval", type=float, default=float(env("interval", "30")), help="seconds between refreshes")
-    p.add_argument("--cleanup-on-exit", action="store_true", help="delete our slices on shutdown")
-    p.add_argument("--shareable", action="store_true", default=env("shareable", "") == "true",
-                   help="publish whole GPUs as shareable (allowMultipleAllocations with memory and "
-                        "dra-bridge.io/cores capacities): for GPUs time-sliced or MPS-shared")
-    p.add_argument("--partitionable", action="store_true", default=env("partitionable", "") == "true",
-                   help="publish GPUs that list MIG profiles as NVIDIA's dynamic MIG does: the full GPU and "
-                        "every possible MIG placement drawing on shared counters (Kubernetes 1.35+)")
-    p.add_argument("--once", action="store_true", help="print the slices and exit")
+    p = sub.add_parser("reporter", help="publish this node's GPUs as ResourceSlices", epilog=
+                       "exit codes: 0 done; 2 bad input or configuration; 3 no NVML library; 4 NVML without a "
+                       "driver; 5 no GPUs; 6 NVIDIA's kubelet plugin already publishes for this node (use "
+                       "--mode=shadow); every flag is also read from its DRA_BRIDGE_* variable")
+    _opt(p, "--backend", env="backend", default="nvml", help="'nvml' or 'fake:FILE' (a GPU description YAML)")
+    _opt(p, "--node-name", env="node_name", default=os.environ.get("NODE_NAME") or None,
+         help="this node; also $NODE_NAME (required)", shown=os.environ.get("NODE_NAME") or "$NODE_NAME")
+    _opt(p, "--mode", env="mode", default="publish", choices=["publish", "shadow"],
+         help="publish for the scheduler, or shadow slices only the validator reads")
+    _opt(p, "--driver-name", env="driver_name", help="driver in published slices",
+         shown="gpu.nvidia.com; shadow.gpu.dra-bridge.io in shadow mode")
+    _opt(p, "--interval", env="interval", default=30.0, type=float, help="seconds between refreshes")
+    _opt(p, "--cleanup-on-exit", env="cleanup_on_exit", action="store_true", help="delete our slices on shutdown")
+    _opt(p, "--shareable", env="shareable", action="store_true",
+         help="publish whole GPUs as shareable (allowMultipleAllocations with memory and dra-bridge.io/cores "
+              "capacities): for GPUs time-sliced or MPS-shared")
+    _opt(p, "--partitionable", env="partitionable", action="store_true",
+         help="publish GPUs that list MIG profiles as NVIDIA's dynamic MIG does: the full GPU and every possible "
+              "MIG placement drawing on shared counters (Kubernetes 1.35+)")
+    _opt(p, "--once", action="store_true", help="print the slices and exit")
     p.add_argument("--with-classes", action=argparse.BooleanOptionalAction, default=True,
-                   help="with --once, also print the DeviceClasses the slices need (NVIDIA's gpu/mig classes)")
-    p.add_argument("-o", "--output", choices=["yaml"], default="yaml")
-    p.add_argument("--kubeconfig", default=env("kubeconfig"))
-    p.add_argument("--health-port", type=int, default=int(env("health_port", "8081")), help="0 disables")
+                   help="with --once, also print the DeviceClasses the slices need (NVIDIA's gpu/mig classes) "
+                        "(default: on)")
+    _opt(p, "-o", "--output", choices=["yaml"], default="yaml", help="--once output format")
+    _kube_flags(p)
+    _opt(p, "--health-port", env="health_port", default=8081, type=int, help="/healthz and /metrics port (0: off)")
     p.add_argument("--max-rounds", type=int, default=0, help=argparse.SUPPRESS)
-    p.add_argument("--log-format", choices=["json", "text"], default=env("log_format", "text"))
+    _opt(p, "--log-format", env="log_format", default="text", choices=["json", "text"], help="log lines as")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dra-bridge", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="dra-bridge", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="`dra-bridge COMMAND --help` lists each command's flags, defaults, variables and exit codes.")
     parser.add_argument("--version", action="version", version=f"dra-bridge {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    _add_serve(sub)
-    _add_certs(sub)
-    _add_plan(sub)
-    _add_reporter(sub)
-    _add_check(sub)
-    _add_audit(sub)
-    _add_classes(sub)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_serve, _add_certs, _add_plan, _add_check, _add_audit, _add_classes, _add_reporter):
+        add(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        parser = build_parser()
+    except InputError as exc:  # a DRA_BRIDGE_* variable that no flag accepts
+        print(f"dra-bridge: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    args = parser.parse_args(argv)
     try:
         if args.command == "serve":
             from .servecli import run_serve

@@ -199,4 +199,10 @@ def run_plan(args) -> int:
     summary_table(result.reports, sys.stderr, colour)
     if ix is None:
         sys.stderr.write("satisfiability not checked: pass --inventory FILE (e.g. from `dra-bridge reporter --once`)\n")
-    return 1 if any(r.status == "unsatisfiable" for r in result.reports) else 0
+    return exit_status([r.status for r in result.reports])
+
+
+def exit_status(statuses: list[str]) -> int:
+    """1 when an object needs someone (unsatisfiable here, or not migratable as written): scripts
+    and CI gates stop on it; 0 otherwise (migrated, or unchanged)."""
+    return 1 if any(s in ("unsatisfiable", "needs-attention") for s in statuses) else 0

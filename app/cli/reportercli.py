@@ -28,7 +28,7 @@ def run_reporter(args) -> int:
                 out += render.device_classes(driver, shadow=args.mode == "shadow")
             sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, width=200))
             return 0
-        api = kube.api_client(args.kubeconfig, timeout_retries=True)
+        api = kube.api_client(args.kubeconfig, True, args.context)
         if api is None:
             raise BridgeError("reporter needs a Kubernetes API: run in-cluster or pass --kubeconfig")
         return run_loop(api, backend, args)

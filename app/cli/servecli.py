@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import gc
 import logging
 import os
@@ -31,19 +32,27 @@ def run_serve(args) -> int:
         inv = None
     else:
         inv = load_inventory(args.inventory)
-    tls.ensure_dev_certs(args.tls_cert, args.tls_key)
+    _dev_certs(args.tls_cert, args.tls_key)
     context = tls.server_context(args.client_ca)
     reloader = tls.CertReloader(context, args.tls_cert, args.tls_key, args.client_ca)
     if not reloader.check():
         raise BridgeError(f"--tls-cert/--tls-key: {reloader.last_error}")
-    api = kube.api_client(args.kubeconfig)
+    found = kube.connect(args.kubeconfig, args.context)
+    api = found[0] if found else None
     if api is None:
         if args.inventory == "live":
             raise BridgeError("--inventory live needs a Kubernetes API: run in-cluster or pass --kubeconfig")
-        log.warning("no Kubernetes API configured: templates are kept in memory only (demo mode)")
+        log.warning("demo mode: no Kubernetes API configured (no --kubeconfig, $KUBECONFIG, in-cluster account "
+                    "or ~/.kube/config): templates are kept in memory, nothing is written anywhere")
+    else:
+        log.info("kubernetes API: %s: generated ResourceClaimTemplates are created there", found[1])
     if args.inventory == "live":
         # Watches need their own client: long reads must not share the admission path's pool.
-        live = kube.LiveInventory(kube.api_client(args.kubeconfig, timeout_retries=True), dra.LiveIndex).start()
+        live = kube.LiveInventory(kube.api_client(args.kubeconfig, True, args.context), dra.LiveIndex).start()
+    elif inv.device_count == 0:
+        log.warning("inventory %s holds no devices: every claim is judged 'never' and no pod takes the native "
+                    "path (expected ResourceSlices, as `kubectl get resourceslices,deviceclasses -o yaml` prints)",
+                    inv.source)
     labels = kube.NamespaceLabels(api, timeout_s=args.api_timeout)
     state = ServiceState(
         policy=holder, templates=kube.TemplateStore(api, timeout_s=args.api_timeout,
@@ -75,15 +84,16 @@ def run_serve(args) -> int:
     config.load()
     config.ssl = context  # ours: TLS 1.2+, strong ciphers, reloadable
     inventory_text = "live watch" if live is not None else f"{inv.source}, {inv.device_count} devices"
-    log.info("dra-bridge %s listening on https://%s:%d (policy: %s; inventory: %s; kubernetes: %s)",
-             __version__, args.host, args.port, args.policy or "bundled default", inventory_text,
-             "connected" if api is not None else "none")
-    servers = [uvicorn.Server(config)]
+    _check_port(args.host, args.port, "--port", "DRA_BRIDGE_PORT")
+    servers = [_Started(config, lambda address: log.info(
+        "dra-bridge %s listening on https://%s (policy: %s; inventory: %s; kubernetes: %s)", __version__, address,
+        args.policy or "bundled default", inventory_text, "connected" if api is not None else "none (demo mode)"))]
     if args.health_port:
+        _check_port(args.host, args.health_port, "--health-port", "DRA_BRIDGE_HEALTH_PORT")
         health = uvicorn.Config(create_health_app(state), host=args.host, port=args.health_port, log_config=None,
                                 access_log=False, http=DeadlineHttpProtocol, limit_concurrency=64)
-        servers.append(uvicorn.Server(health))
-        log.info("health and metrics on http://%s:%d (/healthz, /readyz, /metrics)", args.host, args.health_port)
+        servers.append(_Started(health, lambda address: log.info(
+            "health and metrics on http://%s (/healthz, /readyz, /metrics)", address)))
     # uvicorn drains on SIGTERM, then re-raises it on the handler it found: ignoring it there
     # makes a drained shutdown exit 0, as kubelet expects of a clean stop.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -111,6 +121,49 @@ def _namespace_gate(label: str, labels):
     return allowed
 
 
+class _Started(uvicorn.Server):
+    """Says where it listens once it does: the address really bound (the port of `--port 0`)."""
+
+    def __init__(self, config, on_started):
+        super().__init__(config)
+        self.on_started = on_started
+
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            host, port = self.servers[0].sockets[0].getsockname()[:2]
+            self.on_started(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+
+
+def _check_port(host: str, port: int, flag: str, variable: str) -> None:
+    """A port in use is one line naming the flag and its variable, not uvicorn's log and exit 1."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no conflict
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise BridgeError(f"{flag} {port} ({variable}): address {host}:{port} already in use: stop what "
+                                  "listens there or choose another port") from None
+            raise BridgeError(f"{flag} {port} ({variable}): cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
+def _dev_certs(cert: str, key: str) -> None:
+    """Development certificates when both files are absent; a folder we cannot write (an image
+    with no certificate mounted) is one line saying what to pass instead."""
+    try:
+        tls.ensure_dev_certs(cert, key)
+    except OSError as exc:
+        folder = os.path.dirname(cert) or "."
+        raise BridgeError(f"--tls-cert/--tls-key: {cert} and {key} do not exist and development certificates "
+                          f"cannot be written to {folder}/ ({exc.strerror or exc}): mount a certificate and pass "
+                          "--tls-cert/--tls-key (DRA_BRIDGE_TLS_CERT/_KEY), or start where that folder is "
+                          "writable") from None
+
+
 async def _serve_all(servers: list) -> None:
     """The review server owns the signals; the health server stops when it does."""
     review, *others = servers
@@ -129,13 +182,13 @@ async def _serve_all(servers: list) -> None:
 def _template_lifecycle(args, state: ServiceState) -> None:
     """Every replica forgets templates deleted by anyone; the lease holder collects unused ones."""
     metrics = state.metrics
-    watch_api = kube.api_client(args.kubeconfig, timeout_retries=True)  # long reads: their own pool
+    watch_api = kube.api_client(args.kubeconfig, True, args.context)  # long reads: their own pool
     kube.TemplateWatch(watch_api, state.templates.forget, on_forgot=metrics.template_forgets.inc).start()
     if args.template_gc_grace <= 0:
         return
     namespace = os.environ.get("POD_NAMESPACE", "dra-bridge")
     identity = os.environ.get("POD_NAME") or socket.gethostname()
-    api = kube.api_client(args.kubeconfig, timeout_retries=True)
+    api = kube.api_client(args.kubeconfig, True, args.context)
     # Renewed once a round: the lease outlives two rounds, so the holder keeps it between them.
     lease = kube.Lease(api, namespace, "dra-bridge-template-gc", identity,
                        duration_s=int(max(60, 2 * args.template_gc_interval)))

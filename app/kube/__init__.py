@@ -1,12 +1,12 @@
 """The only package that talks to the Kubernetes API: clients, raw list/watch reads, the live
 inventory (ResourceSlices, DeviceClasses, ResourceClaims), templates and namespace labels."""
 
-from .client import api_client, api_client_for_host, api_message, list_items, raw_get
+from .client import ApiTarget, api_client, connect, unreachable, api_client_for_host, api_message, list_items, raw_get
 from .live_inventory import LiveInventory
 from .namespaces import NamespaceLabels, NamespaceLookupError
 from .template_gc import Lease, TemplateCollector, TemplateWatch
 from .templates import TemplateConflict, TemplateStore
 
-__all__ = ["Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "TemplateConflict", "TemplateStore", "api_client", "api_client_for_host", "api_message",
+__all__ = ["Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "TemplateConflict", "TemplateStore", "ApiTarget", "api_client", "connect", "unreachable", "api_client_for_host", "api_message",
            "list_items",
            "raw_get"]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import concurrent.futures
-
 import os
+from dataclasses import dataclass
 
 import orjson
 import urllib3
@@ -14,23 +14,83 @@ from kubernetes.client.exceptions import ApiException
 from app.common import BridgeError
 
 
-def api_client(kubeconfig: str | None = None, timeout_retries: bool = False) -> client.ApiClient | None:
-    """An ApiClient from a kubeconfig, the in-cluster service account, or None when neither exists."""
+@dataclass(frozen=True)
+class ApiTarget:
+    """Where API calls go, said in logs and errors: the server, and the kubeconfig and context
+    that named it (or the in-cluster service account)."""
+    server: str
+    source: str  # "kubeconfig /path" | "in-cluster service account"
+    context: str | None = None
+
+    def __str__(self) -> str:
+        context = f", context {self.context}" if self.context else ""
+        return f"{self.server} ({self.source}{context})"
+
+
+def kubeconfig_paths(kubeconfig: str | None, environ=os.environ) -> str | None:
+    """The kubeconfig to read, as kubectl chooses it: --kubeconfig (which must exist), else the
+    files of $KUBECONFIG that exist (several, merged; `:`-separated), else ~/.kube/config when
+    present; None when there is none (in-cluster or demo mode)."""
+    if kubeconfig:
+        path = os.path.expanduser(kubeconfig)
+        if not os.path.isfile(path):
+            raise BridgeError(f"--kubeconfig: {kubeconfig}: no such file")
+        return path
+    listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if listed:
+        present = [os.path.expanduser(p) for p in listed if os.path.isfile(os.path.expanduser(p))]
+        return os.pathsep.join(present) if present else None
+    default = os.path.expanduser("~/.kube/config")
+    return default if os.path.isfile(default) else None
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None, timeout_retries: bool = False,
+            environ=os.environ) -> tuple[client.ApiClient, ApiTarget] | None:
+    """(ApiClient, where it points) from --kubeconfig, $KUBECONFIG, the in-cluster service account
+    or ~/.kube/config, in that order; None when there is none of them."""
     configuration = client.Configuration()
     try:
-        if kubeconfig:
-            config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        path = kubeconfig_paths(kubeconfig, environ)
+        if path is None and environ.get("KUBERNETES_SERVICE_HOST"):
+            if context:
+                raise BridgeError(f"--context {context}: no kubeconfig to take it from (running in-cluster)")
             config.load_incluster_config(client_configuration=configuration)
-        elif os.path.exists(os.path.expanduser(config.KUBE_CONFIG_DEFAULT_LOCATION)):
-            config.load_kube_config(client_configuration=configuration)
-        else:
+            target = ApiTarget(configuration.host, "in-cluster service account")
+        elif path is not None:
+            contexts, current = config.list_kube_config_contexts(config_file=path)
+            names = [c.get("name") for c in contexts or []]
+            if context and context not in names:
+                raise BridgeError(f"--context {context}: not in {path} (contexts: {', '.join(names) or 'none'})")
+            config.load_kube_config(config_file=path, context=context, client_configuration=configuration,
+                                    persist_config=False)
+            target = ApiTarget(configuration.host, f"kubeconfig {path}", context or (current or {}).get("name"))
+        elif kubeconfig is None and not context:
             return None
+        else:
+            raise BridgeError("--context: no kubeconfig found ($KUBECONFIG, ~/.kube/config)")
     except (config.ConfigException, OSError, ValueError) as exc:
         raise BridgeError(f"kubeconfig: {exc}") from None
     # Retrying inside an admission call would blow the webhook timeout; callers decide.
     configuration.retries = urllib3.Retry(total=0, connect=0, read=0) if not timeout_retries else None
-    return client.ApiClient(configuration)
+    return client.ApiClient(configuration), target
+
+
+def api_client(kubeconfig: str | None = None, timeout_retries: bool = False,
+               context: str | None = None) -> client.ApiClient | None:
+    """An ApiClient as `connect` finds one, or None when there is no cluster configured."""
+    found = connect(kubeconfig, context, timeout_retries)
+    return found[0] if found else None
+
+
+def unreachable(target, exc: Exception) -> BridgeError:
+    """One line for an API the command could not use (refused, TLS, DNS, an error status)."""
+    if isinstance(exc, ApiException):
+        why = api_message(exc)
+    else:
+        reason = getattr(exc, "reason", None) or exc
+        why = str(reason).split(": ", 1)[-1] if isinstance(reason, Exception) else str(reason)
+    return BridgeError(f"cannot use the Kubernetes API at {target}: {why} "
+                       "(check --kubeconfig/--context, or that the cluster is up)")
 
 
 def api_client_for_host(host: str) -> client.ApiClient:

@@ -113,9 +113,14 @@ class ServiceState:
         return facts
 
     def detail(self) -> dict:
-        """What readyz shows beyond its checks: devices the inventory could not use."""
+        """What readyz shows beyond its checks: devices the inventory could not use, or none at all."""
         rejected = self.extra.get("rejected") or []
-        return {"rejectedDevices": rejected[:20], "rejectedDeviceCount": len(rejected)} if rejected else {}
+        out = {"rejectedDevices": rejected[:20], "rejectedDeviceCount": len(rejected)} if rejected else {}
+        index = self.extra.get("noted")
+        if index is not None and index.device_count == 0:
+            out["deviceCount"] = 0
+            out["inventoryWarning"] = "the inventory holds no devices: every claim is judged 'never'"
+        return out
 
     def readiness(self) -> tuple[bool, dict]:
         checks = {

@@ -1,5 +1,6 @@
 """manifests/: renders with kustomize, validates against the OpenAPI schemas, least privilege."""
 
+import base64
 import shutil
 import subprocess
 
@@ -38,11 +39,14 @@ GRANTED = {
 }
 
 
-def render(path: str) -> list[dict]:
+def kustomize(folder) -> str:
     if KUBECTL is None:
         pytest.skip("kubectl not installed: cannot render kustomize")
-    out = subprocess.run([KUBECTL, "kustomize", str(ROOT / path)], check=True, capture_output=True, text=True)
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
+    return subprocess.run([KUBECTL, "kustomize", str(folder)], check=True, capture_output=True, text=True).stdout
+
+
+def render(path: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all(kustomize(ROOT / path)) if d]
 
 
 @pytest.fixture(scope="module")
@@ -94,14 +98,27 @@ def test_validating_webhook_contract(objects):
         hook["namespaceSelector"]["matchExpressions"]
 
 
-def test_ca_bundle_injection_reaches_both_webhooks(tmp_path):
-    import shutil
+def test_ca_bundle_overlay_reaches_both_webhooks_and_leaves_the_base_alone(tmp_path):
+    from app.cli import main
 
-    from app.cli import inject_ca_bundle
-
-    shutil.copytree(ROOT / "manifests", tmp_path / "m")
-    changed = inject_ca_bundle(str(tmp_path / "m"), "Q0E=")
-    assert sorted(p.rsplit("/", 1)[1] for p in changed) == ["mutatingwebhook.yaml", "validatingwebhook.yaml"]
+    before = {p: p.read_bytes() for p in (ROOT / "manifests").rglob("*.yaml")}
+    out = tmp_path / "deploy"
+    assert main(["certs", "--out", str(out), "--inject", str(ROOT / "manifests"),
+                 "--image", "registry.example/dra-bridge:dev"]) == 0
+    assert {p: p.read_bytes() for p in (ROOT / "manifests").rglob("*.yaml")} == before
+    rendered = [d for d in yaml.safe_load_all(kustomize(out)) if d]
+    ca = base64.b64encode((out / "ca.crt").read_bytes()).decode()
+    hooks = [d for d in rendered if d["kind"].endswith("WebhookConfiguration")]
+    assert len(hooks) == 2 and all(w["clientConfig"]["caBundle"] == ca for h in hooks for w in h["webhooks"])
+    [secret] = [d for d in rendered if d["kind"] == "Secret"]
+    assert (secret["metadata"]["name"], secret["metadata"]["namespace"], secret["type"]) == \
+        ("dra-bridge-tls", "dra-bridge", "kubernetes.io/tls")
+    assert base64.b64decode(secret["data"]["tls.key"]) == (out / "tls.key").read_bytes()
+    images = {c["image"] for d in rendered if d["kind"] in ("Deployment", "DaemonSet")
+              for c in d["spec"]["template"]["spec"]["containers"]}
+    assert images == {"registry.example/dra-bridge:dev"}
+    for doc in rendered:
+        kubernetes_validate.validate(doc, "1.34.0", strict=True)
 
 
 def test_rbac_grants_only_what_the_code_uses(objects):
@@ -208,3 +225,31 @@ def test_match_condition_selects_exactly_the_pods_we_migrate(objects, corpus):
                     assert got == expected, f"{path.name}: matchCondition {got}, planner {expected}"
                     seen[got] += 1
     assert seen[True] > 20 and seen[False] > 5
+
+
+def test_validating_match_condition_passes_claims_and_exactly_the_legacy_gpu_pods(objects):
+    [mutating] = by_kind(objects, "MutatingWebhookConfiguration")
+    [validating] = by_kind(objects, "ValidatingWebhookConfiguration")
+    env = celpy.Environment()
+    pods_only = env.program(env.compile(mutating["webhooks"][0]["matchConditions"][0]["expression"]))
+    [condition] = validating["webhooks"][0]["matchConditions"]
+    program = env.program(env.compile(condition["expression"]))
+
+    def admits(group: str, resource: str, obj: dict) -> bool:
+        request = {"resource": {"group": group, "version": "v1", "resource": resource}}
+        return bool(program.evaluate({"request": celpy.json_to_cel(request), "object": celpy.json_to_cel(obj)}))
+
+    rules = default_policy().migration
+    pods = 0
+    for path in sorted((ROOT / "examples").rglob("*.yaml")):
+        for _line, obj in read_objects(str(path)):
+            if obj.get("kind") in ("ResourceClaim", "ResourceClaimTemplate"):
+                assert admits("resource.k8s.io", obj["kind"].lower() + "s", obj), path
+            for _where, holder in pod_templates(obj):
+                pod = {"spec": holder["spec"]}
+                expected = bool(legacy_resources(holder["spec"], rules))
+                assert admits("", "pods", pod) == expected == bool(pods_only.evaluate(
+                    {"object": celpy.json_to_cel(pod)})), path
+                pods += 1
+    assert admits("", "pods", {"spec": {"containers": [{"name": "web", "image": "nginx"}]}}) is False
+    assert pods >= 5

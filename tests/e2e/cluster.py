@@ -6,12 +6,10 @@ objects are created directly, so pods get scheduled and their claims allocated, 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import pathlib
 import secrets
-import shutil
 import socket
 import ssl
 import subprocess
@@ -23,41 +21,21 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from app.server import tls
+from tests import gobuild
+from tests.gobuild import GoUnavailable  # noqa: F401  (conftest skips on it)
 
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCES = ("go.mod", "go.sum", "etcd/main.go")
 PACKAGES = ("k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager",
             "k8s.io/kubernetes/cmd/kube-scheduler", "k8s.io/kubernetes/cmd/kubectl", "./etcd")
-BIN_ROOT = HERE / ".bin"
 CONTROLLERS = ("serviceaccount-controller", "serviceaccount-token-controller", "namespace-controller",
                "garbage-collector-controller", "deployment-controller", "replicaset-controller",
                "job-controller", "resourceclaim-controller")
 
 
-class GoUnavailable(Exception):
-    pass
-
-
 def build() -> pathlib.Path:
-    """The folder with the five binaries for the current go.mod; built once, then cached (and
-    the Go build cache keeps a rebuild after a change short)."""
-    go = shutil.which("go")
-    if go is None:
-        raise GoUnavailable("Go is not installed: the e2e tier builds its control plane with the go command")
-    digest = hashlib.sha256(b"".join((HERE / name).read_bytes() for name in SOURCES)).hexdigest()[:16]
-    target = BIN_ROOT / digest
-    if all((target / pathlib.Path(p).name).exists() for p in PACKAGES):
-        return target
-    target.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"}
-    result = subprocess.run([go, "build", "-o", str(target) + "/", *PACKAGES], cwd=HERE, env=env,
-                            capture_output=True, text=True, timeout=3600)
-    if result.returncode != 0:
-        raise RuntimeError(f"building the control plane failed:\n{result.stderr[-4000:]}")
-    for old in BIN_ROOT.iterdir():
-        if old != target:
-            shutil.rmtree(old, ignore_errors=True)
-    return target
+    """The folder with the five binaries for the current go.mod."""
+    return gobuild.build(HERE, SOURCES, PACKAGES, "the e2e control plane")
 
 
 def free_port() -> int:

@@ -19,7 +19,8 @@ _NAMESPACE = re.compile(r"^/api/v1/namespaces/(?P<name>[^/?]+)$")
 _CLUSTER = re.compile(r"^/(?:api|apis/[^/]+)/[^/]+/(?P<res>resourceslices|deviceclasses|resourceclaims|nodes|pods|deployments|statefulsets|daemonsets|replicasets|jobs|cronjobs|resourcequotas|resourceclaimtemplates)(?:/(?P<name>[^/?]+))?$")
 
 
-ALL_NAMESPACES = {"pods", "resourceclaimtemplates"}
+ALL_NAMESPACES = {"pods", "resourceclaimtemplates", "resourceclaims", "deployments", "statefulsets", "daemonsets",
+                  "replicasets", "jobs", "cronjobs", "resourcequotas"}
 
 
 def _field(obj: dict, path: str):
@@ -223,6 +224,10 @@ class FakeKube:
                 body.setdefault("metadata", {})["namespace"] = ns
                 body["metadata"].setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
                 return 201, self._store(key, body)
+            if method == "GET" and name is None:
+                items = [o for (o_ns, r, _n), o in sorted(self.objects.items()) if o_ns == ns and r == res]
+                return 200, {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": str(self._rv)},
+                             "items": items}
             if method == "GET" and name:
                 obj = self.objects.get((ns, res, name))
                 return (200, obj) if obj else (404, _status(404, "not found", "NotFound"))
@@ -302,6 +307,11 @@ class FakeKube:
 
     def drop_watches(self) -> None:
         self.drop_generation += 1
+
+    def add_object(self, namespace: str, res: str, obj: dict) -> dict:
+        obj.setdefault("metadata", {})["namespace"] = namespace
+        with self._lock:
+            return self._store((namespace, res, obj["metadata"]["name"]), obj)
 
     def add_cluster_object(self, res: str, obj: dict) -> dict:
         with self._lock:

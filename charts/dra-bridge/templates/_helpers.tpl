@@ -1,0 +1,38 @@
+{{/* The image: repository@digest, else repository:tag (tag defaults to appVersion). */}}
+{{- define "dra-bridge.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels on every object: kustomize's part-of, plus Helm's own. */}}
+{{- define "dra-bridge.labels" -}}
+app.kubernetes.io/part-of: dra-bridge
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+{{- end -}}
+
+{{/* Which pods reach the webhooks: those asking for a legacy GPU resource (mutate and validate). */}}
+{{- define "dra-bridge.legacyGpuPod" -}}
+(object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : []))
+.exists(c, has(c.resources) && (
+(has(c.resources.limits) && c.resources.limits.exists(k,
+k.startsWith('nvidia.com/') || k.startsWith('volcano.sh/') || k == 'kubernetes.io/gpu' || k.startsWith('koordinator.sh/gpu')))
+|| (has(c.resources.requests) && c.resources.requests.exists(k,
+k.startsWith('nvidia.com/') || k.startsWith('volcano.sh/') || k == 'kubernetes.io/gpu' || k.startsWith('koordinator.sh/gpu')))))
+{{- end -}}
+
+{{/* The opt-in namespace selector both webhooks use; never the release's own namespace. */}}
+{{- define "dra-bridge.namespaceSelector" -}}
+namespaceSelector:
+  matchExpressions:
+    - key: dra-bridge.io/migrate
+      operator: In
+      values: ["enabled"]
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: [{{ .Release.Namespace | quote }}]
+{{- end -}}

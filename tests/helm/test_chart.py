@@ -1,0 +1,127 @@
+"""charts/dra-bridge, rendered by a real `helm template`: the objects manifests/ installs,
+valid against the Kubernetes 1.34 schemas, with its options doing what values.yaml says."""
+
+import base64
+import json
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from app.policy import load_policy
+from tests.contract.test_manifests import render as kustomize_render
+from tests.helm.helmbin import CHART, template
+
+# A cold build of helm takes minutes; the tests after it take seconds.
+pytestmark = pytest.mark.timeout(1800)
+HELM_LABELS = ("app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "helm.sh/chart")
+
+
+def rendered(helm, *args, namespace="dra-bridge") -> list[dict]:
+    result = template(helm, *args, namespace=namespace)
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def comparable(doc: dict) -> dict:
+    doc = json.loads(json.dumps(doc))
+    labels = doc["metadata"].get("labels") or {}
+    for key in HELM_LABELS:
+        labels.pop(key, None)
+    if doc["kind"] == "ConfigMap":  # the policy: the same document (the base's file keeps comments)
+        doc["data"] = {k: yaml.safe_load(v) for k, v in doc["data"].items()}
+    return doc
+
+
+def by_key(docs):
+    return {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in docs}
+
+
+def test_the_chart_lints_strictly(helm):
+    import subprocess
+
+    result = subprocess.run([str(helm), "lint", "--strict", str(CHART)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_defaults_render_the_objects_manifests_install(helm):
+    chart = by_key(comparable(d) for d in rendered(helm, "--set", "namespace.create=true"))
+    base = by_key(comparable(d) for d in kustomize_render("manifests"))
+    assert set(chart) == set(base)
+    for key in base:
+        assert chart[key] == base[key], key
+    # Without namespace.create the Namespace is left to `helm install --create-namespace`.
+    assert ("Namespace", None, "dra-bridge") not in by_key(rendered(helm))
+
+
+def test_every_rendered_object_passes_the_1_34_schemas(helm, tmp_path):
+    (tmp_path / "ca.crt").write_text("ca")
+    docs = rendered(helm, "--set", "namespace.create=true", "--set-file", f"tls.cert={tmp_path / 'ca.crt'}",
+                    "--set-file", f"tls.key={tmp_path / 'ca.crt'}", namespace="gpu-admission")
+    assert any(d["kind"] == "Secret" for d in docs)
+    for doc in docs:
+        kubernetes_validate.validate(doc, "1.34.0", strict=True)
+
+
+def test_another_namespace_moves_every_reference(helm):
+    docs = rendered(helm, namespace="gpu-admission")
+    hooks = [d for d in docs if d["kind"].endswith("WebhookConfiguration")]
+    for hook in hooks:
+        [webhook] = hook["webhooks"]
+        assert webhook["clientConfig"]["service"]["namespace"] == "gpu-admission"
+        assert webhook["namespaceSelector"]["matchExpressions"][1]["values"] == ["gpu-admission"]
+    [vap] = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
+    assert "system:serviceaccount:gpu-admission:dra-bridge-reporter" in vap["spec"]["matchConditions"][0]["expression"]
+    subjects = [s for d in docs if d["kind"].endswith("RoleBinding") for s in d["subjects"]]
+    assert subjects and all(s["namespace"] == "gpu-admission" for s in subjects)
+
+
+def test_certificates_from_files_or_cert_manager(helm, tmp_path):
+    (tmp_path / "tls.crt").write_text("CERT")
+    (tmp_path / "tls.key").write_text("KEY")
+    ca = base64.b64encode(b"CA").decode()
+    docs = rendered(helm, "--set", f"webhook.caBundle={ca}", "--set-file", f"tls.cert={tmp_path / 'tls.crt'}",
+                    "--set-file", f"tls.key={tmp_path / 'tls.key'}")
+    [secret] = [d for d in docs if d["kind"] == "Secret"]
+    assert base64.b64decode(secret["data"]["tls.key"]) == b"KEY" and secret["type"] == "kubernetes.io/tls"
+    assert all(w["clientConfig"]["caBundle"] == ca for d in docs if d["kind"].endswith("WebhookConfiguration")
+               for w in d["webhooks"])
+    docs = rendered(helm, "--set", "certManager.enabled=true")
+    kinds = {d["kind"] for d in docs}
+    assert {"Issuer", "Certificate"} <= kinds and "Secret" not in kinds
+    assert all(d["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "dra-bridge/dra-bridge"
+               for d in docs if d["kind"].endswith("WebhookConfiguration"))
+    half = template(helm, "--set-file", f"tls.cert={tmp_path / 'tls.crt'}")
+    assert half.returncode != 0 and "set both" in half.stderr
+
+
+def test_image_by_digest_and_reporter_options(helm):
+    digest = "sha256:" + "a" * 64
+    docs = rendered(helm, "--set", f"image.digest={digest}", "--set", "reporter.mode=publish",
+                    "--set", "reporter.extraArgs={--shareable}")
+    images = {c["image"] for d in docs if d["kind"] in ("Deployment", "DaemonSet")
+              for c in d["spec"]["template"]["spec"]["containers"]}
+    assert images == {f"ghcr.io/dra-bridge/dra-bridge@{digest}"}
+    [ds] = [d for d in docs if d["kind"] == "DaemonSet"]
+    args = ds["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--mode=publish" in args and "--shareable" in args
+    assert not any(d["kind"] == "DaemonSet" for d in rendered(helm, "--set", "reporter.enabled=false"))
+
+
+@pytest.mark.parametrize("setting, field", [("webhook.mdoe=warn", "/webhook"), ("reporter.mode=always", "/reporter/mode"),
+                                            ("image.digest=latest", "/image/digest")])
+def test_values_the_schema_refuses_name_the_field(helm, setting, field):
+    result = template(helm, "--set", setting)
+    assert result.returncode != 0 and field in result.stderr, result.stderr
+
+
+def test_the_policy_value_is_a_policy_the_service_loads(helm, tmp_path):
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"policy": {"apiVersion": "dra-bridge.io/v1alpha1", "kind": "Policy",
+                                                 "defaults": {"mode": "enforce"},
+                                                 "namespaces": [{"names": ["research"], "mode": "audit"}]}}))
+    [cm] = [d for d in rendered(helm, "-f", str(values)) if d["kind"] == "ConfigMap"]
+    path = tmp_path / "policy.yaml"
+    path.write_text(cm["data"]["policy.yaml"])
+    policy = load_policy(str(path))
+    assert policy.defaults.mode == "enforce" and policy.for_namespace("research", {}).mode == "audit"

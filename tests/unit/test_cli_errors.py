@@ -1,0 +1,255 @@
+"""What a user meets when something is off: one line saying what and what to do, never a
+traceback, and exit codes scripts can rely on. Each command runs as a real process."""
+
+import json
+import os
+import re
+import socket
+import ssl
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+import yaml
+
+from app.cli import main
+from tests.conftest import ROOT
+from tests.http import server as srv
+from tests.kube.fakeapi import FakeKube
+
+GPU_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy", "namespace": "team-a"},
+           "spec": {"containers": [{"name": "c", "image": "cuda",
+                                    "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+def clean_env(tmp_path, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DRA_BRIDGE_", "KUBERNETES_", "KUBECONFIG"))}
+    env["HOME"] = str(tmp_path)  # no ~/.kube/config of the machine
+    env.update(extra)
+    return env
+
+
+def run(tmp_path, *args, env=None, timeout=60):
+    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, cwd=tmp_path,
+                          env=env or clean_env(tmp_path), timeout=timeout)
+
+
+def one_line_error(result, *words) -> str:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1, result.stderr
+    for word in words:
+        assert word in errors[0], errors[0]
+    return errors[0]
+
+
+@pytest.fixture
+def kube(tmp_path):
+    fake = FakeKube().start()
+    fake.add_object("team-a", "pods", json.loads(json.dumps(GPU_POD)))
+    other = json.loads(json.dumps(GPU_POD))
+    other["metadata"] = {"name": "elsewhere", "namespace": "team-b"}
+    fake.add_object("team-b", "pods", other)
+    yield fake
+    fake.stop()
+
+
+# --- certificates ---------------------------------------------------------------------------
+
+def test_serve_where_certificates_cannot_be_written_says_what_to_mount(tmp_path):
+    (tmp_path / "certs").write_text("a file where the folder would be")  # as a root-owned WORKDIR refuses
+    line = one_line_error(run(tmp_path, "serve", "--port", "0"), "--tls-cert", "certs/", "mount a certificate")
+    assert "DRA_BRIDGE_TLS_CERT" in line
+
+
+def test_certs_out_naming_a_file(tmp_path):
+    (tmp_path / "out").write_text("")
+    one_line_error(run(tmp_path, "certs", "--out", "out"), "--out", "is a file")
+
+
+def test_certs_inject_naming_a_missing_folder_writes_nothing(tmp_path):
+    one_line_error(run(tmp_path, "certs", "--out", "deploy", "--inject", "nothere"), "--inject", "nothere",
+                   "no such folder")
+    assert not (tmp_path / "deploy").exists()
+
+
+def test_certs_never_replace_existing_certificates_unasked(tmp_path):
+    assert run(tmp_path, "certs", "--out", "deploy").returncode == 0
+    before = (tmp_path / "deploy" / "tls.key").read_bytes()
+    one_line_error(run(tmp_path, "certs", "--out", "deploy"), "--out", "--force")
+    assert (tmp_path / "deploy" / "tls.key").read_bytes() == before
+    assert run(tmp_path, "certs", "--out", "deploy", "--force").returncode == 0
+    assert (tmp_path / "deploy" / "tls.key").read_bytes() != before
+
+
+def test_certs_inject_writes_an_overlay_not_the_base(tmp_path):
+    base = tmp_path / "manifests"
+    base.mkdir()
+    hook = yaml.safe_load((ROOT / "manifests/base/mutatingwebhook.yaml").read_text())
+    (base / "hook.yaml").write_text(yaml.safe_dump(hook))
+    before = (base / "hook.yaml").read_text()
+    result = run(tmp_path, "certs", "--out", "deploy", "--inject", "manifests", "--image", "reg.local/db@sha256:ab")
+    assert result.returncode == 0, result.stderr
+    assert (base / "hook.yaml").read_text() == before
+    overlay = yaml.safe_load((tmp_path / "deploy" / "kustomization.yaml").read_text())
+    assert overlay["resources"] == ["../manifests"]
+    assert overlay["images"] == [{"name": "ghcr.io/dra-bridge/dra-bridge", "newName": "reg.local/db",
+                                  "digest": "sha256:ab"}]
+    [patch] = overlay["patches"]
+    assert patch["target"] == {"kind": "MutatingWebhookConfiguration", "name": "dra-bridge"}
+    assert "kubectl apply -k deploy" in result.stdout
+
+
+# --- clusters ---------------------------------------------------------------------------------
+
+def test_audit_against_an_unreachable_cluster(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    (tmp_path / "kc").write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}]}))
+    line = one_line_error(run(tmp_path, "audit", "--kubeconfig", "kc"), f"127.0.0.1:{port}", "refused",
+                          "context fake")
+    assert "urllib3" not in line
+
+
+def test_kubeconfig_naming_a_missing_file(tmp_path):
+    for command in (["audit"], ["serve", "--port", "0"], ["reporter", "--node-name", "n",
+                                                           "--backend", f"fake:{ROOT}/app/data/fake/l4x4.yaml"]):
+        one_line_error(run(tmp_path, *command, "--kubeconfig", "missing/kubeconfig"),
+                       "--kubeconfig", "missing/kubeconfig", "no such file")
+
+
+def test_kubeconfig_with_several_paths_is_merged_as_kubectl_does(tmp_path, kube):
+    kube.kubeconfig(tmp_path / "real")
+    env = clean_env(tmp_path, KUBECONFIG=os.pathsep.join([str(tmp_path / "absent"), str(tmp_path / "real")]))
+    result = run(tmp_path, "audit", "-o", "json", env=env)
+    assert result.returncode == 0, result.stderr
+    assert {o["name"] for o in json.loads(result.stdout)["objects"]} == {"legacy", "elsewhere"}
+
+
+def test_audit_honours_kubectl_context_and_namespace(tmp_path, kube):
+    config = json.loads(open(kube.kubeconfig(tmp_path / "kc")).read())
+    config["contexts"].append({"name": "broken", "context": {"cluster": "nowhere", "user": "fake"}})
+    config["clusters"].append({"name": "nowhere", "cluster": {"server": "http://127.0.0.1:9"}})
+    config["current-context"] = "broken"
+    (tmp_path / "kc").write_text(json.dumps(config))
+    result = run(tmp_path, "audit", "--kubeconfig", "kc", "--context", "fake", "-n", "team-a", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    assert [o["name"] for o in json.loads(result.stdout)["objects"]] == ["legacy"]
+    assert any(r.path == "/api/v1/namespaces/team-a/pods" for r in kube.requests)
+    one_line_error(run(tmp_path, "audit", "--kubeconfig", "kc", "--context", "prod"), "--context prod",
+                   "contexts: fake, broken")
+
+
+# --- the service's start ----------------------------------------------------------------------
+
+def test_serve_logs_the_real_port_after_binding(tmp_path):
+    srv.tls.write_bundle(str(tmp_path / "certs"), ["localhost", "127.0.0.1"])
+    log = tmp_path / "log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", "0"],
+                                cwd=tmp_path, env=clean_env(tmp_path), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline, port = time.monotonic() + 20, None
+        while port is None and time.monotonic() < deadline:
+            found = re.search(r"listening on https://127\.0\.0\.1:(\d+)", log.read_text())
+            port = int(found[1]) if found else time.sleep(0.1)
+        assert port and port != 0, log.read_text()
+        # Said once it accepts: the first request after the line is answered.
+        with httpx.Client(verify=ssl.create_default_context(cafile=tmp_path / "certs" / "ca.crt")) as client:
+            assert client.get(f"https://localhost:{port}/healthz").status_code == 200
+        assert "demo mode" in log.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_serve_on_a_port_in_use_names_the_flag_and_variable(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        one_line_error(run(tmp_path, "serve", "--host", "127.0.0.1", "--port", str(port)),
+                       f"--port {port}", "DRA_BRIDGE_PORT", "already in use")
+        one_line_error(run(tmp_path, "serve", "--host", "127.0.0.1", "--port", "0", "--health-port", str(port)),
+                       "--health-port", "DRA_BRIDGE_HEALTH_PORT")
+
+
+def test_a_variable_no_flag_accepts_is_named(tmp_path):
+    one_line_error(run(tmp_path, "serve", env=clean_env(tmp_path, DRA_BRIDGE_PORT="https")), "DRA_BRIDGE_PORT",
+                   "'https'")
+
+
+@pytest.mark.parametrize("content", ["", yaml.safe_dump({"apiVersion": "apps/v1", "kind": "Deployment",
+                                                          "metadata": {"name": "d"}})])
+def test_an_inventory_without_devices_warns_and_readyz_says_so(tmp_path, content):
+    (tmp_path / "inventory.yaml").write_text(content)
+    server = srv.start(tmp_path, "--inventory", str(tmp_path / "inventory.yaml"))
+    try:
+        with server.client() as client:
+            body = client.get("/readyz").json()
+        assert body["detail"]["deviceCount"] == 0 and "no devices" in body["detail"]["inventoryWarning"]
+        assert "holds no devices" in server.log()
+    finally:
+        server.stop()
+
+
+def test_serve_with_a_kubeconfig_says_where_templates_go(tmp_path, kube):
+    (tmp_path / ".kube").mkdir()
+    kube.kubeconfig(tmp_path / ".kube" / "config")  # as `make run` finds ~/.kube/config
+    server = srv.start(tmp_path)
+    try:
+        line = next(l for l in server.log().splitlines() if "kubernetes API:" in l)
+        assert kube.url in line and "context fake" in line and ".kube/config" in line
+        assert "demo mode" not in server.log()
+    finally:
+        server.stop()
+
+
+# --- exit codes ---------------------------------------------------------------------------------
+
+def test_plan_and_audit_exit_1_when_an_object_needs_attention(tmp_path):
+    pod = json.loads(json.dumps(GPU_POD))
+    pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "0.5"
+    (tmp_path / "half.yaml").write_text(yaml.safe_dump(pod))
+    for command in ("plan", "audit"):
+        result = run(tmp_path, command, "-f", "half.yaml")
+        assert result.returncode == 1, (command, result.stdout, result.stderr)
+        assert "needs-attention" in result.stdout + result.stderr
+    (tmp_path / "fine.yaml").write_text(yaml.safe_dump(GPU_POD))
+    assert run(tmp_path, "plan", "-f", "fine.yaml").returncode == 0
+
+
+def test_check_on_a_file_without_claims_says_so_and_exits_2(tmp_path):
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(GPU_POD))
+    one_line_error(run(tmp_path, "check", "-f", "pod.yaml"), "pod.yaml", "no ResourceClaim or ResourceClaimTemplate")
+
+
+# --- help ---------------------------------------------------------------------------------------
+
+def test_help_of_every_command_gives_each_flag_help_default_and_variable(capsys):
+    from app.cli.main import build_parser
+
+    parser = build_parser()
+    [commands] = [a for a in parser._actions if a.dest == "command"]
+    assert set(commands.choices) == {"serve", "certs", "plan", "check", "audit", "classes", "reporter"}
+    for name, sub in commands.choices.items():
+        assert "exit codes:" in (sub.epilog or ""), name
+        for action in sub._actions:
+            if action.dest in ("help", "max_rounds"):
+                continue
+            assert action.help and ("default:" in action.help or "required" in action.help), (name, action.dest)
+            if name in ("serve", "reporter") and action.option_strings[0] not in ("--once", "-o", "--with-classes"):
+                assert "env DRA_BRIDGE_" in action.help, (name, action.dest)
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert all(word in out for word in ("serve", "plan", "check", "audit", "classes", "certs", "reporter",
+                                        "kubectl dra-bridge"))
