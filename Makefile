@@ -21,6 +21,7 @@ test: $(VENV)/.installed
 # A real control plane from upstream Kubernetes (built with Go, cached): see README "Tests".
 e2e: $(VENV)/.installed
 	$(PY) -c 'from tests.e2e.cluster import build; print("control plane binaries:", build())'
+	$(PY) -c 'from tests.helm.helmbin import build; print("helm:", build())'
 	DRA_BRIDGE_E2E=1 $(PY) -m pytest -q tests/e2e
 
 bench: $(VENV)/.installed

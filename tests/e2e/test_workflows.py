@@ -277,3 +277,46 @@ def test_reporter_may_write_only_its_own_nodes_slices(cluster):
     assert refused.returncode != 0
     assert f"the reporter on node '{own}' may not write ResourceSlices of node '{other}'" in refused.stderr
     assert run_reporter(cluster, own, GPU_NODES[own], config).returncode == 0
+
+
+def _dry_run_apply(cluster, *source: str, stdin: str | None = None) -> set[str]:
+    """`kubectl apply --dry-run=server`: the API server validates and admits each object (schemas,
+    defaulting, admission policies and webhooks) and keeps none: the e2e webhook configurations
+    (pointed at loopback) stay as they are."""
+    result = cluster.kubectl("apply", "--dry-run=server", "-o", "name", *source, input=stdin, check=False,
+                             timeout=120)
+    assert result.returncode == 0, result.stderr
+    return {line.strip() for line in result.stdout.splitlines() if line.strip()}
+
+
+def test_kubectl_apply_k_manifests_is_accepted_whole(cluster):
+    from tests.e2e.conftest import rendered_manifests
+
+    accepted = _dry_run_apply(cluster, "-k", str(ROOT / "manifests"))
+    expected = rendered_manifests(cluster)
+    assert len(accepted) == len(expected) >= 19
+    assert {name.rsplit("/", 1)[1] for name in accepted} == {d["metadata"]["name"] for d in expected}
+
+
+def test_the_rendered_helm_chart_is_accepted_whole(cluster, tmp_path):
+    import yaml
+
+    from app.server import tls
+    from tests.gobuild import GoUnavailable
+    from tests.helm import helmbin
+
+    try:
+        helm = helmbin.build()
+    except GoUnavailable as exc:
+        pytest.skip(str(exc))
+    bundle = tls.write_bundle(str(tmp_path), tls.service_hosts("dra-bridge", "dra-bridge"))
+    import base64
+
+    result = helmbin.template(helm, "--set", "namespace.create=true", "--set",
+                              f"webhook.caBundle={base64.b64encode(open(bundle.ca_cert, 'rb').read()).decode()}",
+                              "--set-file", f"tls.cert={bundle.cert}", "--set-file", f"tls.key={bundle.key}")
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    accepted = _dry_run_apply(cluster, "-f", "-", stdin=result.stdout)
+    assert len(accepted) == len(docs) >= 20  # the manifests' objects and the TLS Secret
+    assert {name.rsplit("/", 1)[1] for name in accepted} == {d["metadata"]["name"] for d in docs}
