@@ -417,7 +417,13 @@ def _never(spec: ClaimSpec, index: Index, selection: _Selection) -> Verdict:
                 failed = selection.failed_parts(req, members[0])
                 scored.append((len(failed), shape, failed, len(members)))
         scored.sort()
-        closest = [f"{_describe(index, s)} ({n} devices): fails {', '.join(f)}" for _k, s, f, n in scored[:3]]
+        # Shapes that differ only where a user does not look (MIG placements' memory slices,
+        # our index attributes) are one kind of device to them: counted together.
+        kinds: dict[tuple, int] = {}
+        for _k, shape, failed, count in scored:
+            key = (_describe(index, shape), tuple(failed))
+            kinds[key] = kinds.get(key, 0) + count
+        closest = [f"{text} ({n} devices): fails {', '.join(f)}" for (text, f), n in list(kinds.items())[:3]]
         first_fail = scored[0][2][0] if scored and scored[0][2] else "its selectors"
         return Verdict("never", f"request {req.name}: no device matches ({first_fail})", failed_request=req.name,
                        closest=closest)

@@ -229,3 +229,18 @@ def test_node_objects_in_an_inventory_file_are_read(tmp_path):
     path = tmp_path / "inventory.yaml"
     path.write_text("apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n  labels:\n    region: east\n")
     assert load_inventory(str(path)).nodes == {"n1": {"region": "east"}}
+
+
+def test_closest_devices_name_each_kind_once_with_its_count():
+    """MIG placements differ in their memory slices, so each is its own shape; a user asking
+    for a missing profile is told each profile there is, once, with how many devices it has."""
+    from app.cli import load_inventory
+    from app.common import read_objects
+    from tests.conftest import ROOT
+
+    [(_line, claim)] = read_objects(str(ROOT / "examples" / "claims" / "four-mig-1g5gb-same-gpu.yaml"))
+    verdict = dra.check(dra.parse_claim_object(claim), dra.build_index(load_inventory(None)))
+    assert verdict.status == "never"
+    kinds = [c.split(" (")[0] for c in verdict.closest]
+    assert len(kinds) == len(set(kinds)) == 3
+    assert "profile 1g.10gb, memory 9728Mi (8 devices)" in verdict.closest[0]
