@@ -46,6 +46,9 @@ DESCRIPTION = """Moves Kubernetes GPU workloads from the device plugin onto DRA 
 
 Also installed as kubectl-dra_bridge: `kubectl dra-bridge audit --context prod` works the same."""
 EXITS = "exit codes: 0 done; 2 bad input or configuration (one line naming the flag, file or field)"
+# The offline commands read no DRA_BRIDGE_* variable (those configure the serve and reporter
+# daemons): a variable exported for `serve` must not change what `plan` prints.
+OFFLINE = "; no DRA_BRIDGE_* variable applies to this command"
 _TRUE = ("1", "true", "yes", "on")
 
 
@@ -120,7 +123,8 @@ def _add_serve(sub) -> None:
 
 
 def _add_certs(sub) -> None:
-    p = sub.add_parser("certs", help="create a CA and serving certificate for the webhook Service", epilog=EXITS,
+    p = sub.add_parser("certs", help="create a CA and serving certificate for the webhook Service",
+                       epilog=EXITS + OFFLINE,
                        description="Write ca.crt, tls.crt and tls.key for the webhook Service into --out; with "
                                    "--inject, also a kustomize overlay there that deploys that base with them "
                                    "(`kubectl apply -k OUT`). The base is never edited.")
@@ -149,7 +153,7 @@ def _add_plan(sub) -> None:
                        "Migrate the pod templates in any manifest offline: templates and rewritten objects on "
                        "stdout, a summary table on stderr.", epilog=
                        "exit codes: 0 every object migrated or unchanged; 1 an object is unsatisfiable on "
-                       "--inventory or needs attention; 2 bad input (file and line named)")
+                       "--inventory or needs attention; 2 bad input (file and line named)" + OFFLINE)
     _inputs(p)
     _opt(p, "--policy", help="policy file", shown="the bundled policy")
     _opt(p, "--inventory", help="ResourceSlices + DeviceClasses file: check each migration against it",
@@ -162,7 +166,7 @@ def _add_plan(sub) -> None:
 def _add_check(sub) -> None:
     p = sub.add_parser("check", help="validate ResourceClaims/Templates against an inventory offline", epilog=
                        "exit codes: 0 every claim satisfiable; 1 one is not (never, not now, invalid); 2 bad "
-                       "input, or no ResourceClaim or ResourceClaimTemplate in the input")
+                       "input, or no ResourceClaim or ResourceClaimTemplate in the input" + OFFLINE)
     _inputs(p)
     _opt(p, "--inventory", help="ResourceSlices + DeviceClasses file", shown="the bundled example inventory")
     _opt(p, "-o", "--output", choices=["text", "json"], default="text", help="stdout format")
@@ -170,7 +174,7 @@ def _add_check(sub) -> None:
 
 def _add_classes(sub) -> None:
     p = sub.add_parser("classes", help="DeviceClasses serving nvidia.com/gpu and MIG resources through DRA "
-                                       "(native path)", epilog=EXITS)
+                                       "(native path)", epilog=EXITS + OFFLINE)
     _opt(p, "--inventory", help="ResourceSlices + DeviceClasses file", shown="the bundled example inventory")
     _opt(p, "--driver", default="gpu.nvidia.com", help="the DRA driver whose devices the classes select")
 
@@ -178,7 +182,8 @@ def _add_classes(sub) -> None:
 def _add_audit(sub) -> None:
     p = sub.add_parser("audit", help="list pods and workloads still on legacy GPU resources", epilog=
                        "exit codes: 0 nothing needs attention; 1 an object is unsatisfiable on --inventory or "
-                       "needs attention; 2 bad input, or the cluster could not be read")
+                       "needs attention; 2 bad input, or the cluster could not be read; variables: DRA_BRIDGE_KUBECONFIG and "
+                       "DRA_BRIDGE_CONTEXT only (as serve reads them)")
     p.add_argument("-f", "--filename", action="append",
                    help="audit these files instead of the cluster (repeatable) (default: the cluster)")
     _kube_flags(p)

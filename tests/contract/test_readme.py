@@ -83,12 +83,12 @@ def test_quick_start_in_a_fresh_clone(tmp_path):
             assert service.poll() is None and time.monotonic() < deadline, (tmp_path / "run.log").read_text()
             time.sleep(0.2)
         assert "demo mode" in (tmp_path / "run.log").read_text()
-        active = {**env, "PATH": f"{clone / '.venv' / 'bin'}{os.pathsep}{env['PATH']}",
-                  "VIRTUAL_ENV": str(clone / ".venv")}  # what `. .venv/bin/activate` sets
+        # The quick start's own activation line, before each example, as in the user's terminal.
+        [activate] = [body.strip() for _line, body in blocks(README, "sh") if "activate" in body]
         mismatches = []
         for step in console_steps(README):
-            command = step.command.replace("localhost:8443", f"localhost:{port}")
-            got = run_step(step.__class__(command, step.expected, step.line), clone, active)
+            command = f"{activate}\n" + step.command.replace("localhost:8443", f"localhost:{port}")
+            got = run_step(step.__class__(command, step.expected, step.line), clone, env)
             if got != step.expected:
                 mismatches.append(f"README line {step.line}: $ {step.command}\n--- README\n{step.expected}"
                                   f"--- real\n{got}")

@@ -242,6 +242,8 @@ def test_help_of_every_command_gives_each_flag_help_default_and_variable(capsys)
     assert set(commands.choices) == {"serve", "certs", "plan", "check", "audit", "classes", "reporter"}
     for name, sub in commands.choices.items():
         assert "exit codes:" in (sub.epilog or ""), name
+        if name not in ("serve", "reporter"):  # says which variables apply, if any
+            assert "DRA_BRIDGE_" in sub.epilog, name
         for action in sub._actions:
             if action.dest in ("help", "max_rounds"):
                 continue
