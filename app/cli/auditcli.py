@@ -19,7 +19,7 @@ from app.common import BridgeError
 from app.policy import load_policy
 
 from .inputs import load_inventory, read_inputs
-from .plancli import ObjectReport, exit_status, plan_objects
+from .plancli import ObjectReport, clip, exit_status, plan_objects
 
 # Workloads whose pod templates we read; bare pods are audited, pods owned by these are not.
 WORKLOADS = [("/api/v1", "pods", "Pod"), ("/apis/apps/v1", "deployments", "Deployment"),
@@ -120,7 +120,7 @@ def run_audit(args) -> int:
         for r in rows:
             detail = "; ".join(r["reasons"][:2])
             sys.stdout.write(f"{r['namespace'][:16]:16s} {r['kind'] + '/' + r['name']:{width}s} {r['status']:16s} "
-                             f"{r['path']:14s} {detail[:140]}\n")
+                             f"{r['path']:14s} {clip(detail, 140)}\n")
         sys.stdout.write(f"{len(rows)} object(s) use legacy GPU resources"
                          f"{'' if ix is not None else ' (satisfiability not checked: pass --inventory)'}\n")
     return exit_status([r["status"] for r in rows])

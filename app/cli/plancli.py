@@ -161,6 +161,14 @@ def _colour(text: str, status: str, enabled: bool) -> str:
     return f"\x1b[{_COLOURS[status]}m{text}\x1b[0m" if enabled and _COLOURS[status] != "0" else text
 
 
+def clip(text: str, width: int) -> str:
+    """A table cell: whole, or cut at a word with "..." (the JSON output keeps every word)."""
+    if len(text) <= width:
+        return text
+    cut = text[:width - 4].rsplit(" ", 1)[0]
+    return cut + " ..."
+
+
 def summary_table(reports: list[ObjectReport], stream, colour: bool) -> None:
     rows = [(r.status, r.path, f"{r.kind}/{r.name}", r.source,
              "; ".join(r.reasons[:2]) if r.status != "unchanged" or r.path != "none" else "")
@@ -170,7 +178,7 @@ def summary_table(reports: list[ObjectReport], stream, colour: bool) -> None:
     for status, path, name, source, detail in rows:
         if status == "unchanged" and path == "none":
             continue
-        stream.write(f"{_colour(f'{status:16s}', status, colour)} {path:14s} {name:{width}s} {detail[:160]}  "
+        stream.write(f"{_colour(f'{status:16s}', status, colour)} {path:14s} {name:{width}s} {clip(detail, 160)}  "
                      f"[{source}]\n")
     counts = {s: sum(r.status == s for r in reports) for s in STATUSES}
     stream.write("summary: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" (of {len(reports)} objects)\n")

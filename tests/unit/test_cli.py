@@ -104,3 +104,13 @@ def test_check_reports_verdicts_and_exit_codes(tmp_path):
     assert on_h100.returncode == 1 and "productName" in on_h100.stdout  # an A100 selector on an H100-only node
     missing = run("check", "-f", "/nonexistent.yaml")
     assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_table_cells_are_cut_at_a_word_and_say_so():
+    from app.cli.plancli import clip
+
+    text = "legacy: the planned claim could never be satisfied here (request server: no device matches)"
+    assert clip(text, 200) == text
+    cut = clip(text, 40)
+    assert len(cut) <= 40 and cut.endswith(" ...") and text.startswith(cut[:-4])
+    assert cut[:-4].split()[-1] in text.split()  # a whole word before the cut
