@@ -255,6 +255,23 @@ def test_kubectl_plugin_with_the_built_kubectl(cluster, tmp_path):
                             timeout=60)
     assert result.returncode == 0, result.stderr
     assert "kind: ResourceClaimTemplate" in result.stdout
+    # kubectl's --context and -n, against the real API server.
+    cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "plugin-audit"}},
+                   {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "old-gpus",
+                                                                                "namespace": "plugin-audit"},
+                    "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "old"}}, "template": {
+                        "metadata": {"labels": {"app": "old"}}, "spec": {"containers": [{
+                            "name": "c", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}}}])
+    audit = subprocess.run([kubectl, "dra-bridge", "audit", "--kubeconfig", cluster.admin_kubeconfig,
+                            "--context", "e2e", "-n", "plugin-audit", "-o", "json"], capture_output=True, text=True,
+                           env=env, timeout=60)
+    assert audit.returncode == 0, audit.stderr
+    objects = json.loads(audit.stdout)["objects"]
+    assert [(o["namespace"], o["kind"], o["name"], o["status"]) for o in objects] == [
+        ("plugin-audit", "Deployment", "old-gpus", "migrated")]
+    wrong = subprocess.run([kubectl, "dra-bridge", "audit", "--kubeconfig", cluster.admin_kubeconfig,
+                            "--context", "staging"], capture_output=True, text=True, env=env, timeout=60)
+    assert wrong.returncode == 2 and "--context staging: not in" in wrong.stderr and "Traceback" not in wrong.stderr
 
 
 def test_webhook_down_pods_are_still_admitted(cluster, webhook):
