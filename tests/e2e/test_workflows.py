@@ -303,6 +303,9 @@ def _dry_run_apply(cluster, *source: str, stdin: str | None = None) -> set[str]:
     result = cluster.kubectl("apply", "--dry-run=server", "-o", "name", *source, input=stdin, check=False,
                              timeout=120)
     assert result.returncode == 0, result.stderr
+    # Warnings too: a Deployment that breaks the namespace's restricted Pod Security level is
+    # accepted with a warning, and its pods would then be refused.
+    assert "Warning" not in result.stderr, result.stderr
     return {line.strip() for line in result.stdout.splitlines() if line.strip()}
 
 
@@ -311,8 +314,27 @@ def test_kubectl_apply_k_manifests_is_accepted_whole(cluster):
 
     accepted = _dry_run_apply(cluster, "-k", str(ROOT / "manifests"))
     expected = rendered_manifests(cluster)
+    # The warning check above can fail: an escalating Deployment in our namespace is warned about.
+    [deployment] = [json.loads(json.dumps(d)) for d in expected if d["kind"] == "Deployment"]
+    deployment["spec"]["template"]["spec"]["containers"][0]["securityContext"] = {"allowPrivilegeEscalation": True}
+    warned = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(deployment), check=False)
+    assert warned.returncode == 0 and "would violate PodSecurity" in warned.stderr, warned.stderr
     assert len(accepted) == len(expected) >= 19
     assert {name.rsplit("/", 1)[1] for name in accepted} == {d["metadata"]["name"] for d in expected}
+
+
+def test_the_deploy_overlay_from_certs_inject_is_accepted_whole(cluster, tmp_path):
+    """The README's deploy steps: `dra-bridge certs --out DIR --inject manifests/ --image ...`,
+    then `kubectl apply -k DIR` (here a server-side dry run)."""
+    from app.cli import main
+
+    out = tmp_path / "dra-bridge-deploy"
+    assert main(["certs", "--out", str(out), "--inject", str(ROOT / "manifests"),
+                 "--image", "registry.example.com/dra-bridge:0.1.0"]) == 0
+    accepted = _dry_run_apply(cluster, "-k", str(out))
+    assert "secret/dra-bridge-tls" in accepted
+    assert {"mutatingwebhookconfiguration.admissionregistration.k8s.io/dra-bridge",
+            "validatingwebhookconfiguration.admissionregistration.k8s.io/dra-bridge"} <= accepted
 
 
 def test_the_rendered_helm_chart_is_accepted_whole(cluster, tmp_path):
