@@ -25,6 +25,10 @@ log = logging.getLogger("dra_bridge")
 
 
 def run_serve(args) -> int:
+    # Ports first: a port in use is said before seconds of inventory loading, not after.
+    _check_port(args.host, args.port, "--port", "DRA_BRIDGE_PORT")
+    if args.health_port:
+        _check_port(args.host, args.health_port, "--health-port", "DRA_BRIDGE_HEALTH_PORT")
     metrics = Metrics()
     holder = PolicyHolder(args.policy, metrics)
     live = None
@@ -84,12 +88,10 @@ def run_serve(args) -> int:
     config.load()
     config.ssl = context  # ours: TLS 1.2+, strong ciphers, reloadable
     inventory_text = "live watch" if live is not None else f"{inv.source}, {inv.device_count} devices"
-    _check_port(args.host, args.port, "--port", "DRA_BRIDGE_PORT")
     servers = [_Started(config, lambda address: log.info(
         "dra-bridge %s listening on https://%s (policy: %s; inventory: %s; kubernetes: %s)", __version__, address,
         args.policy or "bundled default", inventory_text, "connected" if api is not None else "none (demo mode)"))]
     if args.health_port:
-        _check_port(args.host, args.health_port, "--health-port", "DRA_BRIDGE_HEALTH_PORT")
         health = uvicorn.Config(create_health_app(state), host=args.host, port=args.health_port, log_config=None,
                                 access_log=False, http=DeadlineHttpProtocol, limit_concurrency=64)
         servers.append(_Started(health, lambda address: log.info(
