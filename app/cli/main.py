@@ -76,8 +76,8 @@ def _opt(p, *names: str, env: str | None = None, default=None, shown: str | None
 
 def _kube_flags(p, env: bool = True) -> None:
     _opt(p, "--kubeconfig", env="kubeconfig" if env else None,
-         help="kubeconfig file; else $KUBECONFIG (several paths merged), the in-cluster service account, "
-              "~/.kube/config", shown="as kubectl finds it")
+         help="kubeconfig file; else $KUBECONFIG (several paths merged), ~/.kube/config, the in-cluster "
+              "service account", shown="as kubectl finds it")
     _opt(p, "--context", env="context" if env else None, help="kubeconfig context", shown="the current context")
 
 

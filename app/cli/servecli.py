@@ -46,8 +46,8 @@ def run_serve(args) -> int:
     if api is None:
         if args.inventory == "live":
             raise BridgeError("--inventory live needs a Kubernetes API: run in-cluster or pass --kubeconfig")
-        log.warning("demo mode: no Kubernetes API configured (no --kubeconfig, $KUBECONFIG, in-cluster account "
-                    "or ~/.kube/config): templates are kept in memory, nothing is written anywhere")
+        log.warning("demo mode: no Kubernetes API configured (no --kubeconfig, $KUBECONFIG, ~/.kube/config "
+                    "or in-cluster account): templates are kept in memory, nothing is written anywhere")
     else:
         log.info("kubernetes API: %s: generated ResourceClaimTemplates are created there", found[1])
     if args.inventory == "live":

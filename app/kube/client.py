@@ -46,8 +46,8 @@ def kubeconfig_paths(kubeconfig: str | None, environ=os.environ) -> str | None:
 
 def connect(kubeconfig: str | None = None, context: str | None = None, timeout_retries: bool = False,
             environ=os.environ) -> tuple[client.ApiClient, ApiTarget] | None:
-    """(ApiClient, where it points) from --kubeconfig, $KUBECONFIG, the in-cluster service account
-    or ~/.kube/config, in that order; None when there is none of them."""
+    """(ApiClient, where it points) from --kubeconfig, $KUBECONFIG, ~/.kube/config or the in-cluster
+    service account, in kubectl's order; None when there is none of them."""
     configuration = client.Configuration()
     try:
         path = kubeconfig_paths(kubeconfig, environ)

@@ -255,3 +255,18 @@ def test_help_of_every_command_gives_each_flag_help_default_and_variable(capsys)
     out = capsys.readouterr().out
     assert all(word in out for word in ("serve", "plan", "check", "audit", "classes", "certs", "reporter",
                                         "kubectl dra-bridge"))
+
+
+def test_kubeconfig_is_chosen_in_kubectls_order(tmp_path, monkeypatch):
+    from app.kube.client import kubeconfig_paths
+
+    flag, listed, default = tmp_path / "flag", tmp_path / "listed", tmp_path / ".kube" / "config"
+    default.parent.mkdir()
+    for path in (flag, listed, default):
+        path.write_text("{}")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert kubeconfig_paths(str(flag), {"KUBECONFIG": str(listed)}) == str(flag)
+    assert kubeconfig_paths(None, {"KUBECONFIG": f"{tmp_path / 'gone'}{os.pathsep}{listed}"}) == str(listed)
+    assert kubeconfig_paths(None, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}) == str(default)  # files before in-cluster
+    default.unlink()
+    assert kubeconfig_paths(None, {}) is None
