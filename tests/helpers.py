@@ -1,6 +1,18 @@
 """Builders shared by tests."""
 
 import copy
+import os
+
+# What could point a command at this machine's cluster or configure it: never in a test's process.
+MACHINE_ENV = ("DRA_BRIDGE_", "KUBERNETES_", "KUBECONFIG")
+
+
+def clean_env(home, *also: str, **extra: str) -> dict:
+    """os.environ without MACHINE_ENV (and `also` prefixes), HOME at `home` (no ~/.kube/config)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(MACHINE_ENV + also)}
+    env["HOME"] = str(home)
+    env.update(extra)
+    return env
 
 
 def pod(containers=None, init=None, **spec_extra):

@@ -12,7 +12,6 @@ import time
 
 import urllib3
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 from app import dra, kube
 from app.common import BridgeError
@@ -56,6 +55,16 @@ def live_inventory(api) -> dra.Inventory:
     return dra.inventory_from_objects(objects, "cluster")
 
 
+def _from_cluster(found, read, *args):
+    """`read(api, *args)`; a cluster it cannot reach is one line naming the server and context
+    (an error status is already one line: kube.list_items names the list and the status)."""
+    api, target = found
+    try:
+        return read(api, *args)
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise kube.unreachable(target, exc) from None
+
+
 def _row(report: ObjectReport) -> dict:
     return {"namespace": report.namespace or "", "kind": report.kind, "name": report.name, "status": report.status,
             "path": report.path, "templates": report.templates, "reasons": report.reasons, "source": report.source}
@@ -96,17 +105,12 @@ def run_audit(args) -> int:
         if found is None:
             raise BridgeError("audit needs -f FILE or a cluster: --kubeconfig, $KUBECONFIG, ~/.kube/config "
                               "or in-cluster; none was found")
-    try:
-        inputs = read_inputs(args.filename) if args.filename else live_objects(found[0], args.namespace)
-        ix = None
-        if args.inventory == "live":
-            ix = dra.build_index(live_inventory(found[0]))
-        elif args.inventory:
-            ix = dra.build_index(load_inventory(args.inventory))
-    except (urllib3.exceptions.HTTPError, ApiException, OSError) as exc:
-        if found is None:
-            raise
-        raise kube.unreachable(found[1], exc) from None
+    inputs = read_inputs(args.filename) if args.filename else _from_cluster(found, live_objects, args.namespace)
+    ix = None
+    if args.inventory == "live":
+        ix = dra.build_index(_from_cluster(found, live_inventory))
+    elif args.inventory:
+        ix = dra.build_index(load_inventory(args.inventory))
     # Objects that name no namespace land in the default one, as kubectl would put them.
     result = plan_objects(inputs, rules, args.namespace or "default", ix)
     rows = [_row(r) for r in result.reports if r.status != "unchanged" or r.path != "none"]

@@ -52,8 +52,6 @@ def _check_out_folder(out: str, force: bool) -> None:
         os.makedirs(out, exist_ok=True)
     except OSError as exc:
         raise InputError("--out", f"{out}: cannot create it ({exc.strerror or exc})") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise InputError("--out", f"{out}: not writable by this user")
 
 
 def webhook_configurations(folder: str) -> list[tuple[str, str, int]]:

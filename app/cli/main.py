@@ -56,7 +56,7 @@ def _opt(p, *names: str, env: str | None = None, default=None, shown: str | None
     """A flag whose help says its default and, for `env`, the DRA_BRIDGE_* variable that sets it."""
     var = f"DRA_BRIDGE_{env.upper().replace('-', '_')}" if env else None
     raw = os.environ.get(var) if var else None
-    flag = kw.get("action") in ("store_true",)
+    flag = kw.get("action") == "store_true"
     if raw is not None:
         if flag:
             default = raw.lower() in _TRUE
@@ -74,11 +74,11 @@ def _opt(p, *names: str, env: str | None = None, default=None, shown: str | None
     p.add_argument(*names, default=default, help=f"{kw.pop('help', '')} ({extra})".lstrip(), **kw)
 
 
-def _kube_flags(p, env: bool = True) -> None:
-    _opt(p, "--kubeconfig", env="kubeconfig" if env else None,
+def _kube_flags(p) -> None:
+    _opt(p, "--kubeconfig", env="kubeconfig",
          help="kubeconfig file; else $KUBECONFIG (several paths merged), ~/.kube/config, the in-cluster "
               "service account", shown="as kubectl finds it")
-    _opt(p, "--context", env="context" if env else None, help="kubeconfig context", shown="the current context")
+    _opt(p, "--context", env="context", help="kubeconfig context", shown="the current context")
 
 
 def _add_serve(sub) -> None:

@@ -83,12 +83,9 @@ def api_client(kubeconfig: str | None = None, timeout_retries: bool = False,
 
 
 def unreachable(target, exc: Exception) -> BridgeError:
-    """One line for an API the command could not use (refused, TLS, DNS, an error status)."""
-    if isinstance(exc, ApiException):
-        why = api_message(exc)
-    else:
-        reason = getattr(exc, "reason", None) or exc
-        why = str(reason).split(": ", 1)[-1] if isinstance(reason, Exception) else str(reason)
+    """One line for an API the command could not reach (refused, TLS, DNS, timeout)."""
+    reason = getattr(exc, "reason", None) or exc  # urllib3 wraps the cause, prefixed by its object
+    why = str(reason).split(": ", 1)[-1] if isinstance(reason, Exception) else str(reason)
     return BridgeError(f"cannot use the Kubernetes API at {target}: {why} "
                        "(check --kubeconfig/--context, or that the cluster is up)")
 

@@ -15,6 +15,7 @@ import yaml
 
 from app.policy import load_policy
 from tests.conftest import ROOT
+from tests.helpers import clean_env
 from tests.readme import blocks, console_steps, run_step
 
 README = (ROOT / "README.md").read_text()
@@ -68,9 +69,7 @@ def test_quick_start_in_a_fresh_clone(tmp_path):
     clone.mkdir()
     home.mkdir()
     _fresh_copy(clone)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DRA_BRIDGE_", "KUBERNETES_", "KUBECONFIG", "VIRTUAL_ENV"))}
-    env["HOME"] = str(home)  # no ~/.kube/config: demo mode, as on a new machine
+    env = clean_env(home, "VIRTUAL_ENV")  # no ~/.kube/config: demo mode, as on a new machine
     installed = subprocess.run(["make", "install"], cwd=clone, env=env, capture_output=True, text=True, timeout=900)
     assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
     port = _free_port()  # the README's 8443 may be taken on this machine; nothing else changes

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import httpx
 
 from app.server import tls
+from tests.helpers import clean_env
 
 
 def free_port() -> int:
@@ -61,8 +62,7 @@ def start(tmp_path, *args: str, certs: bool = True) -> RunningServer:
     cmd = [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port),
            "--tls-cert", f"{cert_dir}/tls.crt", "--tls-key", f"{cert_dir}/tls.key",
            "--reload-interval", "0.2", *args]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DRA_BRIDGE_", "KUBERNETES_", "KUBECONFIG"))}
-    env["HOME"] = str(tmp_path)  # no ~/.kube/config leaks in
+    env = clean_env(tmp_path)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))

@@ -16,19 +16,13 @@ import yaml
 
 from app.cli import main
 from tests.conftest import ROOT
+from tests.helpers import clean_env
 from tests.http import server as srv
 from tests.kube.fakeapi import FakeKube
 
 GPU_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy", "namespace": "team-a"},
            "spec": {"containers": [{"name": "c", "image": "cuda",
                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
-
-
-def clean_env(tmp_path, **extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DRA_BRIDGE_", "KUBERNETES_", "KUBECONFIG"))}
-    env["HOME"] = str(tmp_path)  # no ~/.kube/config of the machine
-    env.update(extra)
-    return env
 
 
 def run(tmp_path, *args, env=None, timeout=60):
