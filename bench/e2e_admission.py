@@ -1,16 +1,23 @@
-"""Admission latency of our webhooks as the API server measures it, on a real control plane.
+"""What dra-bridge costs pod creation on a real control plane, side by side with no webhook and
+a minimal FastAPI/uvicorn webhook (allow, no patch).
 
-Starts the e2e control plane (tests/e2e: kube-apiserver, controller-manager, scheduler, etcd
-from upstream Kubernetes), installs dra-bridge as the e2e tests do, creates N legacy GPU pods,
-and reads `apiserver_admission_webhook_admission_duration_seconds` from the API server: median
-and p99 per webhook (histogram quantiles, interpolated in buckets as Prometheus does), with
-the same pods' total create time. Usage: python bench/e2e_admission.py [--pods 200]
+Starts the e2e control plane (tests/e2e: kube-apiserver, controller-manager, scheduler, etcd from
+upstream Kubernetes), installs dra-bridge as the e2e tests do, and the minimal webhook beside it
+with the same webhook configuration. Three namespaces differ only in which mutating webhook sees
+them. For each client count, rounds of `--pods` legacy GPU pods (one shape, its template already
+created) are created by that many keep-alive clients into each namespace in turn, the order
+rotating each round so noise falls on all alike; pods are deleted after each phase. Prints each
+phase's median and p99 create latency and throughput, the latency each webhook adds over no
+webhook (medians), the ratios dra-bridge / minimal webhook, and the API server's own histogram of
+each webhook's admission time.
+
+Usage: python bench/e2e_admission.py [--pods 64] [--rounds 3] [--clients 1,8,16]
 """
 
 import argparse
-import json
 import pathlib
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -18,11 +25,15 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.e2e.cluster import ControlPlane, build  # noqa: E402
-from tests.e2e.conftest import Webhook, install  # noqa: E402
+from app.server import tls  # noqa: E402
+from tests.e2e.burst import create_pods, quantile  # noqa: E402
+from tests.e2e.cluster import ControlPlane, build, free_port  # noqa: E402
+from tests.e2e.conftest import Webhook, install, wait_for  # noqa: E402
 
 METRIC = "apiserver_admission_webhook_admission_duration_seconds"
 BUCKET = re.compile(METRIC + r'_bucket\{(?P<labels>[^}]*)\} (?P<value>\S+)')
+PHASES = {"none": {}, "minimal": {"bench.dra-bridge.io/echo": "on"}, "dra-bridge": {"dra-bridge.io/migrate": "enabled"}}
+ECHO = "echo.bench.dra-bridge.io"
 
 
 def buckets(metrics: str, webhook: str, step: str) -> list[tuple[float, float]]:
@@ -38,7 +49,7 @@ def buckets(metrics: str, webhook: str, step: str) -> list[tuple[float, float]]:
     return sorted(totals.items())
 
 
-def quantile(q: float, before: list, after: list) -> float:
+def histogram_quantile(q: float, before: list, after: list) -> float:
     """histogram_quantile over the increase between two scrapes."""
     base = dict(before)
     increase = [(bound, count - base.get(bound, 0.0)) for bound, count in after]
@@ -56,42 +67,111 @@ def quantile(q: float, before: list, after: list) -> float:
     return previous_bound
 
 
+def legacy_pod(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"bench": "admission"}},
+            "spec": {"containers": [{"name": "cuda", "image": "nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04",
+                                     "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+
+
+def echo_configuration(ours: list[dict], url: str, ca_bundle: str) -> dict:
+    """Our mutating webhook's configuration (rules, matchConditions, timeouts), pointed at the
+    minimal webhook and at its namespace only: the API server does the same work for both."""
+    [mutating] = [d for d in ours if d["kind"] == "MutatingWebhookConfiguration"]
+    [hook] = mutating["webhooks"]
+    hook = {**hook, "name": ECHO, "clientConfig": {"url": url, "caBundle": ca_bundle},
+            "namespaceSelector": {"matchLabels": PHASES["minimal"]}}
+    return {**mutating, "metadata": {"name": "bench-echo"}, "webhooks": [hook]}
+
+
+def echo_server(plane: ControlPlane) -> tuple[subprocess.Popen, str, str]:
+    bundle = tls.write_bundle(str(plane.dir / "echo-pki"), ["localhost", "127.0.0.1"])
+    port = free_port()
+    process = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_echo_webhook.py"), str(port), bundle.cert,
+                                bundle.key], cwd=ROOT)
+    return process, f"https://127.0.0.1:{port}/mutate", plane.ca_bundle(pathlib.Path(bundle.ca_cert))
+
+
+def run_phase(plane: ControlPlane, namespace: str, clients: int, pods: int, tag: str):
+    burst = create_pods(plane, namespace, [legacy_pod(f"{tag}-{i}") for i in range(pods)], clients)
+    bad = [c for c in burst.created if c.status != 201]
+    if bad:
+        raise SystemExit(f"{namespace}: {len(bad)} creates failed: {bad[0].pod}")
+    if namespace == "bench-dra-bridge":
+        unmigrated = [c for c in burst.created if not c.pod["spec"].get("resourceClaims")]
+        if unmigrated:
+            raise SystemExit(f"{len(unmigrated)} pods admitted unmigrated: {unmigrated[0].warnings}")
+    plane.kubectl("delete", "pods", "-l", "bench=admission", "-n", namespace, "--grace-period=0", "--force",
+                  "--wait=false")
+    return burst
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pods", type=int, default=200)
+    parser.add_argument("--pods", type=int, default=64, help="pods per phase")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--clients", default="1,8,16", help="client counts, comma-separated")
     args = parser.parse_args()
+    levels = [int(c) for c in args.clients.split(",")]
     started = time.perf_counter()
     binaries = build()
-    print(f"control plane binaries ready in {time.perf_counter() - started:.0f}s: {binaries}")
+    print(f"control plane binaries ready in {time.perf_counter() - started:.0f}s")
     with tempfile.TemporaryDirectory() as workdir:
         plane = ControlPlane(pathlib.Path(workdir), binaries).start()
-        webhook = None
+        webhook = echo = None
         try:
             install(plane)
             webhook = Webhook(plane).start()
-            plane.apply(webhook.configurations())
+            ours = webhook.configurations()
+            echo, echo_url, echo_ca = echo_server(plane)
+            plane.apply(ours + [echo_configuration(ours, echo_url, echo_ca)])
+            plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"bench-{p}", "labels": labels}}
+                         for p, labels in PHASES.items()])
+            wait_for(lambda: plane.json("serviceaccount", "default", "-n", "bench-dra-bridge"), 60, "service account")
+            for phase in PHASES:  # warm-up: connections, the template, the plan cache; not measured
+                run_phase(plane, f"bench-{phase}", 4, 16, f"warm-{phase}")
             before = plane.get("/metrics")
-            pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"burst-{i}"},
-                     "spec": {"containers": [{"name": "cuda", "image": "nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04",
-                                              "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
-                    for i in range(args.pods)]
-            t0 = time.perf_counter()
-            plane.kubectl("create", "-n", "team-a", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                                                  "items": pods}), timeout=600)
-            elapsed = time.perf_counter() - t0
+            results: dict[tuple[int, str], list] = {}
+            names = list(PHASES)
+            for clients in levels:
+                for r in range(args.rounds):
+                    for phase in names[r % 3:] + names[:r % 3]:
+                        burst = run_phase(plane, f"bench-{phase}", clients, args.pods, f"c{clients}-r{r}")
+                        results.setdefault((clients, phase), []).append(burst)
             after = plane.get("/metrics")
-            print(f"{args.pods} legacy GPU pods created in {elapsed:.1f}s ({args.pods / elapsed:.0f} pods/s, "
-                  "kubectl create, one request per pod)")
-            for name, step in (("mutate.dra-bridge.io", "admit"), ("validate.dra-bridge.io", "validating")):
+            report(results, levels, args)
+            for name, step in ((ECHO, "admit"), ("mutate.dra-bridge.io", "admit"),
+                               ("validate.dra-bridge.io", "validating")):
                 b, a = buckets(before, name, step), buckets(after, name, step)
                 count = (a[-1][1] - dict(b).get(a[-1][0], 0.0)) if a else 0
-                print(f"{name}: {count:.0f} admissions, median {quantile(0.5, b, a) * 1000:.1f} ms, "
-                      f"p99 {quantile(0.99, b, a) * 1000:.1f} ms (API server's histogram)")
+                print(f"API server's histogram, {name}: {count:.0f} calls, median "
+                      f"{histogram_quantile(0.5, b, a) * 1000:.1f} ms, p99 {histogram_quantile(0.99, b, a) * 1000:.1f} ms")
         finally:
+            if echo:
+                echo.terminate()
             if webhook:
                 webhook.stop()
             plane.stop()
     return 0
+
+
+def report(results: dict, levels: list[int], args) -> None:
+    print(f"\n{args.pods} pods a phase, {args.rounds} rounds, phases interleaved; latency = client's create time")
+    print(f"{'clients':>7} {'webhook':12} {'median ms':>10} {'p99 ms':>8} {'pods/s':>8}")
+    for clients in levels:
+        summary = {}
+        for phase in PHASES:
+            bursts = results[(clients, phase)]
+            latencies = [x for b in bursts for x in b.latencies]
+            per_second = sorted(b.per_second for b in bursts)[len(bursts) // 2]
+            summary[phase] = (quantile(latencies, 0.5), quantile(latencies, 0.99), per_second)
+            print(f"{clients:>7} {phase:12} {summary[phase][0] * 1000:>10.1f} {summary[phase][1] * 1000:>8.1f} "
+                  f"{per_second:>8.1f}")
+        added = {p: (summary[p][0] - summary["none"][0]) * 1000 for p in ("minimal", "dra-bridge")}
+        ratio = added["dra-bridge"] / added["minimal"] if added["minimal"] > 0 else float("nan")
+        print(f"{clients:>7} added median: minimal {added['minimal']:.1f} ms, dra-bridge {added['dra-bridge']:.1f} ms "
+              f"(x{ratio:.2f}); throughput vs none: minimal {summary['minimal'][2] / summary['none'][2]:.2f}x, "
+              f"dra-bridge {summary['dra-bridge'][2] / summary['none'][2]:.2f}x; dra-bridge / minimal "
+              f"{summary['dra-bridge'][2] / summary['minimal'][2]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -61,7 +61,8 @@ def run_serve(args) -> int:
     state = ServiceState(
         policy=holder, templates=kube.TemplateStore(api, timeout_s=args.api_timeout,
                                                     namespace_allowed=_namespace_gate(args.template_namespace_label,
-                                                                                      labels)),
+                                                                                      labels),
+                                                    on_create=metrics.templates_created.inc),
         namespace_labels=labels, metrics=metrics,
         inventory=inv, certs=reloader, reload_interval_s=args.reload_interval, live=live,
         review_deadline_s=args.review_deadline)
@@ -182,10 +183,11 @@ async def _serve_all(servers: list) -> None:
 
 
 def _template_lifecycle(args, state: ServiceState) -> None:
-    """Every replica forgets templates deleted by anyone; the lease holder collects unused ones."""
+    """Every replica knows our templates from a list and watch; the lease holder collects unused ones."""
     metrics = state.metrics
     watch_api = kube.api_client(args.kubeconfig, True, args.context)  # long reads: their own pool
-    kube.TemplateWatch(watch_api, state.templates.forget, on_forgot=metrics.template_forgets.inc).start()
+    state.template_watch = kube.TemplateWatch(watch_api, state.templates,
+                                              on_forgot=metrics.template_forgets.inc).start()
     if args.template_gc_grace <= 0:
         return
     namespace = os.environ.get("POD_NAMESPACE", "dra-bridge")

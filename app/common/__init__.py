@@ -2,10 +2,11 @@
 manifest documents (YAML/JSON streams and Lists). Imports nothing else of ours."""
 
 from . import deadline
+from .retry import Backoff, Throttled
 from .deadline import DeadlineExceeded
 from .documents import parse_objects, read_objects
 from .errors import BridgeError, InputError, PolicyError, TemplateEnsureError
 from .quantity import format_mebibytes, parse_count, parse_quantity
 
-__all__ = ["BridgeError", "DeadlineExceeded", "deadline", "InputError", "PolicyError", "TemplateEnsureError", "format_mebibytes", "parse_count",
+__all__ = ["Backoff", "Throttled", "BridgeError", "DeadlineExceeded", "deadline", "InputError", "PolicyError", "TemplateEnsureError", "format_mebibytes", "parse_count",
            "parse_objects", "parse_quantity", "read_objects"]

@@ -136,6 +136,23 @@ def list_items(api: client.ApiClient, path: str, timeout=30) -> list[dict]:
     return orjson.loads(response.data).get("items") or []
 
 
+def list_pages(api: client.ApiClient, path: str, selector: str | None = None, page_size: int = 500,
+               timeout=30) -> tuple[list[dict], str]:
+    """Every item of one collection, read in pages (limit + continue), and the list's
+    resourceVersion (where a watch resumes); ApiException on an error status."""
+    items, token, version = [], "", ""
+    while True:
+        query = [("limit", str(page_size))] + ([("labelSelector", selector)] if selector else []) \
+            + ([("continue", token)] if token else [])
+        data = orjson.loads(raw_get(api, path, query, timeout).data)
+        items += data.get("items") or []
+        meta = data.get("metadata") or {}
+        version = meta.get("resourceVersion") or version
+        token = meta.get("continue") or ""
+        if not token:
+            return items, version
+
+
 _CALLS = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="api-call")
 
 

@@ -25,6 +25,8 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from app.common import Backoff, Throttled
+
 from .client import raw_get, watch_events
 
 log = logging.getLogger("dra_bridge.live")
@@ -229,11 +231,16 @@ class LiveInventory:
 
     def _run(self, resource: str) -> None:
         version = ""
+        backoff, failures = Backoff(self.backoff_s), Throttled(log)
         while not self._stop.is_set():
             try:
                 if not version:
                     version = self.list_once(resource)
+                    failures.recovered("%s list/watch works again", resource)
+                    backoff.reset()
                 version = self.watch_once(resource, version)
+                failures.recovered("%s list/watch works again", resource)
+                backoff.reset()
             except _Gone:
                 log.info("%s watch expired (410 Gone): relisting", resource)
                 self.relists += 1
@@ -241,8 +248,10 @@ class LiveInventory:
             except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
                 if self.failing_since[resource] is None:
                     self.failing_since[resource] = time.monotonic()
-                log.warning("%s list/watch failed (%s); retrying", resource, type(exc).__name__)
-                self._stop.wait(self.backoff_s)
+                wait = backoff.next()
+                failures.failed("%s list/watch failed (%s); retrying in up to %.0fs", resource,
+                                type(exc).__name__, backoff.max_s)
+                self._stop.wait(wait)
 
     def start(self) -> "LiveInventory":
         for resource in RESOURCES:

@@ -3,8 +3,8 @@
 - One replica at a time collects: the holder of a coordination.k8s.io Lease.
 - A template is deleted once no pod has referenced it for `grace_s` (and it is that old), then
   pods are listed again after `settle_s`: one admitted meanwhile gets the template back.
-- Every replica watches our templates and forgets a deleted one from its ensure-cache, so the
-  next pod pointed at it re-creates it instead of trusting the cache.
+- Every replica lists and watches our templates: its ensure-cache holds what exists (no timer),
+  and forgets a deleted one, so the next pod pointed at it re-creates it.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ import threading
 import time
 from collections.abc import Callable
 
-import orjson
 import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .client import raw_get, watch_events
+from app.common import Backoff, Throttled
+
+from .client import list_pages, raw_get, watch_events
 
 log = logging.getLogger("dra_bridge.template_gc")
 MANAGED = "app.kubernetes.io/managed-by=dra-bridge"
@@ -136,15 +137,7 @@ class TemplateCollector:
         self._stop = threading.Event()
 
     def _list(self, path: str, selector: str | None = None) -> list[dict]:
-        items, token = [], ""
-        while True:
-            query = [("limit", str(self.page_size))] + ([("labelSelector", selector)] if selector else []) \
-                + ([("continue", token)] if token else [])
-            data = orjson.loads(raw_get(self.api, path, query, 30).data)
-            items += data.get("items") or []
-            token = (data.get("metadata") or {}).get("continue") or ""
-            if not token:
-                return items
+        return list_pages(self.api, path, selector, self.page_size)[0]
 
     def run_once(self) -> list[tuple[str, str]]:
         """One round: the templates deleted (none when another replica holds the lease)."""
@@ -199,12 +192,14 @@ class TemplateCollector:
                           meta.get("namespace"), meta["name"], exc.status)
 
     def _loop(self) -> None:
+        failures = Throttled(log)
         while not self._stop.is_set():
             try:
                 self.run_once()
+                failures.recovered("template collection works again")
             except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-                log.warning("template collection round failed (%s); next round in %.0fs", type(exc).__name__,
-                            self.interval_s)
+                failures.failed("template collection round failed (%s); next round in %.0fs", type(exc).__name__,
+                                self.interval_s)
             self._stop.wait(self.interval_s)
 
     def start(self) -> "TemplateCollector":
@@ -216,46 +211,66 @@ class TemplateCollector:
 
 
 class TemplateWatch:
-    """Forgets templates deleted by anyone from the ensure-cache (`forget((ns, name))`)."""
+    """Keeps the ensure-cache true: lists our templates, then watches them, telling the store
+    what exists (`resync(objects)`, `observe(obj)`) and what was deleted by anyone
+    (`forget((ns, name))`). A broken watch lists again, so deletes it missed are forgotten."""
 
-    def __init__(self, api: client.ApiClient, forget: Callable[[tuple], None], timeout_s: int = 300,
-                 backoff_s: float = 2.0, on_forgot: Callable[[], None] | None = None):
-        self.api, self.forget, self.timeout_s, self.backoff_s, self.on_forgot = api, forget, timeout_s, backoff_s, on_forgot
+    def __init__(self, api: client.ApiClient, store, timeout_s: int = 300, backoff_s: float = 1.0,
+                 on_forgot: Callable[[], None] | None = None, page_size: int = 500):
+        self.api, self.store, self.timeout_s, self.on_forgot = api, store, timeout_s, on_forgot
+        self.backoff = Backoff(backoff_s)
+        self.page_size = page_size
         self.forgotten = 0
+        self.synced = threading.Event()  # the first list has reached the store
         self._stop = threading.Event()
+
+    def list_once(self) -> str:
+        items, version = list_pages(self.api, TEMPLATES, MANAGED, self.page_size)
+        self.store.resync(items)
+        self.synced.set()
+        return version
 
     def watch_once(self, version: str) -> str:
         query = [("watch", "true"), ("labelSelector", MANAGED), ("allowWatchBookmarks", "true"),
-                 ("timeoutSeconds", str(self.timeout_s))] + ([("resourceVersion", version)] if version else [])
+                 ("timeoutSeconds", str(self.timeout_s)), ("resourceVersion", version)]
         events = watch_events(raw_get(self.api, TEMPLATES, query, (5, self.timeout_s + 10)))
         for event in events:
             version = self._apply(event, version)
-            if self._stop.is_set():
+            if self._stop.is_set() or not version:
                 events.close()
                 break
         return version
 
     def _apply(self, event: dict, version: str) -> str:
         obj = event.get("object") or {}
-        if event.get("type") == "ERROR":
-            return ""  # expired: start again from now (a forget is never wrong, only a miss costs a call)
+        kind = event.get("type")
+        if kind == "ERROR":
+            return ""  # expired: list again
         meta = obj.get("metadata") or {}
-        if event.get("type") == "DELETED":
-            self.forget((meta.get("namespace", ""), meta.get("name", "")))
+        if kind == "DELETED":
+            self.store.forget((meta.get("namespace", ""), meta.get("name", "")))
             self.forgotten += 1
             if self.on_forgot:
                 self.on_forgot()
+        elif kind in ("ADDED", "MODIFIED"):
+            self.store.observe(obj)
         return meta.get("resourceVersion") or version
 
     def _loop(self) -> None:
         version = ""
+        failures = Throttled(log)
         while not self._stop.is_set():
             try:
+                if not version:
+                    version = self.list_once()
                 version = self.watch_once(version)
+                failures.recovered("template watch works again")
+                self.backoff.reset()
             except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-                log.warning("template watch failed (%s); retrying", type(exc).__name__)
+                failures.failed("template watch failed (%s); listing again in up to %.0fs", type(exc).__name__,
+                                self.backoff.max_s)
                 version = ""
-                self._stop.wait(self.backoff_s)
+                self._stop.wait(self.backoff.next())
 
     def start(self) -> "TemplateWatch":
         threading.Thread(target=self._loop, daemon=True, name="template-watch").start()

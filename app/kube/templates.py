@@ -1,9 +1,15 @@
-"""ResourceClaimTemplates created on demand through the API, remembered so hits make no call."""
+"""ResourceClaimTemplates created on demand through the API.
+
+What exists is known from our own creates and from the template watch (list, then watch), never
+from a timer: a hit makes no call, and a burst of reviews needing one missing template makes one
+API call that the others wait on (single flight). Calls run on writer threads of their own, so a
+review never holds a review worker while the API server answers (and calls our /validate)."""
 
 from __future__ import annotations
 
 import threading
-import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import urllib3
 from kubernetes import client
@@ -12,27 +18,6 @@ from kubernetes.client.exceptions import ApiException
 from app.common import TemplateEnsureError
 
 from .client import api_message, within
-
-
-class _TTLSet:
-    def __init__(self, ttl_s: float, max_entries: int = 50_000):
-        self.ttl_s, self.max_entries = ttl_s, max_entries
-        self._items: dict[tuple, float] = {}
-        self._lock = threading.Lock()
-
-    def __contains__(self, key: tuple) -> bool:
-        expires = self._items.get(key)
-        return expires is not None and expires > time.monotonic()
-
-    def add(self, key: tuple) -> None:
-        with self._lock:
-            if len(self._items) >= self.max_entries:
-                self._items.clear()  # rare; a miss only costs one idempotent create
-            self._items[key] = time.monotonic() + self.ttl_s
-
-    def discard(self, key: tuple) -> None:
-        with self._lock:
-            self._items.pop(key, None)
 
 
 class TemplateConflict(TemplateEnsureError):
@@ -58,48 +43,135 @@ def same_spec(ours, theirs) -> bool:
     return ours == theirs
 
 
-class TemplateStore:
-    """Creates ResourceClaimTemplates on demand; remembers what exists so hits make no call."""
+def _is_ours(template: dict, existing: dict) -> bool:
+    labels = (existing.get("metadata") or {}).get("labels") or {}
+    ours = template["metadata"].get("labels") or {}
+    return all(labels.get(k) == v for k, v in ours.items()) and same_spec(template["spec"], existing.get("spec"))
 
-    # A template deleted out of band is recreated within ttl_s: the next pod after that re-creates
-    # it (AlreadyExists, read back and compared, when it still exists).
-    def __init__(self, api: client.ApiClient | None, timeout_s: float = 2.0, ttl_s: float = 60.0,
-                 namespace_allowed=None):
+
+def _key(template: dict) -> tuple[str, str]:
+    meta = template["metadata"]
+    return meta.get("namespace", ""), meta["name"]
+
+
+def _done(error: TemplateEnsureError | None) -> Future:
+    future: Future = Future()
+    future.set_result(error)
+    return future
+
+
+class TemplateStore:
+    """Creates ResourceClaimTemplates on demand; knows which exist so hits make no call."""
+
+    def __init__(self, api: client.ApiClient | None, timeout_s: float = 2.0, namespace_allowed=None,
+                 writers: int = 8, on_create: Callable[[], None] | None = None):
         """namespace_allowed(namespace) -> bool: may templates be written there (the namespaces
-        the webhook configurations select)? A forged review cannot make us write elsewhere."""
+        the webhook configurations select)? A forged review cannot make us write elsewhere.
+        on_create: called once per create call made to the API."""
         self.api = client.ResourceV1Api(api) if api is not None else None
         self.namespace_allowed = namespace_allowed
         self.timeout_s = timeout_s
-        self.known = _TTLSet(ttl_s)
+        self.on_create = on_create
+        # key -> None when confirmed ours; the watched object while only the watch has seen it.
+        self._known: dict[tuple, dict | None] = {}
+        self._inflight: dict[tuple, Future] = {}
+        self._lock = threading.Lock()
+        self._writers = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="template-write")
         self.offline: dict[tuple, dict] = {}
         self.conflicts = 0
+        self.creates = 0
 
     @property
     def is_offline(self) -> bool:
         return self.api is None
 
+    # -- what the watch tells us -------------------------------------------------------------
+    def observe(self, obj: dict) -> None:
+        """The watch saw this template (added or modified): compared with ours when a pod needs it."""
+        meta = obj.get("metadata") or {}
+        with self._lock:
+            self._known[(meta.get("namespace", ""), meta.get("name", ""))] = {
+                "metadata": {"labels": meta.get("labels") or {}}, "spec": obj.get("spec")}
+
     def forget(self, key: tuple) -> None:
-        """A template deleted out of band: the next pod pointed at it creates it again."""
-        self.known.discard(key)
+        """A template deleted by anyone: the next pod pointed at it creates it again."""
+        with self._lock:
+            self._known.pop(key, None)
         self.offline.pop(key, None)
 
+    def resync(self, objects: list[dict]) -> None:
+        """A fresh list: exactly these exist (deletes missed while the watch was down are forgotten)."""
+        listed = {}
+        for obj in objects:
+            meta = obj.get("metadata") or {}
+            listed[(meta.get("namespace", ""), meta.get("name", ""))] = {
+                "metadata": {"labels": meta.get("labels") or {}}, "spec": obj.get("spec")}
+        with self._lock:
+            for key in list(self._known):
+                if key not in listed:
+                    del self._known[key]
+            for key, obj in listed.items():
+                if key not in self._known:
+                    self._known[key] = obj
+
+    # -- what reviews ask ----------------------------------------------------------------------
     def cached(self, template: dict) -> bool:
-        meta = template["metadata"]
-        return (meta.get("namespace", ""), meta["name"]) in self.known
+        """Known to exist as ours: nothing to do."""
+        key = _key(template)
+        return key in self._known and self._known[key] is None
+
+    def submit(self, template: dict) -> Future:
+        """A Future whose result is None once the template exists as ours, or the
+        TemplateEnsureError saying why not (never raised: many reviews may wait on one call)."""
+        key = _key(template)
+        with self._lock:
+            if key in self._known:
+                seen = self._known[key]
+                if seen is None:
+                    return _done(None)
+                if _is_ours(template, seen):  # seen by the watch: compared here, no call
+                    self._known[key] = None
+                    return _done(None)
+                self.conflicts += 1
+                return _done(_conflict(key))
+            running = self._inflight.get(key)
+            if running is not None:
+                return running
+            future = self._writers.submit(self._ensure_now, key, template)
+            self._inflight[key] = future
+        future.add_done_callback(lambda _f: self._landed(key, _f))
+        return future
+
+    def _landed(self, key: tuple, future: Future) -> None:
+        with self._lock:
+            if self._inflight.get(key) is future:
+                del self._inflight[key]
+            if future.result() is None:
+                self._known[key] = None
 
     def ensure(self, template: dict) -> None:
-        """Make sure the template exists; TemplateEnsureError when the API does not confirm it."""
-        meta = template["metadata"]
-        key = (meta.get("namespace", ""), meta["name"])
-        if key in self.known:
-            return
+        """Blocking form of `submit`: TemplateEnsureError when the API does not confirm it."""
+        error = self.submit(template).result()
+        if error is not None:
+            raise type(error)(str(error))
+
+    def _ensure_now(self, key: tuple, template: dict) -> TemplateEnsureError | None:
+        try:
+            self._create(key, template)
+        except TemplateEnsureError as exc:
+            return exc
+        return None
+
+    def _create(self, key: tuple, template: dict) -> None:
+        if self.api is not None and self.namespace_allowed is not None and not self.namespace_allowed(key[0]):
+            raise TemplateEnsureError(f"namespace {key[0]!r} is not one the webhook serves: no template written there")
+        self.creates += 1
+        if self.on_create:
+            self.on_create()
         if self.api is None:
             # No cluster configured (local demo): keep it in memory so `plan`-like output is possible.
             self.offline[key] = template
-            self.known.add(key)
             return
-        if self.namespace_allowed is not None and not self.namespace_allowed(key[0]):
-            raise TemplateEnsureError(f"namespace {key[0]!r} is not one the webhook serves: no template written there")
         try:
             within(self.timeout_s, self.api.create_namespaced_resource_claim_template,
                    key[0], template, _request_timeout=self.timeout_s)
@@ -109,7 +181,6 @@ class TemplateStore:
             self._check_existing(key, template)  # the name is predictable: is what exists ours?
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise TemplateEnsureError(f"API unreachable or too slow: {type(exc).__name__}") from None
-        self.known.add(key)
 
     def _check_existing(self, key: tuple, template: dict) -> None:
         try:
@@ -121,9 +192,12 @@ class TemplateStore:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise TemplateEnsureError(f"template exists; reading it back: API unreachable or too slow: "
                                       f"{type(exc).__name__}") from None
-        labels = (existing.get("metadata") or {}).get("labels") or {}
-        ours = template["metadata"].get("labels") or {}
-        if any(labels.get(k) != v for k, v in ours.items()) or not same_spec(template["spec"], existing.get("spec")):
-            self.conflicts += 1
-            raise TemplateConflict(f"ResourceClaimTemplate {key[0]}/{key[1]} exists but is not the one dra-bridge "
-                                   "generates (different spec or labels): not used")
+        if not _is_ours(template, existing):
+            with self._lock:
+                self.conflicts += 1
+            raise _conflict(key)
+
+
+def _conflict(key: tuple) -> TemplateConflict:
+    return TemplateConflict(f"ResourceClaimTemplate {key[0]}/{key[1]} exists but is not the one dra-bridge "
+                            "generates (different spec or labels): not used")

@@ -22,7 +22,7 @@ class Metrics:
                                        "ResourceClaimTemplate creations the API did not confirm",
                                        registry=self.registry)
         self.templates_created = Counter("dra_bridge_template_ensure_calls_total",
-                                         "ResourceClaimTemplate create calls made to the API",
+                                         "ResourceClaimTemplate creations: create calls made to the API (in demo mode, in memory)",
                                          registry=self.registry)
         self.template_conflicts = Counter("dra_bridge_template_conflicts_total",
                                           "Templates of a generated name found with content we did not generate "

@@ -67,16 +67,21 @@ class ServiceState:
     certs: CertReloader | None = None
     reload_interval_s: float = 5.0
     live: object | None = None  # app.kube.LiveInventory when --inventory live
+    template_watch: object | None = None  # app.kube.TemplateWatch when there is an API
     extra: dict = field(default_factory=dict)
-    # Reviews run here, off the event loop; each gets `review_deadline_s` from its arrival
-    # (below the webhook configurations' timeoutSeconds: 5).
+    # Reviews run off the event loop, each gets `review_deadline_s` from its arrival (below the
+    # webhook configurations' timeoutSeconds: 5). /mutate and /validate have workers of their own:
+    # the API server's /validate of a template we create must never queue behind the /mutate
+    # reviews waiting for that create. No review worker waits on the API for a template either.
     review_deadline_s: float = 4.0
     review_workers: int = 4
-    executor: ThreadPoolExecutor | None = None
+    executors: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.executor is None:
-            self.executor = ThreadPoolExecutor(max_workers=self.review_workers, thread_name_prefix="review")
+        for endpoint in ("mutate", "validate"):
+            if endpoint not in self.executors:
+                self.executors[endpoint] = ThreadPoolExecutor(max_workers=self.review_workers,
+                                                              thread_name_prefix=endpoint)
 
     def index(self):
         """Device index of the inventory, built once per inventory object (live: per change)."""
@@ -127,6 +132,8 @@ class ServiceState:
             "certificates": self.certs is None or self.certs.loaded,
             "inventory": self.live.ready if self.live is not None else self.inventory is not None,
         }
+        if self.template_watch is not None:  # a fresh replica knows the templates that exist first
+            checks["templates"] = self.template_watch.synced.is_set()
         return all(checks.values()), checks
 
     def tick(self) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import dataclass
 
 import orjson
 from fastapi import FastAPI, Request
@@ -76,7 +77,9 @@ def create_app(state: ServiceState) -> FastAPI:
             # Parsing and deciding are CPU work: off the event loop, under the review deadline.
             loop = asyncio.get_running_loop()
             status, payload, kind, outcome = await loop.run_in_executor(
-                state.executor, _review, state, endpoint, handler, body, arrived)
+                state.executors[endpoint], _review, state, endpoint, handler, body, arrived)
+            if isinstance(payload, _Pending):  # waits on the loop, holding no worker
+                payload, outcome = _answer_mutate(state, payload, await _templates_ready(state, payload, arrived))
             metrics.requests.labels(endpoint, metrics_kind(kind), outcome).inc()
             metrics.latency.labels(endpoint).observe(time.monotonic() - arrived)
             return _json(payload, status)
@@ -178,7 +181,15 @@ def _settings(state: ServiceState, policy, req: admission.Request, labels: dict 
     return policy.for_namespace(req.namespace, labels or {})
 
 
-def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict, str]:
+@dataclass
+class _Pending:
+    """A /mutate review whose templates are being created: answered once they exist."""
+    req: admission.Request
+    plan: mutation.MutationPlan
+    futures: list
+
+
+def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict | _Pending, str]:
     policy = state.policy.policy
     try:
         labels = {}
@@ -187,21 +198,39 @@ def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict, str]:
         mp = mutation.plan_request(req, policy, labels, facts=state.path_facts())
     except Exception as exc:  # noqa: BLE001 - planning bugs and deadlines: the failure rule decides
         return _unfinished(state, "mutate", req, exc)
-    outcome = mp.outcome
-    error = None
     # dryRun: no write, and the answer is the one a successful write would give.
     pending = [] if req.dry_run else [t for t in mp.templates if not state.templates.cached(t)]
     if pending:
-        state.metrics.templates_created.inc(len(pending))
-        try:
-            _ensure_all(state, pending)
-        except TemplateEnsureError as exc:
-            error, outcome = str(exc), "template_error"
-            state.metrics.template_errors.inc()
-            if isinstance(exc, TemplateConflict):
-                outcome = "template_conflict"
-                state.metrics.template_conflicts.inc()
-            log.warning("template ensure failed for pod %s/%s: %s", _safe(req.namespace), _safe(req.name), exc)
+        # One create per template however many reviews need it; none runs on a review worker.
+        return _Pending(req, mp, [state.templates.submit(t) for t in pending]), "pending"
+    return _answer_mutate(state, _Pending(req, mp, []), None)
+
+
+async def _templates_ready(state: ServiceState, pending: _Pending, arrived: float) -> TemplateEnsureError | None:
+    """None once every template exists as ours; else why not (the API's answer, or no answer
+    within what is left of the review's time limit: the create goes on for later pods)."""
+    left = state.review_deadline_s - (time.monotonic() - arrived)
+    waiting = [asyncio.wrap_future(f) for f in pending.futures]
+    done, _ = await asyncio.wait(waiting, timeout=max(left, 0.001))
+    for future in waiting:
+        if future not in done:
+            return TemplateEnsureError("API unreachable or too slow: no answer within the review's time limit "
+                                       f"({state.review_deadline_s:g} s)")
+        if future.result() is not None:
+            return future.result()
+    return None
+
+
+def _answer_mutate(state: ServiceState, pending: _Pending, failure: TemplateEnsureError | None) -> tuple[dict, str]:
+    req, mp = pending.req, pending.plan
+    outcome, error = mp.outcome, None
+    if failure is not None:
+        error, outcome = str(failure), "template_error"
+        state.metrics.template_errors.inc()
+        if isinstance(failure, TemplateConflict):
+            outcome = "template_conflict"
+            state.metrics.template_conflicts.inc()
+        log.warning("template ensure failed for pod %s/%s: %s", _safe(req.namespace), _safe(req.name), failure)
     review = mutation.respond(mp, error)
     if not review["response"]["allowed"]:
         outcome = "denied"
@@ -244,11 +273,6 @@ def _validate(state: ServiceState, req: admission.Request) -> tuple[dict, str]:
                      _safe(req.name), _safe(req.uid), settings.mode, result, len(outcome.violations))
             log.debug("validate uid=%s findings: %s", _safe(req.uid), "; ".join(outcome.violations)[:500])
     return review, result
-
-
-def _ensure_all(state: ServiceState, templates: list[dict]) -> None:
-    for template in templates:
-        state.templates.ensure(template)
 
 
 async def _background(state: ServiceState) -> None:

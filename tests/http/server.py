@@ -31,7 +31,8 @@ class RunningServer:
     log_path: str
 
     def client(self, **kw) -> httpx.Client:
-        return httpx.Client(base_url=self.url, verify=ssl.create_default_context(cafile=self.ca), timeout=10, **kw)
+        kw.setdefault("timeout", 10)
+        return httpx.Client(base_url=self.url, verify=ssl.create_default_context(cafile=self.ca), **kw)
 
     def wait_ready(self, client: httpx.Client, timeout_s: float = 10) -> None:
         """Until /readyz says ready (the live inventory synced), or fail."""

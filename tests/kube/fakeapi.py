@@ -66,6 +66,9 @@ class FakeKube:
     namespaces: dict = field(default_factory=dict)  # name -> labels
     requests: list = field(default_factory=list)
     faults: list = field(default_factory=list)
+    # As the API server calls admission webhooks: admission(method, path, body) before a write is
+    # stored; a (status, message) it returns refuses the write.
+    admission: object = None
 
     def __post_init__(self):
         self._lock = threading.Lock()
@@ -117,6 +120,11 @@ class FakeKube:
                         return
                     if fault.status:
                         self._send(fault.status, _status(fault.status, "injected fault"))
+                        return
+                if method in ("POST", "PUT") and fake.admission is not None:
+                    refused = fake.admission(method, path, body)
+                    if refused:
+                        self._send(refused[0], _status(refused[0], refused[1], "Invalid"))
                         return
                 if method == "GET" and query.get("watch") in ("1", "true") and _CLUSTER.match(path):
                     self._watch(_CLUSTER.match(path)["res"], query)

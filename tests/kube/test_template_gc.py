@@ -117,7 +117,7 @@ def test_the_ensure_cache_forgets_a_template_deleted_by_anyone(fake_kube):
     store.ensure(t)
     assert store.cached(t)
     forgot = []
-    watch = TemplateWatch(api_client_for_host(fake_kube.url), store.forget, timeout_s=5,
+    watch = TemplateWatch(api_client_for_host(fake_kube.url), store, timeout_s=5,
                           on_forgot=lambda: forgot.append(1)).start()
     try:
         time.sleep(0.3)  # the watch is open
@@ -130,5 +130,46 @@ def test_the_ensure_cache_forgets_a_template_deleted_by_anyone(fake_kube):
         assert not store.cached(t) and forgot == [1]
         store.ensure(t)  # the next pod re-creates it
         assert ("team-a", RCT, t["metadata"]["name"]) in fake_kube.objects
+    finally:
+        watch.stop()
+
+
+def wait_until(check, timeout_s=5.0):
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "not reached"
+        time.sleep(0.02)
+
+
+def test_a_fresh_replica_knows_existing_templates_from_its_first_list(fake_kube):
+    """Issue 22: a new replica started empty and every pod of an existing shape re-created."""
+    t = template(6)
+    fake_kube.add_object("team-a", RCT, {**t, "metadata": dict(t["metadata"])})
+    store = TemplateStore(api_client_for_host(fake_kube.url))
+    watch = TemplateWatch(api_client_for_host(fake_kube.url), store, timeout_s=5).start()
+    try:
+        assert watch.synced.wait(5)
+        store.ensure(t)
+        assert store.cached(t) and fake_kube.writes() == []
+    finally:
+        watch.stop()
+
+
+def test_a_broken_watch_lists_again_and_forgets_what_it_missed(fake_kube):
+    store = TemplateStore(api_client_for_host(fake_kube.url))
+    kept, gone = template(7), template(8)
+    store.ensure(kept)
+    store.ensure(gone)
+    watch = TemplateWatch(api_client_for_host(fake_kube.url), store, timeout_s=5, backoff_s=0.05).start()
+    try:
+        assert watch.synced.wait(5)
+        fake_kube.stopping = True  # the watch stream ends...
+        time.sleep(0.2)
+        with fake_kube._lock:  # ...and a delete happens that no watch reports (history compacted)
+            del fake_kube.objects[("team-a", RCT, gone["metadata"]["name"])]
+        fake_kube.compact()
+        fake_kube.stopping = False
+        wait_until(lambda: not store.cached(gone))
+        assert store.cached(kept)
     finally:
         watch.stop()

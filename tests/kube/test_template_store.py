@@ -5,7 +5,7 @@ import time
 import pytest
 
 from app.common import TemplateEnsureError
-from app.kube import NamespaceLabels, TemplateStore, api_client, api_client_for_host
+from app.kube import NamespaceLabels, TemplateConflict, TemplateStore, api_client, api_client_for_host
 from app.migration import plan_pod
 from app.policy import default_policy
 from tests.helpers import container, pod
@@ -94,18 +94,62 @@ def test_namespace_labels_are_read_and_cached(fake_kube):
     assert labels.get("missing") == {}
 
 
-def test_template_deleted_out_of_band_is_recreated(fake_kube):
-    store = TemplateStore(api_client_for_host(fake_kube.url), ttl_s=0.2)
+def test_no_timer_makes_the_hot_path_call_again(fake_kube):
+    """Issue 22: the cache expired every 60 s and the next burst re-created (and stalled). What
+    exists is known from creates and the watch; time alone never sends a call."""
+    store = TemplateStore(api_client_for_host(fake_kube.url))
     t = template(3)
     store.ensure(t)
-    key = ("team-a", RCT, t["metadata"]["name"])
-    del fake_kube.objects[key]  # someone deletes it
-    store.ensure(t)  # remembered: no call yet
-    assert key not in fake_kube.objects
-    time.sleep(0.3)
+    calls = len(fake_kube.requests)
+    time.sleep(0.2)
+    for _ in range(50):
+        store.ensure(t)
+    assert store.cached(t) and len(fake_kube.requests) == calls
+
+
+def test_a_burst_needing_one_template_makes_one_call(fake_kube):
+    fake_kube.faults.append(Fault(delay_s=0.3, method="POST"))  # a slow create: everyone arrives while it runs
+    store = TemplateStore(api_client_for_host(fake_kube.url))
+    t = template(2)
+    futures = [store.submit(t) for _ in range(32)]
+    assert all(f.result(timeout=5) is None for f in futures)
+    assert len(fake_kube.writes()) == 1 and store.creates == 1 and store.cached(t)
+
+
+def test_a_failed_create_is_every_waiter_s_answer_and_the_next_pod_tries_again(fake_kube):
+    fake_kube.faults.append(Fault(status=403, delay_s=0.2, method="POST"))
+    store = TemplateStore(api_client_for_host(fake_kube.url))
+    t = template(6)
+    errors = [f.result(timeout=5) for f in [store.submit(t) for _ in range(8)]]
+    assert len(fake_kube.writes()) == 1
+    assert all(isinstance(e, TemplateEnsureError) and "403" in str(e) for e in errors)
     assert not store.cached(t)
     store.ensure(t)
-    assert key in fake_kube.objects
+    assert store.cached(t)
+
+
+def test_templates_the_watch_lists_need_no_call_and_conflicts_are_found_in_memory(fake_kube):
+    ours, other = template(1), template(2)
+    store = TemplateStore(api_client_for_host(fake_kube.url))
+    forged = {**other, "spec": {"spec": {"devices": {"requests": []}}}}
+    store.resync([ours, forged])  # what a fresh replica's first list returns
+    assert not store.cached(ours)  # seen, not yet compared with what a pod needs
+    store.ensure(ours)
+    assert store.cached(ours)
+    with pytest.raises(TemplateConflict):
+        store.ensure(other)
+    assert fake_kube.requests == [] and store.conflicts == 1
+
+
+def test_a_relist_forgets_deletes_the_watch_missed(fake_kube):
+    store = TemplateStore(api_client_for_host(fake_kube.url))
+    kept, gone = template(1), template(2)
+    store.ensure(kept)
+    store.ensure(gone)
+    store.resync([kept])  # `gone` was deleted while the watch was down
+    assert store.cached(kept) and not store.cached(gone)
+    store.ensure(gone)
+    assert len(fake_kube.writes()) == 3
 
 
 def test_namespace_lookups_back_off_after_429(fake_kube):
