@@ -120,7 +120,7 @@ def main() -> int:
         webhook = echo = None
         try:
             install(plane)
-            webhook = Webhook(plane).start()
+            webhook = Webhook(plane, "--log-level", "info").start()  # as deployed: no collection every second
             ours = webhook.configurations()
             echo, echo_url, echo_ca = echo_server(plane)
             plane.apply(ours + [echo_configuration(ours, echo_url, echo_ca)])

@@ -33,15 +33,44 @@ def _controlled(obj: dict) -> bool:
     return any(ref.get("controller") for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
 
 
-def live_objects(api, namespace: str | None = None) -> list[tuple[str, list[tuple[int, dict]]]]:
-    out = []
+def live_objects(api, namespace: str | None = None) -> tuple[list[tuple[str, list[tuple[int, dict]]]], list[dict]]:
+    """(what is audited: bare pods and workloads, the pods controllers made)."""
+    out, controlled = [], []
     scope = f"/namespaces/{namespace}" if namespace else ""
     for prefix, resource, kind in WORKLOADS:
-        items = [i for i in kube.list_items(api, f"{prefix}{scope}/{resource}") if not _controlled(i)]
-        for item in items:
+        items = []
+        for item in kube.list_items(api, f"{prefix}{scope}/{resource}"):
             item.setdefault("kind", kind)
+            (controlled if _controlled(item) and kind == "Pod" else items).append(item)
+        items = [i for i in items if not _controlled(i)]
         out.append((f"cluster:{resource}", [(0, i) for i in items]))
+    return out, controlled
+
+
+def unmigrated_pods(pods: list[dict], rules, namespace: str, ix) -> list[dict]:
+    """Running pods of controllers that still hold legacy GPU requests the webhook would rewrite
+    now: admitted while it was unreachable (failurePolicy: Ignore), or before it served them."""
+    result = plan_objects([("cluster:pods", [(0, p) for p in pods])], rules, namespace, ix)
+    out = []
+    for pod, report in zip(pods, result.reports):
+        if report.status == "migrated" and "rewrite" in report.path:
+            meta = pod.get("metadata") or {}
+            owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), {})
+            out.append({"namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
+                        "owner": f"{owner.get('kind', '?')}/{owner.get('name', '?')}"})
     return out
+
+
+def _unmigrated_line(pods: list[dict]) -> str:
+    owners: dict[str, int] = {}
+    for p in pods:
+        key = f"{p['owner'].split('/')[0]} {p['namespace']}/{p['owner'].split('/', 1)[1]}"
+        owners[key] = owners.get(key, 0) + 1
+    listed = ", ".join(f"{k} ({n})" for k, n in sorted(owners.items(), key=lambda kv: -kv[1])[:5])
+    more = f" and {len(owners) - 5} more" if len(owners) > 5 else ""
+    return (f"{len(pods)} running pod(s) still hold legacy GPU requests the webhook would rewrite now (admitted "
+            f"while it was unreachable, or before it served them): {listed}{more}; recreate them to migrate "
+            "(kubectl rollout restart)\n")
 
 
 def live_inventory(api) -> dra.Inventory:
@@ -105,7 +134,11 @@ def run_audit(args) -> int:
         if found is None:
             raise BridgeError("audit needs -f FILE or a cluster: --kubeconfig, $KUBECONFIG, ~/.kube/config "
                               "or in-cluster; none was found")
-    inputs = read_inputs(args.filename) if args.filename else _from_cluster(found, live_objects, args.namespace)
+    controlled: list[dict] = []
+    if args.filename:
+        inputs = read_inputs(args.filename)
+    else:
+        inputs, controlled = _from_cluster(found, live_objects, args.namespace)
     ix = None
     if args.inventory == "live":
         ix = dra.build_index(_from_cluster(found, live_inventory))
@@ -114,8 +147,10 @@ def run_audit(args) -> int:
     # Objects that name no namespace land in the default one, as kubectl would put them.
     result = plan_objects(inputs, rules, args.namespace or "default", ix)
     rows = [_row(r) for r in result.reports if r.status != "unchanged" or r.path != "none"]
+    running = unmigrated_pods(controlled, rules, args.namespace or "default", ix) if controlled else []
     if args.output == "json":
-        sys.stdout.write(json.dumps({"inventoryChecked": ix is not None, "objects": rows}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"inventoryChecked": ix is not None, "objects": rows,
+                                     "unmigratedPods": running}, indent=2) + "\n")
     elif args.output == "policyreport":
         sys.stdout.write(yaml.safe_dump_all(policy_reports(rows, ix is not None), sort_keys=False, width=160))
     else:
@@ -127,4 +162,6 @@ def run_audit(args) -> int:
                              f"{r['path']:14s} {clip(detail, 140)}\n")
         sys.stdout.write(f"{len(rows)} object(s) use legacy GPU resources"
                          f"{'' if ix is not None else ' (satisfiability not checked: pass --inventory)'}\n")
+        if running:
+            sys.stdout.write(_unmigrated_line(running))
     return exit_status([r["status"] for r in rows])

@@ -37,11 +37,41 @@ class MutationPlan:
         return self.path.path if self.path is not None else self.plan.status
 
 
-def _planner_input(pod: dict) -> dict:
+def _planner_input(pod: dict, strip_volumes: bool = True) -> dict:
     # The planner reads and rewrites only these: the patch from this view equals the full one.
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
     view_meta = {"annotations": meta["annotations"]} if "annotations" in meta else {}
-    return {"metadata": view_meta, "spec": pod.get("spec")}
+    spec = pod.get("spec")
+    if strip_volumes and isinstance(spec, dict):
+        spec = _without_volumes(spec)
+    return {"metadata": view_meta, "spec": spec}
+
+
+_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
+
+def _without_volumes(spec: dict) -> dict:
+    """The API server gives every pod a token volume of its own name (kube-api-access-<random>)
+    before we see it: volumes and volumeMounts, which the planner never reads, would make each
+    pod of a workload a new shape. Left out of the view (and so of the cache key)."""
+    out = {k: v for k, v in spec.items() if k != "volumes"}
+    for key in _CONTAINER_LISTS:
+        containers = spec.get(key)
+        if isinstance(containers, list):
+            out[key] = [{k: v for k, v in c.items() if k != "volumeMounts"} if isinstance(c, dict) else c
+                        for c in containers]
+    return out
+
+
+def _touches_whole_containers(patch: bytes) -> bool:
+    """An operation on the spec, a container list or a whole container would write the view
+    (without volumes) over the pod: such a patch is only valid for the full view."""
+    for op in orjson.loads(patch):
+        parts = op.get("path", "").split("/")
+        for path in filter(None, (parts, op.get("from", "").split("/") if op.get("from") else None)):
+            if len(path) <= 2 or path[2] == "volumes" or (path[2] in _CONTAINER_LISTS and len(path) <= 4):
+                return True
+    return False
 
 
 class PlanCache:
@@ -66,7 +96,7 @@ class PlanCache:
         try:
             key = (namespace, orjson.dumps(view, option=orjson.OPT_SORT_KEYS))
         except TypeError:
-            return _plan_and_patch(view, rules, namespace, sharing)
+            return _plan_and_patch(view, rules, namespace, sharing, pod)[:2]
         with self._lock:
             # Holding references: an id() could be reused after a reload or a new inventory.
             if self._rules is not rules or self._sharing != sharing:
@@ -77,11 +107,12 @@ class PlanCache:
                 self._items.move_to_end(key)
                 self.hits += 1
                 return found
-        result = _plan_and_patch(view, rules, namespace, sharing)
+        plan, patch, reusable = _plan_and_patch(view, rules, namespace, sharing, pod)
+        result = (plan, patch)
         with self._lock:
             self.misses += 1
-            if self._rules is not rules or self._sharing != sharing:
-                return result  # rules changed while we planned: do not file it under the new ones
+            if not reusable or self._rules is not rules or self._sharing != sharing:
+                return result  # this pod's own, or rules changed while we planned: not filed
             self._items[key] = result
             if len(self._items) > self.size:
                 self._items.popitem(last=False)
@@ -89,9 +120,15 @@ class PlanCache:
 
 
 def _plan_and_patch(view: dict, rules: MigrationRules, namespace: str | None,
-                    sharing: ClusterSharing | None) -> tuple[Plan, bytes | None]:
+                    sharing: ClusterSharing | None, pod: dict | None = None) -> tuple[Plan, bytes | None, bool]:
+    """(plan, patch, valid for every pod of this view). `pod`: the whole pod, planned instead
+    when the view's patch would not be valid for it (then the result is this pod's alone)."""
     plan = plan_pod(view, rules, namespace, sharing)
-    return plan, (patch_diff(view, plan.pod) if plan.status == "migrated" else None)
+    patch = patch_diff(view, plan.pod) if plan.status == "migrated" else None
+    if patch is not None and pod is not None and _touches_whole_containers(patch):
+        plan, patch, _ = _plan_and_patch(_planner_input(pod, strip_volumes=False), rules, namespace, sharing)
+        return plan, patch, False
+    return plan, patch, True
 
 
 _DEFAULT_CACHE = PlanCache()

@@ -22,6 +22,7 @@ from .service import ServiceState
 
 log = logging.getLogger("dra_bridge.webhook")
 MAX_BODY = 3 * 1024 * 1024
+ROUTINE_OUTCOMES = frozenset({"migrated", "native", "unchanged"})
 
 
 class BodyTooLarge(Exception):
@@ -236,8 +237,12 @@ def _answer_mutate(state: ServiceState, pending: _Pending, failure: TemplateEnsu
         outcome = "denied"
     if mp.settings is not None and not req.dry_run:  # a dry run leaves no trace beyond its answer
         state.metrics.migrations.labels(outcome).inc()
-        log.info("mutate %s/%s uid=%s outcome=%s dryRun=%s", _safe(req.namespace), _safe(req.name or "(generated)"),
-                 _safe(req.uid), outcome, req.dry_run)
+        # Pods that went as planned are counted, not logged one by one: in a burst the log line
+        # cost as much as the review. What needs a look (legacy, denied, errors) stays at info.
+        if outcome not in ROUTINE_OUTCOMES or log.isEnabledFor(logging.DEBUG):
+            log.log(logging.DEBUG if outcome in ROUTINE_OUTCOMES else logging.INFO,
+                    "mutate %s/%s uid=%s outcome=%s dryRun=%s", _safe(req.namespace),
+                    _safe(req.name or "(generated)"), _safe(req.uid), outcome, req.dry_run)
     return review, outcome
 
 

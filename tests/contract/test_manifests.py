@@ -227,17 +227,49 @@ def test_match_condition_selects_exactly_the_pods_we_migrate(objects, corpus):
     assert seen[True] > 20 and seen[False] > 5
 
 
+def validating_admits(validating: dict):
+    """admits(group, resource, obj, user, operation): every matchCondition holds, as the API
+    server requires before it calls the webhook."""
+    env = celpy.Environment()
+    programs = [env.program(env.compile(c["expression"])) for c in validating["webhooks"][0]["matchConditions"]]
+
+    def admits(group: str, resource: str, obj: dict, user: str = "alice", operation: str = "CREATE",
+               old: dict | None = None) -> bool:
+        request = {"resource": {"group": group, "version": "v1", "resource": resource}, "operation": operation,
+                   "userInfo": {"username": user}}
+        bindings = {"request": celpy.json_to_cel(request), "object": celpy.json_to_cel(obj),
+                    "oldObject": celpy.json_to_cel(old)}
+        return all(bool(p.evaluate(bindings)) for p in programs)
+    return admits
+
+
+def test_claims_the_controller_stamps_from_templates_are_not_validated_again(objects):
+    """Issue 22: each pod's claim (a copy of a template validated when written) cost a second
+    webhook call per pod. Skipped only for the resourceclaim controller's own identity."""
+    [validating] = by_kind(objects, "ValidatingWebhookConfiguration")
+    admits = validating_admits(validating)
+    stamped = {"metadata": {"generateName": "trainer-0-gpus-", "annotations": {
+        "resource.kubernetes.io/pod-claim-name": "gpus"}}, "spec": {"devices": {"requests": []}}}
+    written = {"metadata": {"name": "mine"}, "spec": {"devices": {"requests": []}}}
+    for controller in ("system:serviceaccount:kube-system:resource-claim-controller", "system:kube-controller-manager"):
+        assert admits("resource.k8s.io", "resourceclaims", stamped, controller) is False
+        assert admits("resource.k8s.io", "resourceclaims", written, controller) is True
+        assert admits("resource.k8s.io", "resourceclaims", stamped, controller, "CREATE") is False
+    assert admits("resource.k8s.io", "resourceclaims", stamped, "alice") is True  # forged annotation: checked
+    assert admits("resource.k8s.io", "resourceclaimtemplates", stamped, "system:kube-controller-manager") is True
+    # An UPDATE judges nothing new unless the (immutable) spec changed: finalizers come off as pods go.
+    unfinalized = {**written, "metadata": {"name": "mine", "finalizers": []}}
+    assert admits("resource.k8s.io", "resourceclaims", unfinalized, "alice", "UPDATE", written) is False
+    respec = {**written, "spec": {"devices": {"requests": [{"name": "r"}]}}}
+    assert admits("resource.k8s.io", "resourceclaims", respec, "alice", "UPDATE", written) is True
+
+
 def test_validating_match_condition_passes_claims_and_exactly_the_legacy_gpu_pods(objects):
     [mutating] = by_kind(objects, "MutatingWebhookConfiguration")
     [validating] = by_kind(objects, "ValidatingWebhookConfiguration")
     env = celpy.Environment()
     pods_only = env.program(env.compile(mutating["webhooks"][0]["matchConditions"][0]["expression"]))
-    [condition] = validating["webhooks"][0]["matchConditions"]
-    program = env.program(env.compile(condition["expression"]))
-
-    def admits(group: str, resource: str, obj: dict) -> bool:
-        request = {"resource": {"group": group, "version": "v1", "resource": resource}}
-        return bool(program.evaluate({"request": celpy.json_to_cel(request), "object": celpy.json_to_cel(obj)}))
+    admits = validating_admits(validating)
 
     rules = default_policy().migration
     pods = 0

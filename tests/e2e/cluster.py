@@ -93,7 +93,8 @@ class ControlPlane:
                   f"--authentication-kubeconfig={self.admin_kubeconfig}",
                   f"--authorization-kubeconfig={self.admin_kubeconfig}", f"--secure-port={free_port()}",
                   f"--controllers={','.join(CONTROLLERS)}", f"--service-account-private-key-file={pki / 'sa.key'}",
-                  f"--root-ca-file={self.ca}", "--leader-elect=false", "--use-service-account-credentials=false",
+                  f"--root-ca-file={self.ca}", "--leader-elect=false",
+                  "--use-service-account-credentials=true",  # each controller as itself, as kubeadm runs them
                   "--v=1")
         self._run("kube-scheduler", f"--kubeconfig={self.admin_kubeconfig}",
                   f"--authentication-kubeconfig={self.admin_kubeconfig}",

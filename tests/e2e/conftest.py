@@ -122,8 +122,10 @@ def run_reporter(plane: ControlPlane, node: str, description: str, config: str) 
 class Webhook:
     """`dra-bridge serve` on loopback with the webhook ServiceAccount's token and a live inventory."""
 
-    def __init__(self, plane: ControlPlane):
+    def __init__(self, plane: ControlPlane, *extra: str):
+        """extra: more `serve` flags; by default template collection every second (tests see it)."""
         self.plane = plane
+        self.extra = extra or ("--template-gc-grace", "3", "--template-gc-interval", "1")
         self.port = free_port()
         self.pki = plane.dir / "webhook-pki"
         self.bundle = tls.write_bundle(str(self.pki), ["localhost", "127.0.0.1"])
@@ -139,7 +141,7 @@ class Webhook:
             [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(self.port),
              "--tls-cert", self.bundle.cert, "--tls-key", self.bundle.key, "--inventory", "live",
              "--kubeconfig", self.kubeconfig, "--policy", str(self.plane.dir / "policy.yaml"),
-             "--template-gc-grace", "3", "--template-gc-interval", "1"],
+             *self.extra],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
         wait_for(self.ready, 60, "webhook /readyz")
         return self

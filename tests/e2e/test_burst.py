@@ -67,8 +67,16 @@ def burst_namespace(cluster, webhook):
     cluster.apply([{"apiVersion": "v1", "kind": "Namespace",
                     "metadata": {"name": NAMESPACE, "labels": {"dra-bridge.io/migrate": "enabled"}}}])
     yield NAMESPACE
-    delete_pods(cluster)
-    cluster.kubectl("delete", "deployment", "--all", "-n", NAMESPACE, "--wait=false")
+    # The deployment first (else its ReplicaSet makes new pods), then every pod; the GPUs their
+    # claims hold must be free again before the next tests ask for them.
+    # (No kubelet ends a bound pod: pods are force-deleted until none is left.)
+    cluster.kubectl("delete", "deployments,replicasets", "--all", "-n", NAMESPACE, "--wait=false")
+
+    def all_gone():
+        delete_pods(cluster)
+        return not cluster.json("pods,resourceclaims", "-n", NAMESPACE)["items"]
+
+    wait_for(all_gone, 120, "burst pods and their claims gone", interval=2)
 
 
 def test_bursts_of_new_and_cached_shapes_after_cache_misses_and_on_a_fresh_replica(cluster, webhook, burst_namespace):
@@ -110,6 +118,8 @@ def test_a_deployment_scaled_from_zero_to_32_comes_up_migrated(cluster, webhook,
                   "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "scale-up"}},
                            "template": {"metadata": {"labels": {"app": "scale-up"}},
                                         "spec": legacy("x", "scale-up")["spec"]}}}
+    claims_validated = 'dra_bridge_admission_requests_total{endpoint="validate",kind="ResourceClaim"'
+    validated_before = webhook_metric(webhook, claims_validated)
     cluster.apply([deployment], "-n", NAMESPACE)
     cluster.kubectl("scale", "deployment", "scale-up", "--replicas=32", "-n", NAMESPACE)
 
@@ -121,3 +131,11 @@ def test_a_deployment_scaled_from_zero_to_32_comes_up_migrated(cluster, webhook,
     unmigrated = [p["metadata"]["name"] for p in pods if not p["spec"].get("resourceClaims")]
     assert not unmigrated, unmigrated
     assert len({p["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] for p in pods}) == 1
+
+    def claims_stamped():
+        pods = cluster.json("pods", "-n", NAMESPACE, "-l", "app=scale-up")["items"]
+        return all((p.get("status") or {}).get("resourceClaimStatuses") for p in pods)
+
+    wait_for(claims_stamped, 120, "the resourceclaim controller made each pod's claim")
+    # Those claims are copies of a template validated when it was written: no call per pod.
+    assert webhook_metric(webhook, claims_validated) == validated_before

@@ -86,3 +86,47 @@ def test_new_rules_empty_the_cache_so_no_plan_outlives_its_policy():
     assert len(cache._items) == 1  # the entries planned under `first` are gone
     plan, _ = cache.plan(p, first, "a")
     assert plan.pod["spec"]["resourceClaims"][0]["name"] == "dra-bridge-gpus"
+
+
+def with_token_volume(p: dict, suffix: str) -> dict:
+    """As the API server hands it to us: a projected token volume of the pod's own name."""
+    name = f"kube-api-access-{suffix}"
+    p["spec"]["volumes"] = [{"name": "data", "emptyDir": {}},
+                            {"name": name, "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}]
+    for c in p["spec"]["containers"]:
+        c["volumeMounts"] = [{"name": "data", "mountPath": "/data"},
+                             {"name": name, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]
+    return p
+
+
+def test_replicas_differing_only_in_their_token_volume_are_one_shape():
+    """Issue 22: every pod the API server defaults has a kube-api-access-<random> volume; keyed on
+    it, the cache never hit and each pod of a burst was planned afresh."""
+    cache = PlanCache()
+    replicas = [with_token_volume(pod([container("w", {"nvidia.com/gpu": 2}), container("side")]), s)
+                for s in ("abcde", "fghij", "klmno")]
+    plans = [mutation.plan_request(request(p), POLICY, {}, cache) for p in replicas]
+    assert (cache.misses, cache.hits) == (1, 2)
+    for p, mp in zip(replicas, plans):
+        alone = mutation.plan_request(request(p), POLICY, {}, PlanCache())  # planned on its own, whole
+        assert apply_patch(p, mp.patch) == apply_patch(p, alone.patch)
+        assert apply_patch(p, mp.patch)["spec"]["volumes"] == p["spec"]["volumes"]
+        assert [c["volumeMounts"] for c in apply_patch(p, mp.patch)["spec"]["containers"]] == \
+            [c["volumeMounts"] for c in p["spec"]["containers"]]
+
+
+def test_a_patch_that_would_replace_whole_containers_is_never_shared():
+    cache = PlanCache()
+    assert mutation._touches_whole_containers(b'[{"op": "replace", "path": "/spec/containers/0", "value": {}}]')
+    assert mutation._touches_whole_containers(b'[{"op": "add", "path": "/spec/volumes/-", "value": {}}]')
+    assert not mutation._touches_whole_containers(
+        b'[{"op": "remove", "path": "/spec/containers/0/resources/limits"}]')
+    p = with_token_volume(pod([container("w", {"nvidia.com/gpu": 1})]), "zzzzz")
+    real = mutation._plan_and_patch
+    try:  # a planner whose patch replaced a container: planned on the whole pod, not cached
+        mutation._plan_and_patch = lambda view, rules, ns, sharing, whole=None: (
+            *real(mutation._planner_input(whole, strip_volumes=False), rules, ns, sharing)[:2], False)
+        cache.plan(p, POLICY.migration, "a")
+    finally:
+        mutation._plan_and_patch = real
+    assert cache.misses == 1 and not cache._items

@@ -115,6 +115,18 @@ def test_audit_live_cluster_lists_workloads_and_bare_pods_only(tmp_path):
         names = sorted((o["namespace"], o["kind"], o["name"], o["status"]) for o in rows["objects"])
         assert names == [("research", "Pod", "notebook", "migrated"),
                          ("serving", "Deployment", "llm-inference", "migrated")]
+        # The ReplicaSet's pod is not a row, but it runs unmigrated (admitted while the webhook was
+        # unreachable, or before it served): counted, with the controller to restart (issue 22).
+        assert rows["unmigratedPods"] == [{"namespace": "serving", "name": "triton-abc", "owner": "ReplicaSet/x"}]
+        migrated = json.loads(json.dumps(owned))
+        migrated["metadata"]["name"] = "triton-def"
+        migrated["spec"] = {"containers": [{"name": "c", "image": "i", "resources": {"claims": [{"name": "gpu"}]}}],
+                            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "dra-bridge-1"}]}
+        fake.add_cluster_object("pods", migrated)
+        table = run("audit", "--kubeconfig", fake.kubeconfig(tmp_path / "kc"), "--inventory", "live")
+        assert table.stdout.splitlines()[-1].startswith(
+            "1 running pod(s) still hold legacy GPU requests the webhook would rewrite now")
+        assert "ReplicaSet serving/x (1)" in table.stdout and "kubectl rollout restart" in table.stdout
         assert not [w for w in fake.writes() if w.path.startswith("/api")]  # read-only
     finally:
         fake.stop()
