@@ -220,7 +220,8 @@ class LiveIndex:
     @staticmethod
     def _carry_caches(old: Index, snapshot: Index, old_keys: list, changed: set) -> None:
         """Per-group caches depend only on the group's signature, per-node ones on the node's
-        view: both are kept for what the update did not touch."""
+        view: both are kept for what the update did not touch (a group's split by constraints
+        is rebuilt from its nodes' kept patterns)."""
         position = {signature: gi for gi, signature in enumerate(snapshot.node_groups)}
         cache = {}
         for key, value in old.group_cache.items():
@@ -229,6 +230,6 @@ class LiveIndex:
                 new = position.get(old_keys[gi]) if gi < len(old_keys) else None
                 if new is not None:
                     cache[new if isinstance(key, int) else ("histogram", new)] = value
-            elif isinstance(key, tuple) and key[0] == "ordered" and key[1] not in changed:
+            elif isinstance(key, tuple) and key[0] in ("ordered", "constraint") and key[1] not in changed:
                 cache[key] = value
         snapshot.group_cache = cache
