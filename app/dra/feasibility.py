@@ -182,8 +182,9 @@ class _Units:
     CEL runtime error, a constraint on allocationMode All, the 32-device limit): such groups are
     split by their exact order."""
 
-    def __init__(self, index: Index, spec: ClaimSpec, selection: _Selection):
-        self.index, self.spec, self.selection = index, spec, selection
+    def __init__(self, index: Index, spec: ClaimSpec, selection: _Selection, skip: frozenset = frozenset()):
+        """skip: nodes left out (the shadow nodes, when only what can be allocated counts)."""
+        self.index, self.spec, self.selection, self.skip = index, spec, selection, skip
         attrs = [c.get("matchAttribute") or c.get("distinctAttribute") for c in spec.constraints]
         self.attrs = [a for a in attrs if isinstance(a, str)]
         self.attrs_key = tuple(self.attrs)
@@ -240,6 +241,10 @@ class _Units:
         index = self.index
         for gi, (nodes, view) in enumerate(index.groups()):
             deadline.check()
+            if self.skip:
+                nodes = [n for n in nodes if n not in self.skip]
+                if not nodes:
+                    continue
             exact = self.order_matters or self.may_error(gi, view)
             if exact:
                 buckets: dict = {}
@@ -261,7 +266,7 @@ class _Units:
         index for every claim after (a burst of claims with one constraint on 2,000 equal nodes
         recomputed them all for each claim)."""
         cache = self.index.group_cache
-        whole_key = ("refined", gi, pi, self.attrs_key, exact)
+        whole_key = ("refined", gi, pi, self.attrs_key, exact, bool(self.skip))
         if not self.selection.per_device and whole_key in cache:
             return cache[whole_key]
         refined: dict[tuple, list[str]] = {}
@@ -328,9 +333,10 @@ def _claim_error(spec: ClaimSpec, index: Index) -> str:
     return ""
 
 
-def check(spec: ClaimSpec, index: Index, count_nodes: bool = False) -> Verdict:
+def check(spec: ClaimSpec, index: Index, count_nodes: bool = False, allocatable_only: bool = False) -> Verdict:
     """The verdict for one claim. count_nodes: decide every node group (the CLI's "satisfiable
-    on N nodes"); otherwise stop at the first node that can hold the claim."""
+    on N nodes"); otherwise stop at the first node that can hold the claim. allocatable_only:
+    shadow nodes do not count (what the scheduler could allocate, not what validation judges)."""
     selection = _Selection(index)
     for alternatives in spec.requests:
         for req in alternatives:
@@ -344,7 +350,7 @@ def check(spec: ClaimSpec, index: Index, count_nodes: bool = False) -> Verdict:
     stop = _claim_error(spec, index)
     if stop and index.views:
         return Verdict("invalid", f"the scheduler would stop with an error on every node: {stop}", notes=notes)
-    units = _Units(index, spec, selection)
+    units = _Units(index, spec, selection, index.shadow_nodes if allocatable_only else frozenset())
     quick = not any(r.mode == "All" for r in units.reqs)
 
     def decide(now: bool):
@@ -515,6 +521,7 @@ class TemplateVerdicts:
     def __init__(self, index: Index, path: str = "template.spec", size: int = 4096):
         self.index, self.path, self.size = index, path, size
         self._seen: dict[str, Verdict] = {}
+        self._allocatable: dict[str, Verdict] = {}
 
     def __call__(self, template: dict) -> Verdict:
         name = template["metadata"]["name"]
@@ -527,6 +534,24 @@ class TemplateVerdicts:
         return verdict
 
     def never(self, template: dict) -> str | None:
-        """Why the template's claim could never be satisfied here; None when it could."""
+        """Why DRA could never serve the template's claim here; None when it could. Invalid
+        claims (a DeviceClass that does not exist) never can; devices only our shadow reporter
+        publishes count for validation, not here: nothing allocates them."""
         verdict = self(template)
-        return verdict.message if verdict.status == "never" else None
+        if verdict.status in ("never", "invalid"):
+            return verdict.message
+        if not self.index.shadow_nodes:
+            return None
+        name = template["metadata"]["name"]
+        allocatable = self._allocatable.get(name)
+        if allocatable is None:
+            allocatable = check(parse_claim_spec(template["spec"]["spec"], self.path), self.index,
+                                allocatable_only=True)
+            if len(self._allocatable) >= self.size:
+                self._allocatable.clear()
+            self._allocatable[name] = allocatable
+        if allocatable.status != "never":
+            return None
+        shadows = sorted(self.index.shadow_nodes)
+        return (f"only nodes no DRA driver serves yet have such devices ({len(shadows)} shadowed by dra-bridge's "
+                f"reporter, e.g. {shadows[0]}; NVIDIA's driver must serve them first): {allocatable.message}")

@@ -105,6 +105,9 @@ class Index:
     # (driver, pool, device, why) of devices left out: a value upstream could not use either
     # makes that device unusable, never the whole inventory.
     rejected: list = field(default_factory=list)
+    # Nodes judged by our reporter's shadow slices: validation treats them as NVIDIA's driver
+    # would publish them, but nothing can be allocated there (no DRA driver serves them yet).
+    shadow_nodes: frozenset = frozenset()
 
     @property
     def device_count(self) -> int:
@@ -452,6 +455,7 @@ class Build:
                 index.node_groups.setdefault(self.signature_of[node], []).append(node)
         # Groups in order of their first node (nodes are sorted): examples stay deterministic.
         index.node_groups = dict(sorted(index.node_groups.items(), key=lambda kv: kv[1][0]))
+        index.shadow_nodes = frozenset(self.shadow_nodes)
 
     def add(self, full: dict) -> dict:
         before = len(self.index.rejected)

@@ -162,7 +162,7 @@ class LiveIndex:
             incomplete_pools=set(old.incomplete_pools), invalid_pools=dict(old.invalid_pools),
             rejected=list(old.rejected), node_labels_known=old.node_labels_known,
             node_labels=old.node_labels, selector_slices=old.selector_slices,
-            selector_cache=old.selector_cache)
+            selector_cache=old.selector_cache, shadow_nodes=old.shadow_nodes)
         self.build.index = self.build.builder.index = snapshot
         self.build.builder.copied = set()
         self._previous, self._rejected_dirty = old, False

@@ -72,3 +72,50 @@ def test_a_tainted_gpu_is_named_when_it_is_why_a_claim_cannot_fit():
     assert dra.check(claim(3, selector=gb200), ix).status == "satisfiable"
     verdict = dra.check(claim(4, selector=gb200), ix)  # GPU 3 carries gpu.nvidia.com/xid=79:NoSchedule
     assert verdict.status == "never" and "4 matching (needs 4), 1 of them tainted" in verdict.message
+
+
+def real_slices(fake, node_name):
+    return render.slices(node(fake), node_name, "gpu.nvidia.com", 1)
+
+
+def path_of(ix, pod_obj):
+    from app.migration import choose_path, plan_pod
+    from app.policy import default_policy
+    from app.server.mutation import index_facts
+
+    rules = default_policy().migration
+    plan = plan_pod(pod_obj, rules, "team-a")
+    return choose_path(pod_obj, plan, rules, "auto", index_facts(ix, rules, dra.TemplateVerdicts(ix, "spec").never))
+
+
+def gpu_pod(count=1):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-a"},
+            "spec": {"containers": [{"name": "c", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": count}}}]}}
+
+
+def test_issue_23_a_shadow_only_cluster_keeps_pods_on_the_device_plugin():
+    """The device plugin serves every GPU node, our reporter shadows them, NVIDIA's driver serves
+    none: a rewritten pod would wait for devices nothing can allocate. It stays legacy, saying why."""
+    ix = dra.build_index(dra.Inventory(slices=shadow_slices("h100x8", "gpu-a") + shadow_slices("h100x8", "gpu-b"),
+                                       classes=CLASSES))
+    assert dra.check(claim(8), ix).status == "satisfiable"  # validation still judges them as NVIDIA's
+    choice = path_of(ix, gpu_pod(2))
+    assert choice.path == "legacy"
+    assert "only nodes no DRA driver serves yet have such devices (2 shadowed" in choice.reason
+    assert "e.g. gpu-a" in choice.reason
+
+
+def test_issue_23_where_nvidias_driver_serves_a_node_pods_are_rewritten_onto_it():
+    ix = dra.build_index(dra.Inventory(slices=shadow_slices("h100x8", "gpu-a") + real_slices("h100x8", "gpu-b"),
+                                       classes=CLASSES))
+    assert path_of(ix, gpu_pod(2)).path == "rewrite"
+    # More GPUs than the served node has, fewer than a shadowed one offers: not served by DRA now.
+    ix = dra.build_index(dra.Inventory(slices=shadow_slices("h100x8", "gpu-a") + real_slices("l4x4", "gpu-b"),
+                                       classes=CLASSES))
+    assert path_of(ix, gpu_pod(8)).path == "legacy"
+
+
+def test_issue_23_no_device_class_means_legacy_not_a_rewrite():
+    ix = dra.build_index(dra.Inventory(slices=real_slices("h100x8", "gpu-a"), classes={}))
+    choice = path_of(ix, gpu_pod(1))
+    assert choice.path == "legacy" and "DeviceClass 'gpu.nvidia.com' does not exist" in choice.reason
