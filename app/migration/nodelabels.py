@@ -90,6 +90,11 @@ class _Translator:
     def covers(self, label: str) -> bool:
         return label in self.by_label
 
+    def keeps(self, label: str) -> bool:
+        """Stays on the node as well (cloud node-pool labels: autoscalers pick pools by them)."""
+        rule = self.by_label.get(label)
+        return rule is not None and rule.keepOnNode
+
     def expression(self, label: str, op: str, values: list[str]) -> dict[str, str]:
         """CEL per device type for one label requirement; Untranslatable when none."""
         rule = self.by_label[label]
@@ -270,7 +275,7 @@ def translate(spec: dict, rules: MigrationRules) -> NodeConstraints:
             if "mig" not in per_type:
                 result.mig_gaps.append(key)
             result.translated.append(f"nodeSelector[{key}]")
-            if remove:
+            if remove and not tr.keeps(key):
                 del after["nodeSelector"][key]
         if remove and not after.get("nodeSelector"):
             after.pop("nodeSelector", None)
@@ -330,7 +335,7 @@ def _translate_terms(terms: list[dict], tr: _Translator, result: NodeConstraints
     for kind in ("gpu", "mig"):
         result.selectors[kind].append(cel_selectors.any_of(alternatives[kind]))
     result.translated.append("affinity.nodeSelectorTerms")
-    if remove:
+    if remove and not any(tr.keeps(str(e.get("key"))) for t in terms for e in _term_expressions(t)):
         _drop_required(after)
 
 
@@ -354,6 +359,8 @@ def _translate_single_term(term: dict, tr: _Translator, result: NodeConstraints,
         if "mig" not in per_type:
             result.mig_gaps.append(key)
         result.translated.append(f"affinity[{key}]")
+        if tr.keeps(key):
+            kept.append(expr)
     if not remove:
         return
     term_after = after["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][

@@ -197,6 +197,24 @@ def plan_pod(pod: dict, rules: MigrationRules, namespace: str | None = None,
                     warnings=[f"pod left unchanged, not migrated to DRA: {why}"])
 
 
+def _keep_extended_resource_tolerations(spec: dict, removed: list[str]) -> None:
+    """GPU nodes are often tainted with the resource's name (nvidia.com/gpu:NoSchedule), and the API
+    server's ExtendedResourceToleration plugin tolerates that for pods that *request* it. A pod that
+    no longer requests it (a plan applied with kubectl, or where the plugin runs after us) carries
+    the toleration itself, as the plugin writes it."""
+    tolerations = spec.get("tolerations")
+    tolerations = list(tolerations) if isinstance(tolerations, list) else []
+    added = False
+    for resource in dict.fromkeys(r for r in removed if "/" in r and not r.startswith("kubernetes.io/")):
+        if any(isinstance(t, dict) and t.get("operator") == "Exists" and t.get("key") in (None, "", resource)
+               and t.get("effect") in (None, "", "NoSchedule") for t in tolerations):
+            continue
+        tolerations.append({"key": resource, "operator": "Exists", "effect": "NoSchedule"})
+        added = True
+    if added:
+        spec["tolerations"] = tolerations
+
+
 # HAMi's binpack/spread policies for GPUs and nodes: hints to HAMi's scheduler only.
 SCHEDULER_POLICY_ANNOTATIONS = ("hami.io/gpu-scheduler-policy", "hami.io/node-scheduler-policy")
 KAI_ANNOTATIONS = ("gpu-fraction", "gpu-memory", "gpu-fraction-num-devices")
@@ -295,6 +313,7 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None,
             resources = planned_spec[list_name][index].setdefault("resources", {})
             resources["claims"] = [{"name": rules.claimName, "request": n} for n in names]
         rewritten["template"] = name
+        _keep_extended_resource_tolerations(planned_spec, [r for a in asks for r in a.removed])
         summary = ", ".join(f"{r.name}: {r.count}x {r.device_class}" for r in requests)
         notes.insert(0, f"migrated legacy GPU requests to DRA ResourceClaimTemplate {name} ({summary})")
     else:

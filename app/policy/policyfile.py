@@ -82,6 +82,8 @@ class NodeLabelRule(_Strict):
                        "migProfile", "sharing"]
     attribute: Optional[str] = None
     capacity: Optional[str] = None
+    # Also left on the pod's node selection: a cloud node-pool label autoscalers choose pools by.
+    keepOnNode: bool = False
 
     @model_validator(mode="after")
     def _target(self) -> "NodeLabelRule":

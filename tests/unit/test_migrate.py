@@ -388,7 +388,8 @@ def test_gke_partition_size_label_means_one_mig_device_of_that_profile():
     req = only_request(result)
     assert req["exactly"]["deviceClassName"] == "mig.nvidia.com"
     assert any("profile == '1g.5gb'" in s for s in selectors(req))
-    assert "nodeSelector" not in result.pod["spec"]
+    # Issue 23: both labels also pick (and autoscale) GKE's node pool: they stay on the pod.
+    assert result.pod["spec"]["nodeSelector"] == p["spec"]["nodeSelector"]
 
 
 @pytest.mark.parametrize("value, matches, misses", [
@@ -406,7 +407,8 @@ def test_gke_accelerator_label_becomes_a_product_selector(value, matches, misses
                                                       "capacity": {"memory": {"value": memory}}})
     selector = cel.compile_selector(expr)
     assert selector.matches(device(*matches)) and not selector.matches(device(*misses))
-    assert "nodeSelector" not in result.pod["spec"]
+    # Issue 23: it also selects (and autoscales) the GKE node pool: kept on the pod.
+    assert result.pod["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": value}
 
 
 def test_mig_single_strategy_keeps_the_memory_label_on_the_node():

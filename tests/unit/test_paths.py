@@ -89,3 +89,16 @@ def test_mig_single_strategy_labels_are_not_served_by_the_whole_gpu_class():
               nodeSelector={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"})
     choice = choose(obj)
     assert choice.path == "rewrite" and "mig.nvidia.com" in choice.reason
+
+
+def test_issue_23_a_rewritten_pod_keeps_the_toleration_its_legacy_request_implied():
+    """GPU nodes tainted nvidia.com/gpu:NoSchedule admit pods the ExtendedResourceToleration plugin
+    tolerated for *requesting* nvidia.com/gpu; a rewritten pod requests it no more."""
+    planned = plan_pod(pod([container("a", {"nvidia.com/gpu": 1})]), RULES, "ns").pod
+    assert planned["spec"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    own = {"key": "nvidia.com/gpu", "operator": "Exists"}  # any effect: already tolerated, not doubled
+    planned = plan_pod(pod([container("a", {"nvidia.com/gpu": 1})], tolerations=[own]), RULES, "ns").pod
+    assert planned["spec"]["tolerations"] == [own]
+    narrower = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "a100", "effect": "NoSchedule"}
+    planned = plan_pod(pod([container("a", {"nvidia.com/gpu": 1})], tolerations=[narrower]), RULES, "ns").pod
+    assert planned["spec"]["tolerations"][-1]["operator"] == "Exists"

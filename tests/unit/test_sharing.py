@@ -174,7 +174,8 @@ def test_a_plain_gpu_on_shared_nodes_is_a_share(label, value):
     request = the_request(result)
     assert request["firstAvailable"][0]["name"] == "shared"
     assert "capacity" not in request["firstAvailable"][0]  # the device's own default share
-    assert "nodeSelector" not in result.pod["spec"]
+    # GKE's labels also pick the node pool (issue 23): kept; GFD's become selectors only.
+    assert ("nodeSelector" in result.pod["spec"]) == label.startswith("cloud.google.com/")
     assert result.shares == [f"w: node label {label}={value}"]
 
 
