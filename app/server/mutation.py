@@ -134,6 +134,45 @@ def _plan_and_patch(view: dict, rules: MigrationRules, namespace: str | None,
 _DEFAULT_CACHE = PlanCache()
 
 
+def shape_key(pod: dict, namespace: str | None) -> tuple | None:
+    """What a pod's migration depends on, beside the rules: its namespace and planner view."""
+    try:
+        return namespace, orjson.dumps(_planner_input(pod), option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
+
+
+class Decisions:
+    """Whole /mutate decisions (settings, plan, patch, path) of shapes already seen, under one
+    policy and one set of path facts: a replica of a known workload is answered without a
+    worker (the hand-off cost more than the lookup). Only for policies whose settings depend on
+    the namespace's name, not its labels. Bounded LRU; new policy or facts empty it."""
+
+    def __init__(self, size: int = 4096):
+        self.size = size
+        self._items: OrderedDict[tuple, tuple] = OrderedDict()
+        self._under: tuple = (None, None)
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple, policy: Policy, facts: Facts | None) -> tuple | None:
+        with self._lock:
+            if self._under[0] is not policy or self._under[1] is not facts:
+                return None
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple, policy: Policy, facts: Facts | None, decision: tuple) -> None:
+        with self._lock:
+            if self._under[0] is not policy or self._under[1] is not facts:
+                self._items.clear()
+                self._under = (policy, facts)
+            self._items[key] = decision
+            if len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
 def index_facts(index: dra.Index, rules: MigrationRules, never) -> Facts:
     """What an inventory index tells the planner and the path choice."""
     sharing_labels = [r.label for r in rules.nodeLabels if r.translate == "sharing"]

@@ -14,7 +14,7 @@ from app.kube import NamespaceLabels, TemplateStore
 from app.policy import Policy, default_policy, load_policy
 
 from .metrics import Metrics
-from .mutation import index_facts
+from .mutation import Decisions, index_facts
 from .tls import CertReloader
 
 log = logging.getLogger("dra_bridge.service")
@@ -76,6 +76,7 @@ class ServiceState:
     review_deadline_s: float = 4.0
     review_workers: int = 4
     executors: dict = field(default_factory=dict)
+    decisions: object = field(default_factory=lambda: Decisions())  # mutation.Decisions
 
     def __post_init__(self) -> None:
         for endpoint in ("mutate", "validate"):
@@ -116,6 +117,15 @@ class ServiceState:
         facts = index_facts(index, rules, dra.TemplateVerdicts(index, "spec").never)
         self.extra["facts"] = (index, rules, facts)
         return facts
+
+    def known_path_facts(self) -> tuple[bool, object]:
+        """(True, facts) when `path_facts()` would answer without computing anything."""
+        if not self.readiness()[1]["inventory"]:
+            return True, None
+        cached = self.extra.get("facts")
+        if cached is not None and cached[0] is self.index() and cached[1] is self.policy.policy.migration:
+            return True, cached[2]
+        return False, None
 
     def detail(self) -> dict:
         """What readyz shows beyond its checks: devices the inventory could not use, or none at all."""

@@ -22,6 +22,7 @@ from .service import ServiceState
 
 log = logging.getLogger("dra_bridge.webhook")
 MAX_BODY = 3 * 1024 * 1024
+KNOWN_BODY_LIMIT = 64 * 1024  # decided on the event loop only when parsing it is quick
 ROUTINE_OUTCOMES = frozenset({"migrated", "native", "unchanged"})
 
 
@@ -77,8 +78,12 @@ def create_app(state: ServiceState) -> FastAPI:
                 return Response(status_code=400)  # nobody is left to read it
             # Parsing and deciding are CPU work: off the event loop, under the review deadline.
             loop = asyncio.get_running_loop()
-            status, payload, kind, outcome = await loop.run_in_executor(
-                state.executors[endpoint], _review, state, endpoint, handler, body, arrived)
+            known = _known_mutation(state, body) if endpoint == "mutate" else None
+            if known is not None:  # a replica of a shape already decided: no worker hand-off
+                status, payload, kind, outcome = 200, *known
+            else:
+                status, payload, kind, outcome = await loop.run_in_executor(
+                    state.executors[endpoint], _review, state, endpoint, handler, body, arrived)
             if isinstance(payload, _Pending):  # waits on the loop, holding no worker
                 payload, outcome = _answer_mutate(state, payload, await _templates_ready(state, payload, arrived))
             metrics.requests.labels(endpoint, metrics_kind(kind), outcome).inc()
@@ -196,9 +201,40 @@ def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict | _Pendin
         labels = {}
         if req.kind == "Pod" and req.operation == "CREATE" and policy.needs_namespace_labels and req.namespace:
             labels = state.namespace_labels.get(req.namespace)
-        mp = mutation.plan_request(req, policy, labels, facts=state.path_facts())
+        facts = state.path_facts()
+        mp = mutation.plan_request(req, policy, labels, facts=facts)
     except Exception as exc:  # noqa: BLE001 - planning bugs and deadlines: the failure rule decides
         return _unfinished(state, "mutate", req, exc)
+    if req.kind == "Pod" and req.operation == "CREATE" and isinstance(req.obj, dict) \
+            and not policy.needs_namespace_labels:
+        key = mutation.shape_key(req.obj, req.namespace or None)
+        if key is not None:  # filed under the facts it was decided with
+            state.decisions.put(key, policy, facts, (mp.settings, mp.plan, mp.patch, mp.path))
+    return _after_plan(state, req, mp)
+
+
+def _known_mutation(state: ServiceState, body: bytes) -> tuple | None:
+    """(review, kind, outcome) for a pod whose shape was decided under the policy and facts in
+    force, on the event loop (a lookup: small bodies only); None: a worker decides."""
+    policy = state.policy.policy
+    if len(body) > KNOWN_BODY_LIMIT or policy.needs_namespace_labels:
+        return None
+    try:
+        req = admission.parse_review(body)
+    except InputError:
+        return None  # the worker answers it, as any malformed review
+    if req.kind != "Pod" or req.operation != "CREATE" or not isinstance(req.obj, dict):
+        return None
+    known, facts = state.known_path_facts()
+    key = mutation.shape_key(req.obj, req.namespace or None) if known else None
+    decision = state.decisions.get(key, policy, facts) if key is not None else None
+    if decision is None:
+        return None
+    review, outcome = _after_plan(state, req, mutation.MutationPlan(req, *decision))
+    return review, req.kind, outcome
+
+
+def _after_plan(state: ServiceState, req: admission.Request, mp: mutation.MutationPlan) -> tuple[dict | _Pending, str]:
     # dryRun: no write, and the answer is the one a successful write would give.
     pending = [] if req.dry_run else [t for t in mp.templates if not state.templates.cached(t)]
     if pending:
