@@ -41,8 +41,10 @@ def live_objects(api, namespace: str | None = None) -> tuple[list[tuple[str, lis
         items = []
         for item in kube.list_items(api, f"{prefix}{scope}/{resource}"):
             item.setdefault("kind", kind)
-            (controlled if _controlled(item) and kind == "Pod" else items).append(item)
-        items = [i for i in items if not _controlled(i)]
+            if not _controlled(item):
+                items.append(item)
+            elif kind == "Pod":
+                controlled.append(item)
         out.append((f"cluster:{resource}", [(0, i) for i in items]))
     return out, controlled
 
@@ -64,7 +66,8 @@ def unmigrated_pods(pods: list[dict], rules, namespace: str, ix) -> list[dict]:
 def _unmigrated_line(pods: list[dict]) -> str:
     owners: dict[str, int] = {}
     for p in pods:
-        key = f"{p['owner'].split('/')[0]} {p['namespace']}/{p['owner'].split('/', 1)[1]}"
+        kind, _, name = p["owner"].partition("/")
+        key = f"{kind} {p['namespace']}/{name}"
         owners[key] = owners.get(key, 0) + 1
     listed = ", ".join(f"{k} ({n})" for k, n in sorted(owners.items(), key=lambda kv: -kv[1])[:5])
     more = f" and {len(owners) - 5} more" if len(owners) > 5 else ""

@@ -186,8 +186,7 @@ class _Units:
         """skip: nodes left out (the shadow nodes, when only what can be allocated counts)."""
         self.index, self.spec, self.selection, self.skip = index, spec, selection, skip
         attrs = [c.get("matchAttribute") or c.get("distinctAttribute") for c in spec.constraints]
-        self.attrs = [a for a in attrs if isinstance(a, str)]
-        self.attrs_key = tuple(self.attrs)
+        self.attrs = tuple(a for a in attrs if isinstance(a, str))
         self.reqs = [r for alts in spec.requests for r in alts]
         constrained_all = any(r.mode == "All" and any(search.applies(c.get("requests") or (), r) for c in spec.constraints) for r in self.reqs)
         near_limit = sum(max(r.count for r in alts) for alts in spec.requests) > search.MAX_DEVICES_PER_CLAIM
@@ -266,7 +265,7 @@ class _Units:
         index for every claim after (a burst of claims with one constraint on 2,000 equal nodes
         recomputed them all for each claim)."""
         cache = self.index.group_cache
-        whole_key = ("refined", gi, pi, self.attrs_key, exact, bool(self.skip))
+        whole_key = ("refined", gi, pi, self.attrs, exact, bool(self.skip))
         if not self.selection.per_device and whole_key in cache:
             return cache[whole_key]
         refined: dict[tuple, list[str]] = {}
@@ -281,7 +280,7 @@ class _Units:
         return groups
 
     def _constraint_pattern(self, node: str, view, exact: bool) -> tuple:
-        key = ("constraint", node, self.attrs_key, exact)
+        key = ("constraint", node, self.attrs, exact)
         found = self.index.group_cache.get(key)
         if found is None:
             found = self.index.group_cache[key] = _constraint_pattern(view, self.index, self.attrs, exact)
@@ -523,14 +522,17 @@ class TemplateVerdicts:
         self._seen: dict[str, Verdict] = {}
         self._allocatable: dict[str, Verdict] = {}
 
-    def __call__(self, template: dict) -> Verdict:
+    def __call__(self, template: dict, allocatable_only: bool = False) -> Verdict:
+        """allocatable_only: shadow nodes do not count (`check`); remembered apart."""
+        seen = self._allocatable if allocatable_only else self._seen
         name = template["metadata"]["name"]
-        verdict = self._seen.get(name)
+        verdict = seen.get(name)
         if verdict is None:
-            if len(self._seen) >= self.size:
-                self._seen.clear()
-            verdict = check(parse_claim_spec(template["spec"]["spec"], self.path), self.index)
-            self._seen[name] = verdict
+            if len(seen) >= self.size:
+                seen.clear()
+            verdict = check(parse_claim_spec(template["spec"]["spec"], self.path), self.index,
+                            allocatable_only=allocatable_only)
+            seen[name] = verdict
         return verdict
 
     def never(self, template: dict) -> str | None:
@@ -542,14 +544,7 @@ class TemplateVerdicts:
             return verdict.message
         if not self.index.shadow_nodes:
             return None
-        name = template["metadata"]["name"]
-        allocatable = self._allocatable.get(name)
-        if allocatable is None:
-            allocatable = check(parse_claim_spec(template["spec"]["spec"], self.path), self.index,
-                                allocatable_only=True)
-            if len(self._allocatable) >= self.size:
-                self._allocatable.clear()
-            self._allocatable[name] = allocatable
+        allocatable = self(template, allocatable_only=True)
         if allocatable.status != "never":
             return None
         shadows = sorted(self.index.shadow_nodes)

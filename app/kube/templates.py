@@ -54,6 +54,13 @@ def _key(template: dict) -> tuple[str, str]:
     return meta.get("namespace", ""), meta["name"]
 
 
+def _seen(obj: dict) -> tuple[tuple[str, str], dict]:
+    """(key, what is compared with ours) of a template as the API serves it."""
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace", ""), meta.get("name", "")), {"metadata": {"labels": meta.get("labels") or {}},
+                                                               "spec": obj.get("spec")}
+
+
 def _done(error: TemplateEnsureError | None) -> Future:
     future: Future = Future()
     future.set_result(error)
@@ -88,10 +95,9 @@ class TemplateStore:
     # -- what the watch tells us -------------------------------------------------------------
     def observe(self, obj: dict) -> None:
         """The watch saw this template (added or modified): compared with ours when a pod needs it."""
-        meta = obj.get("metadata") or {}
+        key, seen = _seen(obj)
         with self._lock:
-            self._known[(meta.get("namespace", ""), meta.get("name", ""))] = {
-                "metadata": {"labels": meta.get("labels") or {}}, "spec": obj.get("spec")}
+            self._known[key] = seen
 
     def forget(self, key: tuple) -> None:
         """A template deleted by anyone: the next pod pointed at it creates it again."""
@@ -101,11 +107,7 @@ class TemplateStore:
 
     def resync(self, objects: list[dict]) -> None:
         """A fresh list: exactly these exist (deletes missed while the watch was down are forgotten)."""
-        listed = {}
-        for obj in objects:
-            meta = obj.get("metadata") or {}
-            listed[(meta.get("namespace", ""), meta.get("name", ""))] = {
-                "metadata": {"labels": meta.get("labels") or {}}, "spec": obj.get("spec")}
+        listed = dict(map(_seen, objects))
         with self._lock:
             for key in list(self._known):
                 if key not in listed:

@@ -93,9 +93,8 @@ class PlanCache:
     def plan(self, pod: dict, rules: MigrationRules, namespace: str | None,
              sharing: ClusterSharing | None = None) -> tuple[Plan, bytes | None]:
         view = _planner_input(pod)
-        try:
-            key = (namespace, orjson.dumps(view, option=orjson.OPT_SORT_KEYS))
-        except TypeError:
+        key = shape_key(pod, namespace, view)
+        if key is None:
             return _plan_and_patch(view, rules, namespace, sharing, pod)[:2]
         with self._lock:
             # Holding references: an id() could be reused after a reload or a new inventory.
@@ -134,10 +133,11 @@ def _plan_and_patch(view: dict, rules: MigrationRules, namespace: str | None,
 _DEFAULT_CACHE = PlanCache()
 
 
-def shape_key(pod: dict, namespace: str | None) -> tuple | None:
-    """What a pod's migration depends on, beside the rules: its namespace and planner view."""
+def shape_key(pod: dict, namespace: str | None, view: dict | None = None) -> tuple | None:
+    """What a pod's migration depends on, beside the rules: its namespace and planner view
+    (None: not serializable, never cached)."""
     try:
-        return namespace, orjson.dumps(_planner_input(pod), option=orjson.OPT_SORT_KEYS)
+        return namespace, orjson.dumps(view if view is not None else _planner_input(pod), option=orjson.OPT_SORT_KEYS)
     except TypeError:
         return None
 

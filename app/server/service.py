@@ -108,12 +108,10 @@ class ServiceState:
     def path_facts(self):
         """What the inventory tells the path choice (native classes, never-satisfiable claims),
         per index; None until the inventory is synced (then every pod keeps the rewrite path)."""
-        if not self.readiness()[1]["inventory"]:
-            return None
+        known, facts = self.known_path_facts()
+        if known:
+            return facts
         index, rules = self.index(), self.policy.policy.migration
-        cached = self.extra.get("facts")
-        if cached is not None and cached[0] is index and cached[1] is rules:
-            return cached[2]
         facts = index_facts(index, rules, dra.TemplateVerdicts(index, "spec").never)
         self.extra["facts"] = (index, rules, facts)
         return facts

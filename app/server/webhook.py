@@ -85,7 +85,8 @@ def create_app(state: ServiceState) -> FastAPI:
                 status, payload, kind, outcome = await loop.run_in_executor(
                     state.executors[endpoint], _review, state, endpoint, handler, body, arrived)
             if isinstance(payload, _Pending):  # waits on the loop, holding no worker
-                payload, outcome = _answer_mutate(state, payload, await _templates_ready(state, payload, arrived))
+                failure = await _templates_ready(state, payload, arrived)
+                payload, outcome = _answer_mutate(state, payload.req, payload.plan, failure)
             metrics.requests.labels(endpoint, metrics_kind(kind), outcome).inc()
             metrics.latency.labels(endpoint).observe(time.monotonic() - arrived)
             return _json(payload, status)
@@ -240,7 +241,7 @@ def _after_plan(state: ServiceState, req: admission.Request, mp: mutation.Mutati
     if pending:
         # One create per template however many reviews need it; none runs on a review worker.
         return _Pending(req, mp, [state.templates.submit(t) for t in pending]), "pending"
-    return _answer_mutate(state, _Pending(req, mp, []), None)
+    return _answer_mutate(state, req, mp, None)
 
 
 async def _templates_ready(state: ServiceState, pending: _Pending, arrived: float) -> TemplateEnsureError | None:
@@ -258,8 +259,8 @@ async def _templates_ready(state: ServiceState, pending: _Pending, arrived: floa
     return None
 
 
-def _answer_mutate(state: ServiceState, pending: _Pending, failure: TemplateEnsureError | None) -> tuple[dict, str]:
-    req, mp = pending.req, pending.plan
+def _answer_mutate(state: ServiceState, req: admission.Request, mp: mutation.MutationPlan,
+                   failure: TemplateEnsureError | None) -> tuple[dict, str]:
     outcome, error = mp.outcome, None
     if failure is not None:
         error, outcome = str(failure), "template_error"
