@@ -43,17 +43,26 @@ class PlanResult:
     reports: list[ObjectReport] = field(default_factory=list)
 
 
+# Subtrees that name GPU resources without asking for any: tolerating a GPU taint (Kueue
+# ResourceFlavors, node pools) or placing nodes is not a request.
+NOT_REQUESTS = {"tolerations", "nodeTaints", "taints", "nodeSelector", "nodeLabels", "affinity"}
+SCHEDULER_FIELDS = ("schedulerName", "batchScheduler", "batchSchedulerName")
+
+
 def gpu_fields_outside_pods(obj: object, rules: MigrationRules, path: str = "") -> list[str]:
-    """Legacy GPU resource names in fields no pod spec holds (controller-specific shapes)."""
+    """GPU requests in fields no pod spec holds (controller-specific shapes): legacy resource
+    names as keys or values, and GPU counts of the custom resource's own (`gpus: 2`)."""
     found = []
     if isinstance(obj, dict):
         for key, value in obj.items():
             child = f"{path}.{key}" if path else str(key)
-            if key == "spec" and is_pod_spec(value):
+            if (key == "spec" and is_pod_spec(value)) or key in NOT_REQUESTS:
                 continue
             if isinstance(key, str) and rules.rule_for(key):
                 found.append(child)
             elif isinstance(value, str) and rules.rule_for(value):
+                found.append(f"{child}={value}")
+            elif isinstance(key, str) and "gpu" in key.lower() and _positive(value):
                 found.append(f"{child}={value}")
             else:
                 found.extend(gpu_fields_outside_pods(value, rules, child))
@@ -63,11 +72,40 @@ def gpu_fields_outside_pods(obj: object, rules: MigrationRules, path: str = "") 
     return found
 
 
+def _positive(value) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return False
+    try:
+        return float(value) > 0
+    except ValueError:
+        return False
+
+
+def operator_scheduler(obj: object, path: str = "") -> tuple[str, str] | None:
+    """(field, scheduler) a custom resource names for the pods its operator creates (Volcano's
+    spec.schedulerName, Spark's spec.batchScheduler), outside any pod spec."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            child = f"{path}.{key}" if path else str(key)
+            if key in SCHEDULER_FIELDS and isinstance(value, str) and value:
+                return child, value
+            if not (key == "spec" and is_pod_spec(value)) and key not in ("metadata", "status"):
+                found = operator_scheduler(value, child)
+                if found:
+                    return found
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            found = operator_scheduler(value, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
 def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.Index | None = None) -> PlanResult:
     result = PlanResult()
     verdicts = dra.TemplateVerdicts(ix) if ix is not None else None
     # Without an inventory every pod is rewritten, as before paths existed.
-    facts = index_facts(ix, rules, verdicts.never) if ix is not None else Facts()
+    facts = index_facts(ix, rules, verdicts.dra) if ix is not None else Facts()
     for source, objects in inputs:
         for line, obj in objects:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
@@ -93,6 +131,15 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
                 result.objects.append((obj, planned))
                 result.reports.append(report)
                 continue
+            named = operator_scheduler(obj) if obj.get("kind") != "Pod" else None
+            if named and named[1] not in rules.draSchedulers and (asks_gpus or gpu_fields_outside_pods(obj, rules)):
+                report.path = "legacy"
+                report.reasons.append(f"{named[0]}={named[1]}: its operator gives its pods scheduler {named[1]!r}, "
+                                      "not one the policy lists as allocating ResourceClaims (migration.draSchedulers): "
+                                      "left on the device plugin")
+                result.objects.append((obj, planned))
+                result.reports.append(report)
+                continue
             why = left_to_admission(obj)
             if why and asks_gpus:
                 report.path = "admission"
@@ -101,9 +148,11 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
                 result.reports.append(report)
                 continue
             paths = []
+            replicas = (obj.get("spec") or {}).get("replicas") if isinstance(obj.get("spec"), dict) else None
             for path, holder in list(pod_templates(planned)):
                 original = copy.deepcopy(holder)
-                chosen_path = _plan_template(holder, path or "spec", rules, ns, verdicts, report, result, facts)
+                chosen_path = _plan_template(holder, path or "spec", rules, ns, verdicts, report, result, facts,
+                                             replicas if isinstance(replicas, int) and replicas > 1 else 1)
                 note = keep_ray_gpu_count(planned, path, original) if chosen_path == "rewrite" else None
                 if note:
                     report.reasons.append(f"{path}: {note}")
@@ -111,10 +160,17 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
             chosen = sorted({p for p in paths if p})
             report.path = "+".join(chosen) if chosen else "none"
             outside = gpu_fields_outside_pods(obj, rules)
-            if outside:
+            if outside and str(obj.get("apiVersion", "")).startswith("kueue.x-k8s.io/"):
+                report.path = "quota"
+                report.reasons.append(f"Kueue quota on GPU resources ({', '.join(outside[:3])}): Jobs are admitted from "
+                                      "their templates (still counted); pods Kueue admits one by one are rewritten only "
+                                      "onto DeviceClasses listed in migration.kueueDeviceClasses (map them in Kueue's "
+                                      "deviceClassMappings)")
+            elif outside:
                 report.status = "needs-attention"
-                report.reasons.append(f"GPU resources outside a pod template ({', '.join(outside[:3])}): the "
-                                      "controller that renders its pods decides; migrate its output at admission")
+                report.reasons.append(f"GPU requests outside a pod template ({', '.join(outside[:3])}): the operator "
+                                      "that renders its pods decides how many GPUs they ask for; dra-bridge migrates "
+                                      "those pods at admission")
             if report.status == "unchanged" and planned != obj:
                 report.status = "migrated"
             if planned != obj and ns and not meta.get("namespace") and report.templates:
@@ -125,13 +181,23 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
     return result
 
 
-def _plan_template(holder, where, rules, ns, verdicts, report, result, facts: Facts) -> str | None:
+# Left on the device plugin until the admin acts: a policy choice, a quota key, a Kueue mapping.
+NEEDS_ADMIN = {"share": "a share DRA cannot keep", "quota": "a quota the rewrite would escape",
+               "kueue": "a Kueue quota the rewrite would escape"}
+
+
+def _plan_template(holder, where, rules, ns, verdicts, report, result, facts: Facts, replicas: int = 1) -> str | None:
     """Plan one pod template in place; the path it takes (None: nothing to migrate)."""
     plan = plan_pod(holder, rules, ns, facts.sharing)
     if plan.status in ("migrated", "unmigratable"):
         choice = choose_path(holder, plan, rules, rules.path, facts)
         if choice.path in ("native", "legacy"):
             report.reasons.append(f"{where}: {choice.path}: {choice.reason}")
+            if choice.code in NEEDS_ADMIN:
+                report.status = "needs-attention"
+                if choice.code == "share" and replicas > 1:
+                    report.reasons.append(f"{where}: for {replicas} replicas: {_whole_gpus(plan) * replicas} whole "
+                                          "GPU(s) where the device plugin shared fewer")
             return choice.path
     if plan.status == "unmigratable":
         report.status = "needs-attention"
@@ -155,6 +221,16 @@ def _plan_template(holder, where, rules, ns, verdicts, report, result, facts: Fa
                 hint = f" (closest: {verdict.closest[0]})" if verdict.closest else ""
                 report.reasons.append(f"{where}: {verdict.status}: {verdict.message}{hint}")
     return "rewrite"
+
+
+def _whole_gpus(plan) -> int:
+    """Devices one pod's claims ask for (what a share now costs per replica)."""
+    total = 0
+    for template in plan.templates:
+        for request in template["spec"]["spec"]["devices"]["requests"]:
+            exactly = request.get("exactly") or (request.get("firstAvailable") or [{}])[-1]
+            total += int(exactly.get("count", 1)) if exactly.get("allocationMode", "ExactCount") == "ExactCount" else 1
+    return total
 
 
 def _colour(text: str, status: str, enabled: bool) -> str:

@@ -535,18 +535,20 @@ class TemplateVerdicts:
             seen[name] = verdict
         return verdict
 
-    def never(self, template: dict) -> str | None:
-        """Why DRA could never serve the template's claim here; None when it could. Invalid
-        claims (a DeviceClass that does not exist) never can; devices only our shadow reporter
-        publishes count for validation, not here: nothing allocates them."""
+    def dra(self, template: dict) -> tuple[str, str]:
+        """Can DRA serve the template's claim with devices the scheduler can allocate? (state,
+        why): serves; busy (they exist, all in use now); shadow (only on nodes our reporter
+        shadows: nothing allocates there until NVIDIA's driver serves them); never (no device
+        anywhere, or an invalid claim, e.g. a DeviceClass that does not exist)."""
         verdict = self(template)
         if verdict.status in ("never", "invalid"):
-            return verdict.message
-        if not self.index.shadow_nodes:
-            return None
-        allocatable = self(template, allocatable_only=True)
-        if allocatable.status != "never":
-            return None
-        shadows = sorted(self.index.shadow_nodes)
-        return (f"only nodes no DRA driver serves yet have such devices ({len(shadows)} shadowed by dra-bridge's "
-                f"reporter, e.g. {shadows[0]}; NVIDIA's driver must serve them first): {allocatable.message}")
+            return "never", verdict.message
+        allocatable = self(template, allocatable_only=True) if self.index.shadow_nodes else verdict
+        if allocatable.status == "never":
+            node = verdict.example_node if verdict.example_node in self.index.shadow_nodes \
+                else min(self.index.shadow_nodes)
+            return "shadow", (f"only nodes no DRA driver serves yet have such devices ({verdict.nodes} shadowed by "
+                              f"dra-bridge's reporter): it would be rewritten once NVIDIA's driver serves node {node}")
+        if allocatable.status == "satisfiable":
+            return "serves", allocatable.message
+        return "busy", allocatable.message

@@ -16,7 +16,7 @@ from decimal import Decimal
 
 import orjson
 
-from app.common import parse_quantity
+from app.common import extended_allocatable, parse_quantity
 
 from . import cel, shadow
 from .inventory import Inventory, allocated_capacity, allocated_devices, shared_devices
@@ -94,6 +94,8 @@ class Index:
     group_cache: dict = field(default_factory=dict)  # feasibility: per-group shapes, ordered signatures
     node_labels_known: bool = False  # Node objects were read: nodeSelector slices are matched for real
     node_labels: dict | None = None  # node -> labels, as read (None: not read)
+    node_resources: dict | None = None  # node -> extended resource -> allocatable (None: not read)
+    quotas: dict | None = None  # namespace -> [(ResourceQuota name, device limits)] (None: not read)
     selector_slices: int = 0  # slices placed by a nodeSelector (whole slice or per device)
     selector_cache: dict = field(default_factory=dict)  # feasibility: expression -> per-shape results
     classes: dict[str, dict] = field(default_factory=dict)
@@ -417,7 +419,8 @@ class Build:
                  shared: set | None = None):
         index = Index(classes=dict(inventory.classes), allocated=set(allocated or ()),
                       allocated_capacity=dict(capacity or {}), shared_in_use=set(shared or ()),
-                      node_labels_known=inventory.nodes is not None, node_labels=inventory.nodes)
+                      node_labels_known=inventory.nodes is not None, node_labels=inventory.nodes,
+                      node_resources=inventory.node_resources, quotas=inventory.quotas)
         self.index, self.inventory = index, inventory
         self.builder = builder = _Builder(inventory, index)
         self.local: dict[str, list[dict]] = {}
@@ -491,5 +494,6 @@ def build_from_api(slices, classes: dict[str, dict], claims: list[dict], nodes: 
     be a generator, consumed once."""
     labels = None if nodes is None else {
         (n.get("metadata") or {}).get("name"): dict((n.get("metadata") or {}).get("labels") or {}) for n in nodes}
-    inventory = Inventory(slices=slices, classes=classes, source="live", nodes=labels)
+    resources = None if nodes is None else {(n.get("metadata") or {}).get("name"): extended_allocatable(n) for n in nodes}
+    inventory = Inventory(slices=slices, classes=classes, source="live", nodes=labels, node_resources=resources)
     return build(inventory, allocated_devices(claims), allocated_capacity(claims), shared_devices(claims))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from app.common import InputError, parse_quantity
+from app.common import InputError, device_quota, extended_allocatable, parse_quantity
 
 SUPPORTED = "resource.k8s.io/v1"
 INVENTORY_KINDS = ("ResourceSlice", "DeviceClass")
@@ -17,6 +17,10 @@ class Inventory:
     classes: dict[str, dict] = field(default_factory=dict)
     source: str = ""
     nodes: dict[str, dict] | None = None  # node name -> labels; None: no Node objects were read
+    # node name -> extended resource -> allocatable count (the device plugin's view); None: not read
+    node_resources: dict[str, dict[str, int]] | None = None
+    # namespace -> [(ResourceQuota name, hard limits on devices)]; None: no quotas were read
+    quotas: dict[str, list[tuple[str, dict]]] | None = None
 
     @property
     def device_count(self) -> int:
@@ -33,6 +37,10 @@ def from_objects(objects: list[tuple[int, dict]], source: str) -> Inventory:
             if not isinstance(metadata.get("name"), str) or not isinstance(metadata.get("labels") or {}, dict):
                 raise InputError(f"{where}.metadata", "a Node needs a name and labels as a map")
             inv.nodes = {**(inv.nodes or {}), metadata["name"]: dict(metadata.get("labels") or {})}
+            inv.node_resources = {**(inv.node_resources or {}), metadata["name"]: extended_allocatable(obj)}
+            continue
+        if kind == "ResourceQuota" and obj.get("apiVersion") == "v1":
+            add_quota(inv, obj)
             continue
         if kind not in INVENTORY_KINDS:
             continue
@@ -50,6 +58,13 @@ def from_objects(objects: list[tuple[int, dict]], source: str) -> Inventory:
                 raise InputError(f"{where}.spec.devices", "must be a list")
             inv.slices.append(obj)
     return inv
+
+
+def add_quota(inv: Inventory, quota: dict) -> None:
+    found = device_quota(quota)
+    inv.quotas = inv.quotas if inv.quotas is not None else {}
+    if found is not None:
+        inv.quotas.setdefault(found[0], []).append(found[1:])
 
 
 def _results(claims: list[dict]):

@@ -42,10 +42,13 @@ def _claim_results(claim: dict) -> list[tuple]:
 
 
 class LiveIndex:
-    def __init__(self, slices, classes: dict[str, dict], claims, nodes: dict[str, dict] | None):
+    def __init__(self, slices, classes: dict[str, dict], claims, nodes: dict[str, dict] | None,
+                 node_resources: dict[str, dict[str, int]] | None = None, quotas: dict | None = None):
         """slices: iterable of ResourceSlices, claims: of (key, claim) pairs or a key -> claim
-        map; each consumed once, so neither need be decoded all at once."""
-        self.classes, self.nodes = dict(classes), nodes
+        map; each consumed once, so neither need be decoded all at once. nodes: name -> labels;
+        node_resources: name -> extended resources allocatable (what device plugins advertise);
+        quotas: namespace -> [(ResourceQuota name, device limits)]."""
+        self.classes, self.nodes, self.node_resources, self.quotas = dict(classes), nodes, node_resources, quotas
         self.claims: dict[str, list[tuple]] = {}
         self.whole: dict[tuple, int] = {}
         self.shares: dict[tuple, int] = {}
@@ -56,7 +59,8 @@ class LiveIndex:
 
     # -- full build ----------------------------------------------------------------------
     def _full(self, slices) -> None:
-        self.build = Build(Inventory(slices=slices, classes=self.classes, source="live", nodes=self.nodes),
+        self.build = Build(Inventory(slices=slices, classes=self.classes, source="live", nodes=self.nodes,
+                                     node_resources=self.node_resources, quotas=self.quotas),
                            set(self.whole), {k: dict(v) for k, v in self.capacity.items() if v}, set(self.shares))
         self.dead = 0
         self.full_builds = getattr(self, "full_builds", 0) + 1
@@ -161,7 +165,7 @@ class LiveIndex:
             allocated=old.allocated, allocated_capacity=old.allocated_capacity, shared_in_use=old.shared_in_use,
             incomplete_pools=set(old.incomplete_pools), invalid_pools=dict(old.invalid_pools),
             rejected=list(old.rejected), node_labels_known=old.node_labels_known,
-            node_labels=old.node_labels, selector_slices=old.selector_slices,
+            node_labels=old.node_labels, node_resources=old.node_resources, quotas=old.quotas, selector_slices=old.selector_slices,
             selector_cache=old.selector_cache, shadow_nodes=old.shadow_nodes)
         self.build.index = self.build.builder.index = snapshot
         self.build.builder.copied = set()

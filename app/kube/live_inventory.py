@@ -2,9 +2,12 @@
 
 Resumes each watch from its last resourceVersion, relists on 410 Gone, and reports
 readiness false until every list has synced and while a watch has been failing for longer
-than `stale_after_s`. Of a Node only its name and labels are kept (what nodeSelectors match).
+than `stale_after_s`. Of a Node only its name, labels (what nodeSelectors match) and the
+extended resources it takes pods for (what device plugins advertise) are kept; an event that
+changes none of these (a status heartbeat) changes nothing. Of a ResourceQuota only its hard
+limits on extended resources and DeviceClasses are kept (its `used` changes with every pod).
 The index is kept by an injected factory (DRA semantics are not ours to know here):
-`make_index(slices, classes, claims, nodes)` returns an object with `index`, and
+`make_index(slices, classes, claims, nodes, node_resources, quotas)` returns an object with `index`, and
 `slice_changed(name, obj)` / `claim_changed(key, obj)` that apply one event and return the
 new index, or None when only `rebuild(slices)` can. A background thread applies what changed,
 at most once per `rebuild_interval_s`: a review never waits, it reads the newest index (only
@@ -25,14 +28,14 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.common import Backoff, Throttled
+from app.common import Backoff, Throttled, device_quota, extended_allocatable
 
 from .client import raw_get, watch_events
 
 log = logging.getLogger("dra_bridge.live")
-RESOURCES = ("resourceslices", "deviceclasses", "resourceclaims", "nodes")
-INCREMENTAL = ("resourceslices", "resourceclaims")  # the rest (classes, node labels): full builds
-PATHS = {"nodes": "/api/v1/nodes"}
+RESOURCES = ("resourceslices", "deviceclasses", "resourceclaims", "nodes", "resourcequotas")
+INCREMENTAL = ("resourceslices", "resourceclaims")  # the rest (classes, nodes, quotas): full builds
+PATHS = {"nodes": "/api/v1/nodes", "resourcequotas": "/api/v1/resourcequotas"}
 
 
 class _Gone(Exception):
@@ -50,7 +53,7 @@ def _return_free_memory() -> None:
 
 class LiveInventory:
     def __init__(self, api: client.ApiClient,
-                 make_index: Callable[[Iterable[dict], dict[str, dict], dict[str, dict], dict[str, dict]], object],
+                 make_index: Callable[..., object],
                  watch_timeout_s: int = 300, stale_after_s: float = 60.0,
                  rebuild_interval_s: float = 1.0, backoff_s: float = 1.0, page_size: int = 500):
         self.api, self.make_index = api, make_index
@@ -111,11 +114,16 @@ class LiveInventory:
             slices = list(self.objects["resourceslices"].values())
             classes = {c["metadata"]["name"]: c for c in map(orjson.loads, self.objects["deviceclasses"].values())}
             claims = list(self.objects["resourceclaims"].items())
-            nodes = {n["metadata"]["name"]: n["metadata"]["labels"]
-                     for n in map(orjson.loads, self.objects["nodes"].values())}
+            kept_nodes = [orjson.loads(b) for b in self.objects["nodes"].values()]
+            nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in kept_nodes}
+            resources = {n["metadata"]["name"]: n["allocatable"] for n in kept_nodes}
+            quotas: dict[str, list] = {}
+            for q in map(orjson.loads, self.objects["resourcequotas"].values()):
+                if q["hard"]:
+                    quotas.setdefault(q["namespace"], []).append((q["name"], q["hard"]))
         self._live = None  # the previous index goes as the new one is built, not after
         self._live = self.make_index((orjson.loads(b) for b in slices), classes,
-                                     ((k, orjson.loads(b)) for k, b in claims), nodes)
+                                     ((k, orjson.loads(b)) for k, b in claims), nodes, resources, quotas)
         self.full_builds += 1
         # A million long-lived index objects would make every full collection walk them (a
         # 200 ms pause in an incremental update): exempt them. No collection here (it would hold
@@ -160,9 +168,14 @@ class LiveInventory:
 
     @staticmethod
     def _kept(resource: str, obj: dict) -> bytes:
-        if resource == "nodes":  # a Node's status is large; selectors read name and labels only
+        if resource == "nodes":  # a Node's status is large: what selectors and the path choice read
             meta = obj.get("metadata") or {}
-            obj = {"metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}}}
+            obj = {"metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
+                   "allocatable": extended_allocatable(obj)}
+        elif resource == "resourcequotas":
+            found = device_quota(obj)
+            meta = obj.get("metadata") or {}
+            obj = {"namespace": meta.get("namespace") or "", "name": meta.get("name"), "hard": found[2] if found else {}}
         # orjson's bytes keep their output buffer's capacity (about 6 KiB even for a small Node):
         # an exact-size copy is what 40,000 long-lived objects should cost.
         return memoryview(orjson.dumps(obj)).tobytes()
@@ -216,11 +229,14 @@ class LiveInventory:
         meta = obj.get("metadata") or {}
         if kind != "BOOKMARK":
             key = meta.get("namespace", "") + "/" + meta.get("name", "")
+            kept = None if kind == "DELETED" else self._kept(resource, obj)
             with self._lock:
-                if kind == "DELETED":
+                if kept is not None and self.objects[resource].get(key) == kept:
+                    return meta.get("resourceVersion") or version  # nothing we keep changed
+                if kept is None:
                     self.objects[resource].pop(key, None)
                 else:
-                    self.objects[resource][key] = self._kept(resource, obj)
+                    self.objects[resource][key] = kept
                 self._version += 1
                 if resource in INCREMENTAL:
                     self._dirty[resource].add(key)

@@ -2,7 +2,7 @@
 become a ResourceClaimTemplate and a rewritten pod; pod templates found in any workload; the patch."""
 
 from .controllers import keep_ray_gpu_count, left_to_admission
-from .paths import Choice, Facts, served_resources
+from .paths import Choice, Facts, plugin_nodes, served_resources
 from .paths import choose as choose_path
 from .patch import apply as apply_patch
 from .patch import diff as patch_diff
@@ -17,10 +17,10 @@ from .planner import (
 )
 from .podshape import pod_errors
 from .sharing import ClusterSharing, ShareableDevices
-from .quota import quota_additions
+from .quota import kueue_per_pod, quota_additions, quota_escapes
 from .workloads import is_pod_spec, pod_templates
 
 __all__ = ["MAX_DEVICES_PER_CLAIM", "MAX_REQUESTS", "MIGRATION_ANNOTATION", "TEMPLATE_PREFIX", "Choice", "ClusterSharing",
            "Facts", "Plan", "ShareableDevices",
-           "apply_patch", "choose_path", "keep_ray_gpu_count", "left_to_admission", "is_pod_spec", "legacy_resources", "patch_diff", "plan_pod", "pod_errors",
-           "pod_templates", "quota_additions", "served_resources"]
+           "apply_patch", "choose_path", "keep_ray_gpu_count", "left_to_admission", "is_pod_spec", "legacy_resources", "patch_diff", "plan_pod", "plugin_nodes", "pod_errors",
+           "pod_templates", "kueue_per_pod", "quota_additions", "quota_escapes", "served_resources"]

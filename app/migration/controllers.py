@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 
+from .quota import KUEUE_QUEUE as KUEUE_LABEL
+
 RAY_KINDS = {"RayCluster", "RayJob", "RayService"}
 TRAINER_KINDS = {"TrainingRuntime", "ClusterTrainingRuntime", "TrainJob"}
-KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 _STEP = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
 
 

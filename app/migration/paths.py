@@ -9,30 +9,41 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from app.policy import MigrationRules
 
 from .planner import Plan, legacy_resources
 from .podshape import pod_errors
+from .quota import kueue_per_pod, quota_escapes
 from .sharing import ClusterSharing
 
 
 @dataclass(frozen=True)
 class Facts:
-    """What the cluster offers, as far as it is known. served: extended resource -> DeviceClass
-    (None: no inventory); never(template) -> why its claim could never be satisfied, or None."""
+    """What the cluster offers, as far as it is known (None: not known).
+
+    served: extended resource -> the DeviceClass serving it natively (KEP-5004).
+    dra(template) -> (state, why): can DRA serve the template's claim with devices the scheduler
+      can allocate? serves | busy (all such devices in use now) | shadow (only nodes our
+      reporter shadows have them) | never.
+    plugin_nodes: extended resource -> nodes whose device plugin advertises it (allocatable).
+    quotas: namespace -> [(ResourceQuota name, spec.hard)].
+    """
 
     served: dict[str, str] | None = None
-    never: Callable[[dict], str | None] | None = None
+    dra: Callable[[dict], tuple[str, str]] | None = None
     sharing: ClusterSharing | None = None  # shareable devices, time-sliced nodes
+    plugin_nodes: Mapping[str, tuple[str, ...]] | None = None
+    quotas: Mapping[str, list[tuple[str, dict]]] | None = None
 
 
 @dataclass(frozen=True)
 class Choice:
     path: str  # native | rewrite | legacy
     reason: str
+    code: str = ""  # why, from a closed set (the metric's label)
 
 
 def served_resources(classes: dict[str, dict]) -> dict[str, str]:
@@ -80,31 +91,99 @@ def _native_gap(pod: dict, plan: Plan, rules: MigrationRules, served: dict[str, 
 
 def choose(pod: dict, plan: Plan, rules: MigrationRules, path: str, facts: Facts) -> Choice:
     """The path for a pod the planner migrated or found unmigratable."""
-    if path == "rewrite":
-        return Choice("rewrite", "policy path: rewrite")
     if path == "legacy":
-        return Choice("legacy", "policy path: legacy")
+        return Choice("legacy", "policy path: legacy", "policy")
     if pod_errors(pod):
-        return Choice("rewrite", "the pod's shape is not one a path can be chosen for")  # the plan says why
+        return Choice("rewrite", "the pod's shape is not one a path can be chosen for", "shape")  # the plan says why
     spec = pod["spec"]
     if path == "auto":
         if spec.get("nodeName"):
             return Choice("legacy", f"bound to node {spec['nodeName']} (spec.nodeName): no scheduler would "
-                                    "allocate its claim")
+                                    "allocate its claim", "bound")
         scheduler = spec.get("schedulerName") or "default-scheduler"
         if scheduler not in rules.draSchedulers:
             return Choice("legacy", f"scheduler {scheduler!r} is not one the policy lists as allocating "
-                                    "ResourceClaims (migration.draSchedulers)")
-    gap = _native_gap(pod, plan, rules, facts.served) if facts.served is not None else "no inventory"
+                                    "ResourceClaims (migration.draSchedulers)", "scheduler")
+    gap = _native_gap(pod, plan, rules, facts.served) if facts.served is not None and path != "rewrite" \
+        else "no inventory" if path != "rewrite" else "policy path: rewrite"
     if gap is None:
         resources = sorted({r for _c, r in legacy_resources(spec, rules)})
         return Choice("native", "served by DRA as extended resources: " +
-                      ", ".join(f"{r} by DeviceClass {facts.served[r]}" for r in resources))
+                      ", ".join(f"{r} by DeviceClass {facts.served[r]}" for r in resources), "native")
     if path == "native":
-        return Choice("legacy", f"policy path native, but {gap}: left to the device plugin")
-    if plan.status == "migrated" and facts.never is not None:
-        for template in plan.templates:
-            why = facts.never(template)
-            if why:
-                return Choice("legacy", f"the planned claim could never be satisfied here ({why})")
-    return Choice("rewrite", gap)
+        return Choice("legacy", f"policy path native, but {gap}: left to the device plugin", "policy")
+    if plan.status != "migrated":
+        return Choice("rewrite", gap, "policy" if path == "rewrite" else "shape")
+    kept = kept_on_plugin(pod, plan, rules, facts, check_dra=path == "auto")
+    return kept or Choice("rewrite", gap, "policy" if path == "rewrite" else "rewrite")
+
+
+def kept_on_plugin(pod: dict, plan: Plan, rules: MigrationRules, facts: Facts, check_dra: bool) -> Choice | None:
+    """Why a pod the planner could rewrite must stay on the device plugin in this cluster (its
+    cost, its quota, or DRA not serving it now); None when the rewrite is right."""
+    resources = sorted({r for _c, r in legacy_resources(pod["spec"], rules)})
+    plugin = _plugin_text(resources, facts.plugin_nodes)
+    if plan.costly and rules.fractional == "legacy":
+        return Choice("legacy", f"{plan.costly[0]} on DRA (no device here allows multiple allocations){plugin}; "
+                                "policy fractional: wholeDevice would rewrite it at that cost", "share")
+    classes = sorted(_classes(plan))
+    queue = kueue_per_pod(pod)
+    if queue and not set(classes) <= set(rules.kueueDeviceClasses):
+        return Choice("legacy", f"Kueue admits this pod by itself (queue {queue}) and counts its "
+                                f"{', '.join(resources)}: rewritten, its DeviceClass {', '.join(classes)} would not "
+                                "be in its quota unless Kueue maps it (policy migration.kueueDeviceClasses)", "kueue")
+    namespace = (pod.get("metadata") or {}).get("namespace") or (plan.templates[0]["metadata"].get("namespace")
+                                                                 if plan.templates else None)
+    escaped = quota_escapes(facts.quotas.get(namespace or "", []) if facts.quotas else [], resources, classes)
+    if escaped:
+        return Choice("legacy", f"{escaped}{plugin}", "quota")
+    if not check_dra or facts.dra is None:
+        return None
+    for template in plan.templates:
+        state, why = facts.dra(template)
+        if state == "serves" or (state == "busy" and not _plugin_serves(resources, facts.plugin_nodes)):
+            continue
+        if state == "busy":
+            return Choice("legacy", f"DRA cannot serve it now ({why}){plugin}", "dra-busy")
+        if state == "shadow":
+            return Choice("legacy", f"{why}{plugin}", "dra-shadow")
+        return Choice("legacy", f"the planned claim could never be satisfied here ({why}){plugin}", "dra-never")
+    return None
+
+
+def _classes(plan: Plan) -> set[str]:
+    out = set()
+    for template in plan.templates:
+        for request in ((template.get("spec") or {}).get("spec") or {}).get("devices", {}).get("requests", []):
+            for alternative in [request.get("exactly")] + list(request.get("firstAvailable") or []):
+                if isinstance(alternative, dict) and alternative.get("deviceClassName"):
+                    out.add(alternative["deviceClassName"])
+    return out
+
+
+def _plugin_serves(resources: list[str], plugin_nodes) -> bool:
+    """Unknown (no Node objects read) counts as served: our users run the device plugin today."""
+    return plugin_nodes is None or all(plugin_nodes.get(r) for r in resources)
+
+
+def _plugin_text(resources: list[str], plugin_nodes) -> str:
+    if plugin_nodes is None:
+        return ": left on the device plugin"
+    missing = [r for r in resources if not plugin_nodes.get(r)]
+    if missing:
+        return (f": left on the device plugin, but no node's device plugin advertises {', '.join(missing)} "
+                "either (it waits for one)")
+    nodes = plugin_nodes[resources[0]]
+    return (f": left on the device plugin ({len(nodes)} node(s) advertise {', '.join(resources)}, "
+            f"e.g. {nodes[0]})")
+
+
+def plugin_nodes(node_resources: Mapping[str, Mapping[str, int]] | None) -> dict[str, tuple[str, ...]] | None:
+    """extended resource -> the nodes advertising it, sorted (None: Nodes not read)."""
+    if node_resources is None:
+        return None
+    out: dict[str, list[str]] = {}
+    for node in sorted(node_resources):
+        for resource in node_resources[node]:
+            out.setdefault(resource, []).append(node)
+    return {r: tuple(n) for r, n in out.items()}

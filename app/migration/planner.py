@@ -47,6 +47,8 @@ class Plan:
     rewritten: dict = field(default_factory=dict)
     other_system: str = ""  # GPUs shared by another scheduler (KAI): left there, counted by audit
     shares: list[str] = field(default_factory=list)  # "container: what it asked" for each GPU share
+    # Shares (and fractions above one GPU) that became whole devices: what each now costs
+    costly: list[str] = field(default_factory=list)
 
 
 class _Unmigratable(Exception):
@@ -216,7 +218,11 @@ def _keep_extended_resource_tolerations(spec: dict, removed: list[str]) -> None:
 
 
 # HAMi's binpack/spread policies for GPUs and nodes: hints to HAMi's scheduler only.
-SCHEDULER_POLICY_ANNOTATIONS = ("hami.io/gpu-scheduler-policy", "hami.io/node-scheduler-policy")
+# HAMi's documented pod annotations beside the device filters (use-/nouse-gputype, -gpuuuid, policy
+# annotations): placement scoring, and the kind of vGPU. None has a DRA equivalent: each is named.
+SCHEDULER_POLICY_ANNOTATIONS = ("hami.io/gpu-scheduler-policy", "hami.io/node-scheduler-policy",
+                                "hami.io/device-scoring-weights")
+HAMI_MODE = "nvidia.com/vgpu-mode"
 KAI_ANNOTATIONS = ("gpu-fraction", "gpu-memory", "gpu-fraction-num-devices")
 
 
@@ -267,6 +273,10 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None,
         if isinstance(annotations, dict) and key in annotations and annotations[key] != "topology-aware":
             notes.append(f"annotation {key}={annotations[key]!s:.40}: HAMi's placement policy has no DRA "
                          "equivalent; the scheduler places DRA claims its own way")
+    if isinstance(annotations, dict) and HAMI_MODE in annotations:
+        notes.append(f"annotation {HAMI_MODE}={annotations[HAMI_MODE]!s:.40}: HAMi's choice of vGPU kind (hami-core, "
+                     "mig, mps) is not translated: the claim asks for the devices its resources name (a MIG "
+                     "device only through an nvidia.com/mig-* resource)")
     node_share = constraints.shared and f"node label {constraints.shared}" or (
         sharing.time_sliced if sharing is not None else None)
     for ask in asks:
@@ -323,7 +333,19 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None,
     metadata["annotations"] = {**(existing if isinstance(existing, dict) else {}),
                                MIGRATION_ANNOTATION: orjson.dumps(rewritten, option=orjson.OPT_SORT_KEYS).decode()}
     shares = [f"{a.container}: {', '.join(a.share.had)}" for a in asks if a.share_plan is not None]
-    return Plan("migrated", pod=planned, templates=templates, warnings=notes, rewritten=rewritten, shares=shares)
+    return Plan("migrated", pod=planned, templates=templates, warnings=notes, rewritten=rewritten, shares=shares,
+                costly=[c for c in map(_cost, asks) if c])
+
+
+def _cost(ask: _Ask) -> str | None:
+    """What a share kept only as whole devices costs (None: kept as a share, or not one)."""
+    if not ask.count:
+        return None
+    if ask.share_plan is not None and not ask.share_plan.variants:
+        return f"container {ask.container}: its GPU share ({', '.join(ask.share.had)}) would cost {ask.count} whole GPU(s)"
+    if ask.fractions:
+        return f"container {ask.container}: {_fraction_text(ask)} would cost {ask.count} whole GPU(s)"
+    return None
 
 
 def _collect_asks(spec: dict, rules: MigrationRules, notes: list[str]) -> list[_Ask]:

@@ -11,6 +11,43 @@ from __future__ import annotations
 from app.policy import MigrationRules
 
 DRA_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+KUEUE_GROUP = "kueue.x-k8s.io/pod-group-name"
+KUEUE_MANAGED = "kueue.x-k8s.io/managed"
+# Owners whose pods Kueue admits one by one (its pod, Deployment, StatefulSet and LeaderWorkerSet
+# integrations): it builds each Workload from the pod after admission webhooks ran. A Job-like
+# owner is admitted from its own template, before its pods exist.
+PER_POD_OWNERS = frozenset({"ReplicaSet", "StatefulSet", "LeaderWorkerSet"})
+
+
+def kueue_per_pod(pod: dict) -> str | None:
+    """The queue of a pod Kueue admits by itself (its quota counts this pod's requests); None
+    when Kueue does not, or admits the Job that owns it."""
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    queue = labels.get(KUEUE_QUEUE)
+    if not queue and labels.get(KUEUE_MANAGED) != "true":
+        return None
+    owners = meta.get("ownerReferences") if isinstance(meta.get("ownerReferences"), list) else []
+    kinds = {o.get("kind") for o in owners if isinstance(o, dict) and o.get("controller")}
+    if kinds - PER_POD_OWNERS and KUEUE_GROUP not in labels:
+        return None
+    return str(queue or "(managed)")
+
+
+def quota_escapes(quotas: list[tuple[str, dict]], resources: list[str], classes: list[str]) -> str | None:
+    """Why a rewritten pod would escape a ResourceQuota of its namespace: it limits the legacy
+    resource but not the DeviceClass its claim is counted by; None when every GPU quota counts it."""
+    for name, hard in quotas:
+        for resource in resources:
+            key = f"requests.{resource}"
+            if key not in hard:
+                continue
+            missing = [f"{c}{DRA_QUOTA_SUFFIX}" for c in classes if f"{c}{DRA_QUOTA_SUFFIX}" not in hard]
+            if missing:
+                return (f"ResourceQuota {name} limits {key} but not {missing[0]}: the rewritten pod's claim would "
+                        f"not be counted (add {missing[0]}: {hard[key]}, as `dra-bridge audit` lists)")
+    return None
 
 
 def _resource(key: str) -> str:

@@ -119,7 +119,13 @@ class SharingRule(_Strict):
 class MigrationRules(_Strict):
     claimName: str = "dra-bridge-gpus"
     removeTranslatedLabels: bool = True
-    fractional: Literal["wholeDevice", "skip"] = "wholeDevice"
+    # A share DRA cannot keep as a share (no device allows multiple allocations): legacy leaves the
+    # pod on the device plugin; wholeDevice gives it whole GPUs (a cost the admin chose); skip
+    # calls the pod unmigratable (onUnmigratable decides).
+    fractional: Literal["legacy", "wholeDevice", "skip"] = "legacy"
+    # DeviceClasses Kueue's deviceClassMappings count: pods Kueue admits one by one (queue-name
+    # label, not part of a Job) are rewritten onto these only; elsewhere they keep a path Kueue counts.
+    kueueDeviceClasses: list[str] = []
     driverDomain: str = "gpu.nvidia.com"
     migDeviceClass: str = "mig.nvidia.com"
     # Which migration path pods take (per namespace: namespaces[].path): auto picks native where a

@@ -16,6 +16,10 @@ class Metrics:
                                  ["endpoint"], buckets=LATENCY_BUCKETS, registry=self.registry)
         self.migrations = Counter("dra_bridge_migrations_total", "Pods planned, by result",
                                   ["result"], registry=self.registry)
+        self.path_choices = Counter("dra_bridge_path_choices_total",
+                                    "Pods left as they are, by path (native, legacy) and why: policy, bound, "
+                                    "scheduler, native, share, kueue, quota, dra-busy, dra-shadow, dra-never",
+                                    ["path", "reason"], registry=self.registry)
         self.validations = Counter("dra_bridge_validations_total", "Claims and pods validated",
                                    ["kind", "result", "mode"], registry=self.registry)
         self.template_errors = Counter("dra_bridge_template_ensure_errors_total",

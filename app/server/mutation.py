@@ -14,7 +14,7 @@ import orjson
 
 from app import dra
 from app.migration import (MIGRATION_ANNOTATION, Choice, ClusterSharing, Facts, Plan, ShareableDevices, choose_path,
-                           patch_diff, plan_pod, served_resources)
+                           patch_diff, plan_pod, plugin_nodes, served_resources)
 from app.policy import Effective, MigrationRules, Policy
 
 from . import admission
@@ -173,14 +173,15 @@ class Decisions:
                 self._items.popitem(last=False)
 
 
-def index_facts(index: dra.Index, rules: MigrationRules, never) -> Facts:
-    """What an inventory index tells the planner and the path choice."""
+def index_facts(index: dra.Index, rules: MigrationRules, judge) -> Facts:
+    """What an inventory index tells the planner and the path choice; judge(template) -> (state, why)
+    (TemplateVerdicts.dra)."""
     sharing_labels = [r.label for r in rules.nodeLabels if r.translate == "sharing"]
     shareable = {name: ShareableDevices(caps, sizes)
                  for name, (caps, sizes) in dra.shareable_classes(index, rules.sharing.memoryCapacity).items()}
     nodes = [node for node, positions in index.by_node.items() if positions]
     sharing = ClusterSharing(shareable, dra.time_sliced(index.node_labels, nodes, sharing_labels))
-    return Facts(served_resources(index.classes), never, sharing)
+    return Facts(served_resources(index.classes), judge, sharing, plugin_nodes(index.node_resources), index.quotas)
 
 
 def plan_request(req: admission.Request, policy: Policy, namespace_labels: dict[str, str],

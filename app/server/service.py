@@ -112,7 +112,7 @@ class ServiceState:
         if known:
             return facts
         index, rules = self.index(), self.policy.policy.migration
-        facts = index_facts(index, rules, dra.TemplateVerdicts(index, "spec").never)
+        facts = index_facts(index, rules, dra.TemplateVerdicts(index, "spec").dra)
         self.extra["facts"] = (index, rules, facts)
         return facts
 

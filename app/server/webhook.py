@@ -274,12 +274,15 @@ def _answer_mutate(state: ServiceState, req: admission.Request, mp: mutation.Mut
         outcome = "denied"
     if mp.settings is not None and not req.dry_run:  # a dry run leaves no trace beyond its answer
         state.metrics.migrations.labels(outcome).inc()
+        if mp.path is not None:
+            state.metrics.path_choices.labels(mp.path.path, mp.path.code or "other").inc()
         # Pods that went as planned are counted, not logged one by one: in a burst the log line
         # cost as much as the review. What needs a look (legacy, denied, errors) stays at info.
         if outcome not in ROUTINE_OUTCOMES or log.isEnabledFor(logging.DEBUG):
             log.log(logging.DEBUG if outcome in ROUTINE_OUTCOMES else logging.INFO,
-                    "mutate %s/%s uid=%s outcome=%s dryRun=%s", _safe(req.namespace),
-                    _safe(req.name or "(generated)"), _safe(req.uid), outcome, req.dry_run)
+                    "mutate %s/%s uid=%s outcome=%s dryRun=%s%s", _safe(req.namespace),
+                    _safe(req.name or "(generated)"), _safe(req.uid), outcome, req.dry_run,
+                    f" why={mp.path.code}: {mp.path.reason}" if mp.path is not None and outcome == "legacy" else "")
     return review, outcome
 
 

@@ -27,7 +27,10 @@ GRANTED = {
         ("", "namespaces", "get"): "kube.NamespaceLabels.get (policy namespace selectors)",
         **{("resource.k8s.io", r, v): "live.LiveInventory list + watch"
            for r in ("resourceslices", "deviceclasses", "resourceclaims") for v in ("list", "watch")},
-        **{("", "nodes", v): "live.LiveInventory list + watch (labels for nodeSelector slices)" for v in ("list", "watch")},
+        **{("", "nodes", v): "live.LiveInventory list + watch (labels for nodeSelector slices, device-plugin GPUs)"
+           for v in ("list", "watch")},
+        **{("", "resourcequotas", v): "live.LiveInventory list + watch (GPU quotas a rewrite must not escape)"
+           for v in ("list", "watch")},
     },
     "dra-bridge-reporter": {
         ("resource.k8s.io", "resourceslices", "list"): "publish.SlicePublisher._ours",

@@ -38,9 +38,16 @@ def test_native_class_leaves_a_plain_pod_as_it_is():
         assert resp["auditAnnotations"]["path"].startswith("native: served by DRA as extended resources: "
                                                            "nvidia.com/gpu by DeviceClass gpu-native.nvidia.com")
         assert 'dra_bridge_migrations_total{result="native"} 1.0' in client.get("/metrics").text
-        # What native cannot give still goes through the rewrite.
+        # What native cannot give goes through the rewrite, where that keeps its meaning:
+        narrowed = pod([container("main", {"nvidia.com/gpu": 1})])
+        narrowed["metadata"]["annotations"] = {"nvidia.com/use-gputype": "H100"}
+        assert "patch" in mutate(client, narrowed)
+        # a share no device here can keep stays on the device plugin, the reason counted (issue 23).
         shared = mutate(client, pod([container("main", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 8000})]))
-        assert "patch" in shared
+        assert "patch" not in shared and "would cost 1 whole GPU(s)" in shared["warnings"][0]
+        metrics = client.get("/metrics").text
+        assert 'dra_bridge_path_choices_total{path="legacy",reason="share"} 1.0' in metrics
+        assert 'dra_bridge_path_choices_total{path="native",reason="native"} 1.0' in metrics
 
 
 def test_without_a_native_class_the_pod_is_rewritten():

@@ -119,3 +119,26 @@ def test_reviews_never_wait_for_a_rebuild(fake_kube):
         assert inv.last_build_s >= 1.5
     finally:
         inv.stop()
+
+
+def test_issue_23_device_plugin_gpus_and_gpu_quotas_are_watched_and_heartbeats_cost_nothing(live, fake_kube):
+    """The path choice reads what device plugins advertise (Node allocatable) and GPU quotas; a
+    Node status update that changes neither (the kubelet's periodic report) builds nothing."""
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "dp-1", "labels": {"pool": "a"}},
+            "status": {"allocatable": {"cpu": "8", "nvidia.com/gpu": "4"},
+                       "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "t0"}]}}
+    fake_kube.add_cluster_object("nodes", node)
+    eventually(lambda: (live.index().node_resources or {}).get("dp-1") == {"nvidia.com/gpu": 4})
+    builds = live.full_builds
+    for beat in range(5):
+        node["status"]["conditions"][0]["lastHeartbeatTime"] = f"t{beat + 1}"
+        node["status"]["allocatable"]["cpu"] = "8"
+        fake_kube.add_cluster_object("nodes", node)
+    fake_kube.add_object("team-a", "resourcequotas", {
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus", "namespace": "team-a"},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "4", "pods": "10"}}, "status": {"used": {"pods": "1"}}})
+    eventually(lambda: (live.index().quotas or {}).get("team-a") == [("gpus", {"requests.nvidia.com/gpu": "4"})])
+    assert live.full_builds == builds + 1  # the quota; the heartbeats changed nothing kept
+    node["status"]["allocatable"].pop("nvidia.com/gpu")  # the device plugin left: the node moved to DRA
+    fake_kube.add_cluster_object("nodes", node)
+    eventually(lambda: live.index().node_resources.get("dp-1") == {})

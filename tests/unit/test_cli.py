@@ -53,7 +53,9 @@ def test_plan_yaml_output_is_applyable(tmp_path):
     # Volcano's pods are migrated only where the policy says its scheduler allocates claims.
     default = (ROOT / "app" / "data" / "default-policy.yaml").read_text()
     policy = tmp_path / "policy.yaml"
-    policy.write_text(default.replace("draSchedulers: [default-scheduler]", "draSchedulers: [default-scheduler, volcano]"))
+    # ...and a share costs a whole GPU only where the policy accepts it (issue 23).
+    policy.write_text(default.replace("draSchedulers: [default-scheduler]", "draSchedulers: [default-scheduler, volcano]")
+                      .replace("fractional: legacy", "fractional: wholeDevice"))
     inputs = ["-f", str(EXAMPLES / "workloads" / "ampere-16gb-pod.yaml"),
               "-f", str(EXAMPLES / "workloads" / "volcano-vgpu-deployment.yaml"), "-n", "team-a"]
     without = run("plan", *inputs, "-o", "json")

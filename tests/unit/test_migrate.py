@@ -440,6 +440,27 @@ def test_hami_placement_policy_annotations_warn():
     assert any("hami.io/gpu-scheduler-policy=binpack" in w and "no DRA equivalent" in w for w in result.warnings)
 
 
+# Every pod annotation HAMi documents (docs/config.md, "Pod configs: annotations"), with a value.
+HAMI_POD_ANNOTATIONS = {
+    "nvidia.com/use-gpuuuid": "GPU-AAA,GPU-BBB", "nvidia.com/nouse-gpuuuid": "GPU-CCC",
+    "nvidia.com/use-gputype": "A100", "nvidia.com/nouse-gputype": "Tesla V100-PCIE-32GB",
+    "hami.io/node-scheduler-policy": "spread", "hami.io/gpu-scheduler-policy": "binpack",
+    "hami.io/device-scoring-weights": "slot=1,core=1,memory=3", "nvidia.com/vgpu-mode": "mig",
+}
+
+
+@pytest.mark.parametrize("key", sorted(HAMI_POD_ANNOTATIONS))
+def test_issue_23_no_hami_annotation_is_dropped_silently(key):
+    """Each becomes a selector of the claim or is named in a warning."""
+    p = pod([container("w", {"nvidia.com/gpu": 1})])
+    p["metadata"]["annotations"] = {key: HAMI_POD_ANNOTATIONS[key]}
+    result = plan(p)
+    assert result.status == "migrated"
+    first = HAMI_POD_ANNOTATIONS[key].split(",")[0].upper()  # product names are matched case-blind
+    in_selectors = any(first in sel.upper() for sel in selectors(only_request(result)))
+    assert in_selectors or any(key in w for w in result.warnings), result.warnings
+
+
 def test_fraction_warning_names_the_cost_and_never_claims_dra_cannot_share():
     result = plan(pod([container("w", {"nvidia.com/gpu": 1, "nvidia.com/gpucores": 30})]))
     [note] = [w for w in result.warnings if "GPU share" in w]

@@ -15,8 +15,11 @@ NATIVE_CLASSES = {
 SERVED = Facts(served_resources(NATIVE_CLASSES))
 
 
-def choose(obj, facts=SERVED, path="auto"):
-    return choose_path(obj, plan_pod(obj, RULES, "ns"), RULES, path, facts)
+WHOLE = RULES.model_copy(update={"fractional": "wholeDevice"})
+
+
+def choose(obj, facts=SERVED, path="auto", rules=RULES):
+    return choose_path(obj, plan_pod(obj, rules, "ns"), rules, path, facts)
 
 
 def test_served_resources_come_from_extended_resource_names():
@@ -36,7 +39,7 @@ def test_plain_counts_served_by_a_class_take_the_native_path():
     ({"nvidia.com/mig-2g.20gb": 1}, "no DeviceClass serves nvidia.com/mig-2g.20gb"),
 ])
 def test_what_native_cannot_give_is_rewritten(limits, why):
-    choice = choose(pod([container("a", limits)]))
+    choice = choose(pod([container("a", limits)]), rules=WHOLE)
     assert choice.path == "rewrite" and why in choice.reason
 
 
@@ -59,10 +62,11 @@ def test_pods_bound_to_a_node_or_another_scheduler_stay_on_the_device_plugin():
 
 
 def test_a_claim_that_could_never_be_satisfied_stays_legacy():
-    never = Facts({}, lambda template: "no device matches")
+    never = Facts({}, lambda template: ("never", "no device matches"))
     choice = choose(pod(), never)
     assert choice.path == "legacy" and "could never be satisfied here (no device matches)" in choice.reason
-    assert choose(pod(), Facts({}, lambda template: None)).path == "rewrite"
+    assert choice.code == "dra-never"
+    assert choose(pod(), Facts({}, lambda template: ("serves", ""))).path == "rewrite"
 
 
 @pytest.mark.parametrize("path, served, expected", [

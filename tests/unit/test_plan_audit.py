@@ -59,7 +59,8 @@ def test_plan_yaml_of_whole_corpus_validates(corpus):
         except (kubernetes_validate.ValidationError, kubernetes_validate.SchemaNotFoundError):
             return False
 
-    result = plan_objects(read_inputs([str(corpus)]), default_policy().migration, "team-a")
+    rules = default_policy().migration.model_copy(update={"fractional": "wholeDevice"})  # every share rewritten
+    result = plan_objects(read_inputs([str(corpus)]), rules, "team-a")
     checked = 0
     for original, planned in result.objects:
         if original != planned and valid(original):
@@ -183,7 +184,10 @@ def test_audit_and_plan_say_the_path_of_every_object(tmp_path):
     assert any("by DeviceClass native" in r for r in rows["cuda-vectoradd"]["reasons"])
     assert rows["notebook-vgpu"]["path"] == "legacy"  # scheduler volcano is not listed as allocating claims
     assert rows["nbody-ampere"]["path"] == "native"  # its GFD nodeSelector still picks the node, as before
-    assert rows["hami"]["path"] == "rewrite"  # a share of a GPU: more than native can give
+    # A share of a GPU is more than native can give, and no device here allows multiple
+    # allocations: it stays on the device plugin until policy says what it may cost (issue 23).
+    assert rows["hami"]["path"] == "legacy" and rows["hami"]["status"] == "needs-attention"
+    assert any("would cost 1 whole GPU(s)" in r and "fractional: wholeDevice" in r for r in rows["hami"]["reasons"])
     table = run("audit", *files, "--inventory", str(native_inventory)).stdout
     assert "PATH" in table.splitlines()[0] and "native" in table
     reports = list(yaml.safe_load_all(run("audit", *files, "-o", "policyreport", "--inventory",

@@ -85,7 +85,7 @@ def path_of(ix, pod_obj):
 
     rules = default_policy().migration
     plan = plan_pod(pod_obj, rules, "team-a")
-    return choose_path(pod_obj, plan, rules, "auto", index_facts(ix, rules, dra.TemplateVerdicts(ix, "spec").never))
+    return choose_path(pod_obj, plan, rules, "auto", index_facts(ix, rules, dra.TemplateVerdicts(ix, "spec").dra))
 
 
 def gpu_pod(count=1):
@@ -102,7 +102,8 @@ def test_issue_23_a_shadow_only_cluster_keeps_pods_on_the_device_plugin():
     choice = path_of(ix, gpu_pod(2))
     assert choice.path == "legacy"
     assert "only nodes no DRA driver serves yet have such devices (2 shadowed" in choice.reason
-    assert "e.g. gpu-a" in choice.reason
+    assert "it would be rewritten once NVIDIA's driver serves node gpu-a" in choice.reason
+    assert choice.code == "dra-shadow"
 
 
 def test_issue_23_where_nvidias_driver_serves_a_node_pods_are_rewritten_onto_it():

@@ -40,7 +40,7 @@ def inventory(devices, labels=None, node="node-1"):
 
 def facts(inv, rules=RULES):
     ix = dra.build_index(inv)
-    return ix, index_facts(ix, rules, dra.TemplateVerdicts(ix, "spec").never)
+    return ix, index_facts(ix, rules, dra.TemplateVerdicts(ix, "spec").dra)
 
 
 def planned(limits, inv=None, rules=RULES, **spec):
@@ -223,7 +223,11 @@ def test_a_share_never_takes_the_native_path():
     p = pod([container("w", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000})])
     plan = plan_pod(p, RULES, "team-a")
     choice = choose_path(p, plan, RULES, "auto", Facts(served={"nvidia.com/gpu": "gpu.nvidia.com"}))
-    assert choice.path == "rewrite"
+    # No device here allows multiple allocations: by default it stays on the device plugin (issue 23),
+    assert choice.path == "legacy" and choice.code == "share" and "would cost 1 whole GPU(s)" in choice.reason
+    # and is rewritten (never native) only when the policy accepts that cost.
+    whole = RULES.model_copy(update={"fractional": "wholeDevice"})
+    assert choose_path(p, plan, whole, "auto", Facts(served={"nvidia.com/gpu": "gpu.nvidia.com"})).path == "rewrite"
 
 
 def test_memory_shares_of_a_rendered_shareable_gpu_fit_side_by_side():

@@ -1,0 +1,36 @@
+"""What Nodes and ResourceQuotas say about devices outside DRA (device plugins, quota keys). Pure."""
+
+from __future__ import annotations
+
+from .quantity import parse_quantity
+
+
+def extended_allocatable(node: dict) -> dict[str, int]:
+    """The extended resources (a domain-prefixed name outside kubernetes.io) a Node takes new
+    pods for: its status.allocatable, as a device plugin advertises it; none while cordoned."""
+    if (node.get("spec") or {}).get("unschedulable"):
+        return {}
+    allocatable = (node.get("status") or {}).get("allocatable")
+    out: dict[str, int] = {}
+    for name, value in allocatable.items() if isinstance(allocatable, dict) else ():
+        if not isinstance(name, str) or "/" not in name or name.split("/")[0].endswith("kubernetes.io"):
+            continue
+        try:
+            count = int(parse_quantity(value))
+        except (ValueError, TypeError, ArithmeticError):
+            continue  # the kubelet wrote it; a value we cannot read advertises nothing
+        if count > 0:
+            out[name] = count
+    return out
+
+
+def device_quota(quota: dict) -> tuple[str, str, dict[str, str]] | None:
+    """(namespace, name, hard limits on extended resources and DeviceClasses) of a ResourceQuota;
+    None when it limits neither (the rest of a quota never decides a path)."""
+    meta = quota.get("metadata") if isinstance(quota.get("metadata"), dict) else {}
+    hard = (quota.get("spec") or {}).get("hard") if isinstance(quota.get("spec"), dict) else None
+    kept = {k: str(v) for k, v in hard.items() if isinstance(k, str) and "/" in k and (
+        k.startswith("requests.") or k.endswith(".resource.k8s.io/devices"))} if isinstance(hard, dict) else {}
+    if not kept or not isinstance(meta.get("name"), str):
+        return None
+    return str(meta.get("namespace") or ""), meta["name"], kept
