@@ -49,9 +49,10 @@ NOT_REQUESTS = {"tolerations", "nodeTaints", "taints", "nodeSelector", "nodeLabe
 SCHEDULER_FIELDS = ("schedulerName", "batchScheduler", "batchSchedulerName")
 
 
-def gpu_fields_outside_pods(obj: object, rules: MigrationRules, path: str = "") -> list[str]:
+def gpu_fields_outside_pods(obj: object, rules: MigrationRules, path: str = "", counts: bool = True) -> list[str]:
     """GPU requests in fields no pod spec holds (controller-specific shapes): legacy resource
-    names as keys or values, and GPU counts of the custom resource's own (`gpus: 2`)."""
+    names as keys or values, and (counts) GPU counts of the custom resource's own (`gpu: 2`;
+    not where its pod templates ask for GPUs themselves: KubeRay's num-gpus repeats them)."""
     found = []
     if isinstance(obj, dict):
         for key, value in obj.items():
@@ -62,13 +63,13 @@ def gpu_fields_outside_pods(obj: object, rules: MigrationRules, path: str = "") 
                 found.append(child)
             elif isinstance(value, str) and rules.rule_for(value):
                 found.append(f"{child}={value}")
-            elif isinstance(key, str) and "gpu" in key.lower() and _positive(value):
+            elif counts and isinstance(key, str) and "gpu" in key.lower() and _positive(value):
                 found.append(f"{child}={value}")
             else:
-                found.extend(gpu_fields_outside_pods(value, rules, child))
+                found.extend(gpu_fields_outside_pods(value, rules, child, counts))
     elif isinstance(obj, list):
         for i, value in enumerate(obj):
-            found.extend(gpu_fields_outside_pods(value, rules, f"{path}[{i}]"))
+            found.extend(gpu_fields_outside_pods(value, rules, f"{path}[{i}]", counts))
     return found
 
 
@@ -132,7 +133,7 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
                 result.reports.append(report)
                 continue
             named = operator_scheduler(obj) if obj.get("kind") != "Pod" else None
-            if named and named[1] not in rules.draSchedulers and (asks_gpus or gpu_fields_outside_pods(obj, rules)):
+            if named and named[1] not in rules.draSchedulers and (asks_gpus or gpu_fields_outside_pods(obj, rules, counts=True)):
                 report.path = "legacy"
                 report.reasons.append(f"{named[0]}={named[1]}: its operator gives its pods scheduler {named[1]!r}, "
                                       "not one the policy lists as allocating ResourceClaims (migration.draSchedulers): "
@@ -159,7 +160,7 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
                 paths.append(chosen_path)
             chosen = sorted({p for p in paths if p})
             report.path = "+".join(chosen) if chosen else "none"
-            outside = gpu_fields_outside_pods(obj, rules)
+            outside = gpu_fields_outside_pods(obj, rules, counts=not asks_gpus)
             if outside and str(obj.get("apiVersion", "")).startswith("kueue.x-k8s.io/"):
                 report.path = "quota"
                 report.reasons.append(f"Kueue quota on GPU resources ({', '.join(outside[:3])}): Jobs are admitted from "

@@ -20,6 +20,16 @@ _SHARED_SUFFIX = "-SHARED"
 _NOT_SHARED = {"none", "", "false", "exclusive"}
 _MIG_PROFILE = re.compile(r"[0-9]+g\.[0-9]+gb")
 # nvidia-tesla-a100, nvidia-a100-80gb, nvidia-h100-mega-80gb, nvidia-l4, nvidia-tesla-t4, nvidia-b200
+_MODEL = re.compile(r"[a-z][a-z0-9-]*[0-9][a-z0-9-]*")
+
+
+def _names_model(product: str, model: str) -> str:
+    """CEL: the product name holds the model as a word ('NVIDIA L4' names l4, 'NVIDIA L40S' does
+    not; 'NVIDIA A100-SXM4-80GB' names a100, not a10)."""
+    pattern = f"(^|[^a-z0-9]){re.escape(model)}([^a-z0-9]|$)"
+    return f"{product}.lowerAscii().matches({cel_selectors.literal(pattern)})"
+
+
 _GKE_ACCELERATOR = re.compile(r"nvidia-(?:tesla-)?(?P<model>[a-z]+[0-9]+)(?:-mega)?(?:-(?P<gb>[0-9]+)gb)?")
 
 
@@ -105,6 +115,8 @@ class _Translator:
             return self._both(self._string(rule.attribute, op, values))
         if rule.translate == "gkeAccelerator":
             return self._both(self._accelerator(label, op, values))
+        if rule.translate == "gpuModel":
+            return self._both(self._model(label, op, values))
         if rule.translate == "migProfile":
             return self._mig_profile(label, op, values)
         if rule.translate == "sharing":
@@ -152,11 +164,24 @@ class _Translator:
             if not match:
                 raise Untranslatable(f"{label}={value} is not a GKE NVIDIA accelerator name")
             name = cel_selectors.attribute(self.domain, "productName")
-            test = f"{name}.lowerAscii().contains({cel_selectors.literal(match['model'])})"
+            test = _names_model(name, match["model"])
             if match["gb"]:
                 test += " && " + cel_selectors.memory_at_least(self.domain, f"{int(match['gb']) * 1000}Mi")
             tests.append(test)
         expr = cel_selectors.guarded_attribute(self.domain, "productName", cel_selectors.any_of(tests))
+        return f"!({expr})" if op == "NotIn" else expr
+
+    def _model(self, label: str, op: str, values: list[str]) -> str:
+        """A GPU model name (Karpenter's instance-gpu-name: a100, h100, l4): in the product name,
+        case-blind."""
+        presence = self._presence("productName", op)
+        if presence:
+            return presence
+        if op not in ("In", "NotIn") or not all(_MODEL.fullmatch(v.lower()) for v in values):
+            raise Untranslatable(f"{label} {op} {values}: only In / NotIn of GPU model names translate")
+        name = cel_selectors.attribute(self.domain, "productName")
+        test = cel_selectors.any_of([_names_model(name, v.lower()) for v in values])
+        expr = cel_selectors.guarded_attribute(self.domain, "productName", test)
         return f"!({expr})" if op == "NotIn" else expr
 
     def _mig_profile(self, label: str, op: str, values: list[str]) -> dict[str, str]:

@@ -410,7 +410,7 @@ def _resolve_share(ask: _Ask, rules: MigrationRules, node_share: str | None,
         return
     try:
         ask.share_plan = plan_share(share, ask.container, ask.count, ask.device_class, ask.device_type,
-                                    rules.sharing, sharing, rules.driverDomain, rules.fractional == "skip")
+                                    rules.sharing, sharing, rules.driverDomain, rules.fractional)
     except Unkept as why:
         raise _Unmigratable(str(why)) from None
     notes.extend(ask.share_plan.notes)

@@ -69,7 +69,10 @@ class Unkept(Exception):
 
 
 def plan_share(share: Share, container: str, count: int, device_class: str, device_type: str,
-               rule: SharingRule, cluster: ClusterSharing | None, domain: str, skip: bool) -> SharePlan:
+               rule: SharingRule, cluster: ClusterSharing | None, domain: str, fractional: str) -> SharePlan:
+    """fractional (policy): only wholeDevice lets a share fall back to a whole device where no
+    shareable device has room; skip refuses a share no device can keep; legacy plans it whole
+    (the path choice then leaves the pod on the device plugin, saying what it would cost)."""
     had = ", ".join(share.had)
     out = SharePlan()
     devices = cluster.classes.get(device_class) if cluster is not None and rule.capacity else None
@@ -77,6 +80,7 @@ def plan_share(share: Share, container: str, count: int, device_class: str, devi
     if devices is not None:
         out.variants, lost = _capacity_variants(share, devices, rule, domain)
     if out.variants:
+        skip = fractional != "wholeDevice"
         if skip:
             out.whole = False
         else:
@@ -89,7 +93,7 @@ def plan_share(share: Share, container: str, count: int, device_class: str, devi
             out.notes.append(f"container {container}: {' and '.join(lost)} of the share not enforced: "
                              "the shareable devices publish no capacity for it")
         return out
-    if skip:
+    if fractional == "skip":
         raise Unkept(f"container {container} asks for a share of a GPU ({had}), no device here allows "
                      "multiple allocations, and policy fractional is skip")
     out.config, config_lost = _config(share, rule, device_type)

@@ -79,7 +79,7 @@ class NodeLabelRule(_Strict):
 
     label: str
     translate: Literal["product", "string", "memoryMiB", "versionMajor", "versionMinor", "gkeAccelerator",
-                       "migProfile", "sharing"]
+                       "gpuModel", "migProfile", "sharing"]
     attribute: Optional[str] = None
     capacity: Optional[str] = None
     # Also left on the pod's node selection: a cloud node-pool label autoscalers choose pools by.

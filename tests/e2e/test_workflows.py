@@ -108,7 +108,8 @@ def test_two_hami_gpumem_pods_share_one_gpu(cluster, webhook):
         cluster.apply([pod], "-n", "team-a")
         found[name] = wait_for(lambda name=name: allocation(cluster, "team-a", name), 90, f"{name} allocated")
     [a], [b] = found["share-a"], found["share-b"]
-    assert a["request"] == b["request"] == "cuda/shared"
+    # Only the shared alternative: a whole GPU would cost what the pods never had (fractional: legacy).
+    assert a["request"] == b["request"] == "cuda"
     assert (a["pool"], a["device"]) == (b["pool"], b["device"])  # one GPU, two claims
     assert a["shareID"] != b["shareID"]
     assert a["consumedCapacity"]["memory"] == b["consumedCapacity"]["memory"] == "10000Mi"

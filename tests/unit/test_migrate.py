@@ -395,12 +395,12 @@ def test_gke_partition_size_label_means_one_mig_device_of_that_profile():
 @pytest.mark.parametrize("value, matches, misses", [
     ("nvidia-h100-80gb", ("NVIDIA H100 80GB HBM3", "81559Mi"), ("NVIDIA H100 PCIe 40GB", "40960Mi")),
     ("nvidia-tesla-a100", ("NVIDIA A100-SXM4-40GB", "40960Mi"), ("NVIDIA L4", "23034Mi")),
-    ("nvidia-l4", ("NVIDIA L4", "23034Mi"), ("NVIDIA A100-SXM4-40GB", "40960Mi")),
+    ("nvidia-l4", ("NVIDIA L4", "23034Mi"), ("NVIDIA L40S", "46068Mi")),  # the model as a word, not a prefix
 ])
 def test_gke_accelerator_label_becomes_a_product_selector(value, matches, misses):
     from app.dra import cel
     result = plan(pod([container("m", {"nvidia.com/gpu": 1})], nodeSelector={"cloud.google.com/gke-accelerator": value}))
-    [expr] = [s for s in selectors(only_request(result)) if "contains" in s]
+    [expr] = [s for s in selectors(only_request(result)) if "matches" in s]
 
     def device(product, memory):
         return cel.device_variable("gpu.nvidia.com", {"name": "g", "attributes": {"productName": {"string": product}},
@@ -409,6 +409,28 @@ def test_gke_accelerator_label_becomes_a_product_selector(value, matches, misses
     assert selector.matches(device(*matches)) and not selector.matches(device(*misses))
     # Issue 23: it also selects (and autoscales) the GKE node pool: kept on the pod.
     assert result.pod["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": value}
+
+
+@pytest.mark.parametrize("value, matches, misses", [
+    ("l4", "NVIDIA L4", "NVIDIA L40S"), ("a10g", "NVIDIA A10G", "NVIDIA A100-SXM4-40GB"),
+    ("a100", "NVIDIA A100-SXM4-80GB", "NVIDIA A10G"), ("t4", "Tesla T4", "NVIDIA L4"),
+])
+def test_issue_23_karpenter_gpu_name_becomes_a_model_selector_and_stays_on_the_node(value, matches, misses):
+    """EKS with Karpenter: karpenter.k8s.aws/instance-gpu-name picks the instance type it launches."""
+    from app.dra import cel
+    selector_in = {"karpenter.k8s.aws/instance-gpu-name": value}
+    result = plan(pod([container("m", {"nvidia.com/gpu": 1})], nodeSelector=selector_in))
+    [expr] = selectors(only_request(result))
+
+    def device(product):
+        return cel.device_variable("gpu.nvidia.com", {"name": "g", "attributes": {"productName": {"string": product}}})
+    selector = cel.compile_selector(expr)
+    assert selector.matches(device(matches)) and not selector.matches(device(misses))
+    assert result.pod["spec"]["nodeSelector"] == selector_in
+    # AKS's accelerator label says nothing about the model: left as it is, not translated.
+    aks = plan(pod([container("m", {"nvidia.com/gpu": 1})], nodeSelector={"kubernetes.azure.com/accelerator": "nvidia"}))
+    assert aks.pod["spec"]["nodeSelector"] == {"kubernetes.azure.com/accelerator": "nvidia"}
+    assert not selectors(only_request(aks))
 
 
 def test_mig_single_strategy_keeps_the_memory_label_on_the_node():

@@ -10,7 +10,8 @@ from app.policy import SharingRule, default_policy
 from app.server.mutation import index_facts
 from tests.helpers import container, pod
 
-RULES = default_policy().migration
+# Most tests here describe the whole-device fallback: a choice the policy must make (issue 23).
+RULES = default_policy().migration.model_copy(update={"fractional": "wholeDevice"})
 NVIDIA_CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
                 "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com' && "
                                                               "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}}
@@ -150,6 +151,22 @@ def test_config_applies_to_the_whole_device_alternative_when_capacity_is_preferr
     check_schema(result)
 
 
+def test_by_default_a_share_never_falls_back_to_a_whole_device():
+    """fractional: legacy (the default): where devices allow multiple allocations only the shared
+    alternatives are asked for (a whole device would cost what the pod never had); where none
+    does, the plan says what it would cost and the path choice leaves the pod on the device plugin."""
+    default = default_policy().migration
+    assert default.fractional == "legacy"
+    kept = planned({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000}, inventory([gpu("g0")]), rules=default)
+    request = the_request(kept)
+    assert "firstAvailable" not in request and request["exactly"]["capacity"]["requests"] == {"memory": "3000Mi"}
+    assert not kept.costly
+    whole = planned({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000}, inventory([gpu("g0", shareable=False)]),
+                    rules=default)
+    assert whole.status == "migrated" and whole.costly == [
+        "container w: its GPU share (nvidia.com/gpumem=3000) would cost 1 whole GPU(s)"]
+
+
 def test_fractional_skip_keeps_only_the_share_or_leaves_the_pod():
     skip = RULES.model_copy(update={"fractional": "skip"})
     kept = planned({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000}, inventory([gpu("g0")]), rules=skip)
@@ -220,14 +237,14 @@ def test_shareable_facts_ignore_devices_no_class_selects():
 
 def test_a_share_never_takes_the_native_path():
     from app.migration import Facts, choose_path
+    default = default_policy().migration
     p = pod([container("w", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000})])
-    plan = plan_pod(p, RULES, "team-a")
-    choice = choose_path(p, plan, RULES, "auto", Facts(served={"nvidia.com/gpu": "gpu.nvidia.com"}))
+    served = Facts(served={"nvidia.com/gpu": "gpu.nvidia.com"})
+    choice = choose_path(p, plan_pod(p, default, "team-a"), default, "auto", served)
     # No device here allows multiple allocations: by default it stays on the device plugin (issue 23),
     assert choice.path == "legacy" and choice.code == "share" and "would cost 1 whole GPU(s)" in choice.reason
     # and is rewritten (never native) only when the policy accepts that cost.
-    whole = RULES.model_copy(update={"fractional": "wholeDevice"})
-    assert choose_path(p, plan, whole, "auto", Facts(served={"nvidia.com/gpu": "gpu.nvidia.com"})).path == "rewrite"
+    assert choose_path(p, plan_pod(p, RULES, "team-a"), RULES, "auto", served).path == "rewrite"
 
 
 def test_memory_shares_of_a_rendered_shareable_gpu_fit_side_by_side():
