@@ -14,6 +14,7 @@ import orjson
 
 from app import dra
 from app.migration import (MIGRATION_ANNOTATION, Choice, ClusterSharing, Facts, Plan, ShareableDevices, choose_path,
+                           kueue_per_pod,
                            patch_diff, plan_pod, plugin_nodes, served_resources)
 from app.policy import Effective, MigrationRules, Policy
 
@@ -134,10 +135,12 @@ _DEFAULT_CACHE = PlanCache()
 
 
 def shape_key(pod: dict, namespace: str | None, view: dict | None = None) -> tuple | None:
-    """What a pod's migration depends on, beside the rules: its namespace and planner view
-    (None: not serializable, never cached)."""
+    """What a pod's migration depends on, beside the rules: its namespace, planner view and the
+    Kueue queue that admits it by itself (the path choice reads it; None: not serializable,
+    never cached)."""
     try:
-        return namespace, orjson.dumps(view if view is not None else _planner_input(pod), option=orjson.OPT_SORT_KEYS)
+        return (namespace, orjson.dumps(view if view is not None else _planner_input(pod), option=orjson.OPT_SORT_KEYS),
+                kueue_per_pod(pod))
     except TypeError:
         return None
 

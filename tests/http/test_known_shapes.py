@@ -59,3 +59,16 @@ def test_policies_that_read_namespace_labels_always_decide_in_a_worker():
         mutate(client, pod([container("w", {"nvidia.com/gpu": 1})]), "x")
     assert not state.decisions._items
     assert default_policy().needs_namespace_labels is False
+
+
+def test_issue_23_a_pod_kueue_admits_by_itself_is_never_answered_from_a_replica_it_does_not():
+    """Same spec, same namespace: the path choice also reads the Kueue queue (rewritten, the pod
+    would leave its ClusterQueue's GPU quota), so it is part of the shape."""
+    state = state_with()
+    plain = pod([container("w", {"nvidia.com/gpu": 2})])
+    queued = pod([container("w", {"nvidia.com/gpu": 2})])
+    queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "lq"}
+    with TestClient(create_app(state)) as client:
+        assert "patch" in mutate(client, plain, "plain")
+        answer = mutate(client, queued, "queued")
+    assert "patch" not in answer and "Kueue admits this pod by itself (queue lq)" in answer["warnings"][0]
