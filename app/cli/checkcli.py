@@ -8,26 +8,35 @@ import sys
 from app import dra
 from app.common import InputError
 
+from app.server.validation import admin_label_rule
+
 from .inputs import load_inventory, read_inputs
 
 
-def check_object(obj: dict, ix: dra.Index) -> dra.Verdict:
+def check_object(obj: dict, ix: dra.Index, namespaces: dict | None = None) -> dra.Verdict:
+    """namespaces: name -> labels from the inventory (None: none read, the admin-access rule unchecked)."""
     try:
         parsed = dra.parse_claim_object(obj)
     except dra.ClaimError as exc:
         return dra.Verdict("invalid", str(exc))
+    if namespaces is not None:
+        namespace = (obj.get("metadata") or {}).get("namespace") or "default"
+        refused = admin_label_rule(parsed, namespace, namespaces.get(namespace, {}))
+        if refused:
+            return dra.Verdict("invalid", refused[0].message)
     return dra.check(parsed, ix, count_nodes=True)
 
 
 def run_check(args) -> int:
-    ix = dra.build_index(load_inventory(args.inventory))
+    inventory = load_inventory(args.inventory)
+    ix = dra.build_index(inventory)
     rows = []
     for source, objects in read_inputs(args.filename):
         for line, obj in objects:
             if obj.get("kind") not in dra.CLAIM_KINDS:
                 continue
             meta = obj.get("metadata") or {}
-            verdict = check_object(obj, ix)
+            verdict = check_object(obj, ix, inventory.namespaces)
             rows.append({"source": f"{source}:{line}", "kind": obj["kind"], "name": meta.get("name", "?"),
                          "status": verdict.status, "message": verdict.message, "closest": verdict.closest,
                          "warnings": verdict.errors, "notes": verdict.notes})

@@ -19,7 +19,7 @@ import orjson
 from app.common import extended_allocatable, parse_quantity
 
 from . import cel, shadow
-from .inventory import Inventory, allocated_capacity, allocated_devices, shared_devices
+from .inventory import Inventory, allocated_capacity, allocated_devices, apply_taint_rules, shared_devices
 from .nodes import node_matches
 
 IDENTITY_ATTRIBUTES = frozenset({"uuid", "index", "minor", "pciBusID", "pcieRoot", "parentUUID", "parentIndex",
@@ -462,7 +462,7 @@ class Build:
 
     def add(self, full: dict) -> dict:
         before = len(self.index.rejected)
-        s = self.builder.add_slice(full)
+        s = self.builder.add_slice(apply_taint_rules(full, self.inventory.taint_rules))
         name = s["metadata"]["name"]
         self.by_name[name] = s
         if len(self.index.rejected) > before:
@@ -486,6 +486,10 @@ class Build:
 
 def build(inventory: Inventory, allocated: set | None = None, capacity: dict | None = None,
           shared: set | None = None) -> Index:
+    """allocated, capacity, shared: what claims hold; by default what the inventory's claims hold."""
+    if allocated is None and inventory.claims:
+        claims = inventory.claims
+        allocated, capacity, shared = allocated_devices(claims), allocated_capacity(claims), shared_devices(claims)
     return Build(inventory, allocated, capacity, shared).index
 
 

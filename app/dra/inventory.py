@@ -8,7 +8,7 @@ from decimal import Decimal
 from app.common import InputError, device_quota, extended_allocatable, parse_quantity
 
 SUPPORTED = "resource.k8s.io/v1"
-INVENTORY_KINDS = ("ResourceSlice", "DeviceClass")
+INVENTORY_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "DeviceTaintRule")
 
 
 @dataclass
@@ -21,6 +21,12 @@ class Inventory:
     node_resources: dict[str, dict[str, int]] | None = None
     # namespace -> [(ResourceQuota name, hard limits on devices)]; None: no quotas were read
     quotas: dict[str, list[tuple[str, dict]]] | None = None
+    # What an export (`kubectl get resourceslices,deviceclasses,resourceclaims,devicetaintrules,
+    # nodes,namespaces -A -o yaml`) says beyond devices: claims holding devices (None: none read),
+    # namespace labels (the admin-access rule), taints DeviceTaintRules put on devices.
+    claims: list[dict] | None = None
+    namespaces: dict[str, dict] | None = None
+    taint_rules: list[dict] = field(default_factory=list)
 
     @property
     def device_count(self) -> int:
@@ -42,6 +48,13 @@ def from_objects(objects: list[tuple[int, dict]], source: str) -> Inventory:
         if kind == "ResourceQuota" and obj.get("apiVersion") == "v1":
             add_quota(inv, obj)
             continue
+        if kind == "Namespace" and obj.get("apiVersion") == "v1":
+            metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            labels = metadata.get("labels") or {}
+            if not isinstance(metadata.get("name"), str) or not isinstance(labels, dict):
+                raise InputError(f"{where}.metadata", "a Namespace needs a name and labels as a map")
+            inv.namespaces = {**(inv.namespaces or {}), metadata["name"]: dict(labels)}
+            continue
         if kind not in INVENTORY_KINDS:
             continue
         if obj.get("apiVersion") != SUPPORTED:
@@ -52,12 +65,61 @@ def from_objects(objects: list[tuple[int, dict]], source: str) -> Inventory:
             raise InputError(f"{where}.metadata.name", "missing")
         if kind == "DeviceClass":
             inv.classes[name] = obj
+        elif kind == "ResourceClaim":
+            inv.claims = (inv.claims or []) + [_allocation_of(obj, where)]
+        elif kind == "DeviceTaintRule":
+            inv.taint_rules.append(_taint_rule(obj, where))
         else:
             devices = (obj.get("spec") or {}).get("devices")
             if devices is not None and not isinstance(devices, list):
                 raise InputError(f"{where}.spec.devices", "must be a list")
             inv.slices.append(obj)
     return inv
+
+
+def _allocation_of(claim: dict, where: str) -> dict:
+    """What a claim holds (its allocation results): all the index needs of it."""
+    results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
+    if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+        raise InputError(f"{where}.status.allocation.devices.results", "must be a list of results")
+    return {"status": {"allocation": {"devices": {"results": results}}}} if results else {}
+
+
+def _taint_rule(rule: dict, where: str) -> dict:
+    spec = rule.get("spec") if isinstance(rule.get("spec"), dict) else {}
+    taint = spec.get("taint")
+    if not isinstance(taint, dict) or not isinstance(taint.get("key"), str):
+        raise InputError(f"{where}.spec.taint", "a DeviceTaintRule needs a taint with a key")
+    selector = spec.get("deviceSelector")
+    if selector is not None and not isinstance(selector, dict):
+        raise InputError(f"{where}.spec.deviceSelector", "must be a map")
+    return {"selector": selector, "taint": taint}
+
+
+def apply_taint_rules(s: dict, rules: list[dict]) -> dict:
+    """The slice with the taints of the DeviceTaintRules that select its devices, as if its
+    driver had published them (upstream: an absent selector selects no device, an empty one
+    every device; driver, pool and device narrow it)."""
+    if not rules or not isinstance(s.get("spec"), dict):
+        return s
+    spec = s["spec"]
+    pool = (spec.get("pool") or {}).get("name")
+    devices, changed = [], False
+    for device in spec.get("devices") or []:
+        added = [r["taint"] for r in rules if isinstance(device, dict) and _selects(r["selector"], spec.get("driver"),
+                                                                                      pool, device.get("name"))]
+        if added:
+            device = {**device, "taints": list(device.get("taints") or []) + added}
+            changed = True
+        devices.append(device)
+    return {**s, "spec": {**spec, "devices": devices}} if changed else s
+
+
+def _selects(selector: dict | None, driver, pool, device) -> bool:
+    if selector is None:
+        return False
+    return all(selector.get(field) in (None, value) for field, value in
+               (("driver", driver), ("pool", pool), ("device", device)))
 
 
 def add_quota(inv: Inventory, quota: dict) -> None:

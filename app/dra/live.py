@@ -43,12 +43,15 @@ def _claim_results(claim: dict) -> list[tuple]:
 
 class LiveIndex:
     def __init__(self, slices, classes: dict[str, dict], claims, nodes: dict[str, dict] | None,
-                 node_resources: dict[str, dict[str, int]] | None = None, quotas: dict | None = None):
+                 node_resources: dict[str, dict[str, int]] | None = None, quotas: dict | None = None,
+                 taint_rules: list[dict] | None = None):
         """slices: iterable of ResourceSlices, claims: of (key, claim) pairs or a key -> claim
         map; each consumed once, so neither need be decoded all at once. nodes: name -> labels;
         node_resources: name -> extended resources allocatable (what device plugins advertise);
-        quotas: namespace -> [(ResourceQuota name, device limits)]."""
+        quotas: namespace -> [(ResourceQuota name, device limits)]; taint_rules: DeviceTaintRules
+        as {selector, taint}."""
         self.classes, self.nodes, self.node_resources, self.quotas = dict(classes), nodes, node_resources, quotas
+        self.taint_rules = list(taint_rules or [])
         self.claims: dict[str, list[tuple]] = {}
         self.whole: dict[tuple, int] = {}
         self.shares: dict[tuple, int] = {}
@@ -60,7 +63,8 @@ class LiveIndex:
     # -- full build ----------------------------------------------------------------------
     def _full(self, slices) -> None:
         self.build = Build(Inventory(slices=slices, classes=self.classes, source="live", nodes=self.nodes,
-                                     node_resources=self.node_resources, quotas=self.quotas),
+                                     node_resources=self.node_resources, quotas=self.quotas,
+                                     taint_rules=self.taint_rules),
                            set(self.whole), {k: dict(v) for k, v in self.capacity.items() if v}, set(self.shares))
         self.dead = 0
         self.full_builds = getattr(self, "full_builds", 0) + 1

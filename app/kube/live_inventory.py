@@ -33,8 +33,11 @@ from app.common import Backoff, Throttled, device_quota, extended_allocatable
 from .client import raw_get, watch_events
 
 log = logging.getLogger("dra_bridge.live")
-RESOURCES = ("resourceslices", "deviceclasses", "resourceclaims", "nodes", "resourcequotas")
-INCREMENTAL = ("resourceslices", "resourceclaims")  # the rest (classes, nodes, quotas): full builds
+RESOURCES = ("resourceslices", "deviceclasses", "resourceclaims", "nodes", "resourcequotas", "devicetaintrules")
+INCREMENTAL = ("resourceslices", "resourceclaims")  # the rest (classes, nodes, quotas, rules): full builds
+# Served only from Kubernetes 1.37 (resource.k8s.io/v1): where the API has none, there are none;
+# the list is tried again every `absent_retry_s` (the cluster may be upgraded).
+OPTIONAL = ("devicetaintrules",)
 PATHS = {"nodes": "/api/v1/nodes", "resourcequotas": "/api/v1/resourcequotas"}
 
 
@@ -55,10 +58,12 @@ class LiveInventory:
     def __init__(self, api: client.ApiClient,
                  make_index: Callable[..., object],
                  watch_timeout_s: int = 300, stale_after_s: float = 60.0,
-                 rebuild_interval_s: float = 1.0, backoff_s: float = 1.0, page_size: int = 500):
+                 rebuild_interval_s: float = 1.0, backoff_s: float = 1.0, page_size: int = 500,
+                 absent_retry_s: float = 300.0):
         self.api, self.make_index = api, make_index
         self.watch_timeout_s, self.stale_after_s = watch_timeout_s, stale_after_s
         self.rebuild_interval_s, self.backoff_s, self.page_size = rebuild_interval_s, backoff_s, page_size
+        self.absent_retry_s = absent_retry_s
         # Raw objects kept as JSON bytes: about a third of the memory of decoded dicts.
         self.objects: dict[str, dict[str, bytes]] = {r: {} for r in RESOURCES}
         self.synced: dict[str, bool] = {r: False for r in RESOURCES}
@@ -121,9 +126,10 @@ class LiveInventory:
             for q in map(orjson.loads, self.objects["resourcequotas"].values()):
                 if q["hard"]:
                     quotas.setdefault(q["namespace"], []).append((q["name"], q["hard"]))
+            rules = [orjson.loads(b) for b in self.objects["devicetaintrules"].values()]
         self._live = None  # the previous index goes as the new one is built, not after
         self._live = self.make_index((orjson.loads(b) for b in slices), classes,
-                                     ((k, orjson.loads(b)) for k, b in claims), nodes, resources, quotas)
+                                     ((k, orjson.loads(b)) for k, b in claims), nodes, resources, quotas, rules)
         self.full_builds += 1
         # A million long-lived index objects would make every full collection walk them (a
         # 200 ms pause in an incremental update): exempt them. No collection here (it would hold
@@ -172,6 +178,9 @@ class LiveInventory:
             meta = obj.get("metadata") or {}
             obj = {"metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
                    "allocatable": extended_allocatable(obj)}
+        elif resource == "devicetaintrules":  # the rule (selector, taint), not its eviction status
+            spec = obj.get("spec") or {}
+            obj = {"selector": spec.get("deviceSelector"), "taint": spec.get("taint") or {}}
         elif resource == "resourcequotas":
             found = device_quota(obj)
             meta = obj.get("metadata") or {}
@@ -209,6 +218,17 @@ class LiveInventory:
             self._full = True
         self._changed.set()
         return version
+
+    def _absent(self, resource: str) -> None:
+        """The API does not serve this kind (an older cluster): none exist, and that is synced."""
+        with self._lock:
+            if self.objects[resource] or not self.synced[resource]:
+                self.objects[resource] = {}
+                self._version += 1
+                self._full = True
+            self.synced[resource] = True
+        self.failing_since[resource] = None
+        self._changed.set()
 
     def watch_once(self, resource: str, version: str) -> str:
         """Apply watch events until the server ends the stream; returns the last resourceVersion."""
@@ -262,6 +282,11 @@ class LiveInventory:
                 self.relists += 1
                 version = ""
             except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+                if isinstance(exc, ApiException) and exc.status == 404 and resource in OPTIONAL:
+                    self._absent(resource)
+                    version = ""
+                    self._stop.wait(self.absent_retry_s)
+                    continue
                 if self.failing_since[resource] is None:
                     self.failing_since[resource] = time.monotonic()
                 wait = backoff.next()

@@ -69,7 +69,7 @@ def asks_admin_access(obj: dict) -> bool:
                                                           r["exactly"].get("adminAccess"))) for r in requests)
 
 
-def _admin_label_rule(parsed: dra.ClaimSpec, namespace: str, labels: dict | None) -> list[Finding]:
+def admin_label_rule(parsed: dra.ClaimSpec, namespace: str, labels: dict | None) -> list[Finding]:
     """Upstream: adminAccess only in namespaces labelled resource.kubernetes.io/admin-access=true
     (the API server refuses it elsewhere); our policy can forbid more, never allow more."""
     admin = [r for alts in parsed.requests for r in alts if r.admin]
@@ -88,7 +88,7 @@ def evaluate_claim(obj: dict, settings: Effective, index: dra.Index, namespace: 
     except dra.ClaimError as exc:
         outcome.findings.append(Finding("violation", str(exc)))
         return outcome
-    outcome.findings.extend(_admin_label_rule(parsed, namespace, namespace_labels))
+    outcome.findings.extend(admin_label_rule(parsed, namespace, namespace_labels))
     outcome.findings.extend(_policy_rules(parsed, settings))
     try:
         verdict = dra.check(parsed, index)

@@ -26,7 +26,7 @@ GRANTED = {
         ("", "pods", "list"): "kube.TemplateCollector.run_once (templates pods name)",
         ("", "namespaces", "get"): "kube.NamespaceLabels.get (policy namespace selectors)",
         **{("resource.k8s.io", r, v): "live.LiveInventory list + watch"
-           for r in ("resourceslices", "deviceclasses", "resourceclaims") for v in ("list", "watch")},
+           for r in ("resourceslices", "deviceclasses", "resourceclaims", "devicetaintrules") for v in ("list", "watch")},
         **{("", "nodes", v): "live.LiveInventory list + watch (labels for nodeSelector slices, device-plugin GPUs)"
            for v in ("list", "watch")},
         **{("", "resourcequotas", v): "live.LiveInventory list + watch (GPU quotas a rewrite must not escape)"

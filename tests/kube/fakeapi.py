@@ -16,7 +16,7 @@ from urllib.parse import parse_qs
 
 _NAMESPACED = re.compile(r"^/(?:api|apis/[^/]+)/[^/]+/namespaces/(?P<ns>[^/]+)/(?P<res>[^/]+)(?:/(?P<name>[^/?]+))?$")
 _NAMESPACE = re.compile(r"^/api/v1/namespaces/(?P<name>[^/?]+)$")
-_CLUSTER = re.compile(r"^/(?:api|apis/[^/]+)/[^/]+/(?P<res>resourceslices|deviceclasses|resourceclaims|nodes|pods|deployments|statefulsets|daemonsets|replicasets|jobs|cronjobs|resourcequotas|resourceclaimtemplates)(?:/(?P<name>[^/?]+))?$")
+_CLUSTER = re.compile(r"^/(?:api|apis/[^/]+)/[^/]+/(?P<res>resourceslices|deviceclasses|resourceclaims|devicetaintrules|nodes|pods|deployments|statefulsets|daemonsets|replicasets|jobs|cronjobs|resourcequotas|resourceclaimtemplates)(?:/(?P<name>[^/?]+))?$")
 
 
 ALL_NAMESPACES = {"pods", "resourceclaimtemplates", "resourceclaims", "deployments", "statefulsets", "daemonsets",
@@ -50,6 +50,7 @@ class Fault:
     trickle_s: float = 0.0  # answer normally, one byte every trickle_s seconds
     times: int = 1  # how many matching requests it applies to
     method: str | None = None
+    path_contains: str | None = None  # only requests whose path holds this
 
 
 @dataclass
@@ -110,7 +111,7 @@ class FakeKube:
                 query = {k: v[0] for k, v in parse_qs(query_text).items()}
                 with fake._lock:
                     fake.requests.append(Recorded(method, path, body, query))
-                    fault = fake._take_fault(method)
+                    fault = fake._take_fault(method, path)
                 if fault:
                     if fault.delay_s:
                         time.sleep(fault.delay_s)
@@ -201,9 +202,9 @@ class FakeKube:
         }))
         return str(path)
 
-    def _take_fault(self, method: str) -> Fault | None:
+    def _take_fault(self, method: str, path: str = "") -> Fault | None:
         for fault in self.faults:
-            if fault.times > 0 and fault.method in (None, method):
+            if fault.times > 0 and fault.method in (None, method) and (fault.path_contains or "") in path:
                 fault.times -= 1
                 return fault
         return None

@@ -142,3 +142,31 @@ def test_issue_23_device_plugin_gpus_and_gpu_quotas_are_watched_and_heartbeats_c
     node["status"]["allocatable"].pop("nvidia.com/gpu")  # the device plugin left: the node moved to DRA
     fake_kube.add_cluster_object("nodes", node)
     eventually(lambda: live.index().node_resources.get("dp-1") == {})
+
+
+def test_issue_24_device_taint_rules_taint_the_devices_they_select(live, fake_kube):
+    from app import dra
+    claim = dra.parse_claim_spec({"devices": {"requests": [{"name": "r", "exactly": {
+        "deviceClassName": "gpu.nvidia.com", "count": 2}}]}})
+    assert dra.check(claim, live.index()).status == "satisfiable"
+    fake_kube.add_cluster_object("devicetaintrules", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "xid-79"},
+        "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-1"},
+                 "taint": {"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}}})
+    eventually(lambda: dra.check(claim, live.index()).status == "never")
+    fake_kube.delete_cluster_object("devicetaintrules", "xid-79")
+    eventually(lambda: dra.check(claim, live.index()).status == "satisfiable")
+
+
+def test_issue_24_a_cluster_that_serves_no_device_taint_rules_is_still_ready(fake_kube):
+    """Before 1.37 resource.k8s.io/v1 has no DeviceTaintRule: a 404 means none, not an outage."""
+    fake_kube.add_cluster_object("deviceclasses", CLASS)
+    fake_kube.faults.append(Fault(status=404, times=1000, method="GET", path_contains="devicetaintrules"))
+    inv = LiveInventory(api_client_for_host(fake_kube.url), LiveIndex, watch_timeout_s=5, backoff_s=0.1,
+                        rebuild_interval_s=0, stale_after_s=0.5).start()
+    try:
+        assert inv.wait_synced(5)
+        time.sleep(0.8)  # past stale_after_s: a failing watch would have made it not ready
+        assert inv.ready and inv.index().classes
+    finally:
+        inv.stop()
