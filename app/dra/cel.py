@@ -23,7 +23,7 @@ import re2
 
 from app.common import deadline, parse_quantity
 
-from . import celext
+from . import celext, celtypes
 from .celext import MAX_COST  # resource.k8s.io CELSelectorExpressionMaxCost
 from .celscan import scan
 
@@ -228,6 +228,14 @@ def _as_integer(q) -> int:
     return int(amount)
 
 
+def _to_bool(value):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value in celtypes.BOOL_TEXT:
+        return celtypes.BOOL_TEXT[value]
+    raise ValueError(f"type conversion error from '{type(value).__name__}' to 'bool'")
+
+
 _FUNCTIONS = {
     "quantity": _quantity,
     "isQuantity": _is_quantity_text,
@@ -259,12 +267,14 @@ _FUNCTIONS = {
     "findAll": _find_all,
     "isSorted": lambda items: list(items) == sorted(items),
     "sum": lambda items: sum(items),
+    "bool": _to_bool,
 }
 _FUNCTIONS.update(celext.FUNCTIONS)
 KNOWN_FUNCTIONS = _CEL_BUILTINS | set(_FUNCTIONS)
 
 
-_DOMAIN_LOOKUP = re.compile(r"device\s*\.\s*(attributes|capacity)\s*\[\s*(['\"])([^'\"]+)\2\s*\]")
+# device.attributes['d'] and the optional device.attributes[?'d']: every domain reads as a map.
+_DOMAIN_LOOKUP = re.compile(r"device\s*\.\s*(attributes|capacity)\s*\[\s*\??\s*(['\"])([^'\"]+)\2\s*\]")
 
 
 _Q_LIT = r"""(?:'([^'\\]*)'|"([^"\\]*)")"""
@@ -699,7 +709,7 @@ def compile_selector(expression: str, list_attributes: bool = False, consumable_
     cost = estimated_cost(expression)
     if cost > MAX_COST:
         raise CelError(f"estimated cost {cost} exceeds the limit {MAX_COST}: reduce nested comprehensions")
-    type_error = _result_type_error(expression) or _static_type_error(expression)
+    type_error = _result_type_error(expression) or _static_type_error(expression) or celtypes.error(expression)
     if type_error:
         raise CelError(type_error)
     if not consumable_capacity and re.search(r"\bdevice\s*\.\s*allowMultipleAllocations\b", expression):

@@ -387,8 +387,35 @@ def rewrite(expression: str) -> str:
     text = _sub_outside(text, _OR, lambda m: ".optional__or(")
     text = _sub_outside(text, _OPTIONAL_METHODS, lambda m: f".optional__{m[1]}(")
     text = _sort_by(text)
+    text = _global_matches(text)
     text = _optional_selections(text)
     return _two_variable(text)
+
+
+_GLOBAL_MATCHES = re.compile(r"(?<![\w.])matches\s*\(")
+
+
+def _global_matches(text: str) -> str:
+    """matches(s, re) -> (s).matches(re): upstream declares both forms, the engine the method."""
+    def rewrite(text, match, args, close):
+        if len(args) != 2:
+            return text, match.end()
+        return (f"{text[:match.start()]}({args[0].strip()}).matches({args[1].strip()}){text[close + 1:]}",
+                match.start() + 1)
+    return _each_call(text, _GLOBAL_MATCHES, rewrite)
+
+
+def _each_call(text: str, pattern: re.Pattern, rewrite) -> str:
+    """Rewrite each call `pattern` finds outside strings, left to right: rewrite(text, match,
+    arguments, closing paren) -> (new text, where to look next)."""
+    start = 0
+    while True:
+        deadline.check()
+        match = _first_outside(text, pattern, start)
+        if match is None:
+            return text
+        open_at = match.end() - 1
+        text, start = rewrite(text, match, scan(text).part_texts(open_at), scan(text).close(open_at))
 
 
 def _first_outside(text: str, pattern: re.Pattern, start: int = 0):
@@ -398,21 +425,13 @@ def _first_outside(text: str, pattern: re.Pattern, start: int = 0):
 
 def _sort_by(text: str) -> str:
     """l.sortBy(x, key) -> l.map(x, [key, x]).cel__sort_keyed(): no need to find l's extent."""
-    start = 0
-    while True:
-        deadline.check()
-        match = _first_outside(text, _SORT_BY, start)
-        if match is None:
-            return text
-        open_at = match.end() - 1
-        close = scan(text).close(open_at)
-        args = scan(text).part_texts(open_at)
+    def rewrite(text, match, args, close):
         if len(args) != 2 or not _IDENT.fullmatch(args[0].strip()):
             raise ValueError("sortBy takes a variable and a key expression")
         var = args[0].strip()
         head = f"{text[:match.start()]}.map({var}, ["
-        text = f"{head}{args[1]}, {var}]).cel__sort_keyed(){text[close + 1:]}"
-        start = len(head)  # a sortBy inside the key is still ahead
+        return f"{head}{args[1]}, {var}]).cel__sort_keyed(){text[close + 1:]}", len(head)  # nested sortBy ahead
+    return _each_call(text, _SORT_BY, rewrite)
 
 
 def _sub_outside(text: str, pattern: re.Pattern, replace) -> str:
