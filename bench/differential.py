@@ -30,7 +30,7 @@ def run(cases: int, oracle: Oracle, random_seed: int) -> dict:
     @given(generators.case())
     def one(case):
         answer = oracle.ask(judge.oracle_allocate_request(case, nodes=case["nodes"]))
-        theirs = judge.allocation_outcome(answer)
+        theirs = judge.scheduler_outcome(answer, case)
         ours, message = judge.our_allocation(case)
         tally["cases"] += 1
         tally["outcomes"][theirs] += 1

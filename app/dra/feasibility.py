@@ -319,9 +319,6 @@ def _claim_error(spec: ClaimSpec, index: Index) -> str:
     """What upstream's allocator refuses on every node before it looks at a device."""
     fewest = 0
     for alternatives in spec.requests:
-        for req in alternatives:
-            if req.device_class not in index.classes:
-                return f"{req.path}.deviceClassName: DeviceClass {req.device_class!r} does not exist"
         fewest += min(r.count if r.mode != "All" else 0 for r in alternatives)
         if fewest > search.MAX_DEVICES_PER_CLAIM:
             return (f"request {alternatives[0].base}: the claim needs at least {fewest} devices, more than the "
@@ -330,6 +327,9 @@ def _claim_error(spec: ClaimSpec, index: Index) -> str:
         if not (c.get("matchAttribute") or c.get("distinctAttribute")):
             return f"spec.devices.constraints[{i}]: empty constraint (no matchAttribute or distinctAttribute)"
     return ""
+
+
+FILTER_ALL_BELOW = 100  # the scheduler's minFeasibleNodesToFind
 
 
 def check(spec: ClaimSpec, index: Index, count_nodes: bool = False, allocatable_only: bool = False) -> Verdict:
@@ -346,9 +346,19 @@ def check(spec: ClaimSpec, index: Index, count_nodes: bool = False, allocatable_
     if not index.node_labels_known and index.selector_slices:
         notes.append("no Node objects in the inventory: slices with a nodeSelector are taken as reachable from "
                      "every node")
+    missing = next((r for alts in spec.requests for r in alts if r.device_class not in index.classes), None)
+    if missing is not None:  # the scheduler's PreFilter: Unschedulable, retried when the class appears
+        return Verdict("never", f"{missing.path}.deviceClassName: DeviceClass {missing.device_class!r} does not "
+                       "exist: the scheduler keeps the pod Unschedulable until it is created",
+                       failed_request=missing.name, notes=notes)
     stop = _claim_error(spec, index)
     if stop and index.views:
         return Verdict("invalid", f"the scheduler would stop with an error on every node: {stop}", notes=notes)
+    # Below 100 nodes the scheduler filters every node, and an error on any one of them fails the
+    # pod's scheduling cycle whatever the others offer; from 100 on it stops once it has found
+    # enough feasible nodes (percentageOfNodesToScore), so an erroring node may go unvisited.
+    cluster_nodes = len(index.node_labels) if index.node_labels is not None else len(index.views)
+    every = count_nodes or cluster_nodes < FILTER_ALL_BELOW
     units = _Units(index, spec, selection, index.shadow_nodes if allocatable_only else frozenset())
     quick = not any(r.mode == "All" for r in units.reqs)
 
@@ -371,7 +381,7 @@ def check(spec: ClaimSpec, index: Index, count_nodes: bool = False, allocatable_
                 count += len(nodes)
                 example = example or nodes[0]
                 binding = binding or outcome.binding
-                if not count_nodes:
+                if not every:
                     break
             elif outcome.status == "error":
                 errors.append((nodes[0], outcome.message))
@@ -380,6 +390,14 @@ def check(spec: ClaimSpec, index: Index, count_nodes: bool = False, allocatable_
     nodes, example, errors, undecided, binding = decide(now=True)
     if binding:
         notes.append("the devices have binding conditions: the pod waits until the driver reports them ready")
+    if errors and cluster_nodes < FILTER_ALL_BELOW:
+        node, message = errors[0]
+        return Verdict("invalid", f"the scheduler filters every node (fewer than {FILTER_ALL_BELOW}) and stops the "
+                       f"pod's scheduling cycle with an error on node {node}: {message}", notes=notes)
+    if errors:
+        node, message = errors[0]
+        notes.append(f"if the scheduler filters node {node} before it has found enough feasible nodes, it stops "
+                     f"the pod's scheduling cycle with an error: {message}")
     if nodes:
         where = f"on {nodes} node(s), e.g. {example}" if count_nodes else f"e.g. on node {example}"
         return Verdict("satisfiable", f"satisfiable {where}", nodes, example, notes=notes)

@@ -20,8 +20,8 @@ EXPECTED = {
     ("draex-prioritized-alternatives.yaml", 52): ("satisfiable", "falls through to older-gpu: no BLEEDING-EDGE model, no 1Ti"),
     ("draex-prioritized-alternatives.yaml", 79): ("satisfiable", "latest-gpu matches LATEST-GPU-MODEL"),
     ("gke-ccc-dra-allgpus-v1beta1.yaml", 15): ("satisfiable", "v1beta1 converted; All GPUs of a node"),
-    ("k8sweb-resourceclaimtemplate.yaml", 1): ("invalid", "no DeviceClass example-device-class here: "
-                                                              "upstream's allocator stops with an error"),
+    ("k8sweb-resourceclaimtemplate.yaml", 1): ("never", "no DeviceClass example-device-class here: the "
+                                                            "scheduler's PreFilter keeps the pod Unschedulable"),
     ("nvidia-dra-bats-gpu-simple-mig-ts.yaml", 1): ("satisfiable", "MIG with multiprocessors > 10 (A100 MIG devices have 14+)"),
     ("nvidia-dra-bats-two-claims-one-pod.yaml", 1): ("satisfiable", "one whole GPU"),
     ("nvidia-dra-bats-two-claims-one-pod.yaml", 15): ("satisfiable", "one whole GPU"),

@@ -104,8 +104,10 @@ def test_missing_device_class_and_bad_cel():
     ix = index(slice_("n1", [device("a")]))
     verdict = dra.check(dra.parse_claim_spec({"devices": {"requests": [
         {"name": "r", "exactly": {"deviceClassName": "nope"}}]}}), ix)
-    # Upstream's allocator stops with an error on every node: the claim is invalid, not waiting.
-    assert verdict.status == "invalid" and "DeviceClass 'nope' does not exist" in verdict.message
+    # Issue 24: the scheduler's PreFilter finds the class missing before the allocator runs: the
+    # pod stays Unschedulable (retried when the class appears), it never meets an error.
+    assert verdict.status == "never" and "DeviceClass 'nope' does not exist" in verdict.message
+    assert "Unschedulable until it is created" in verdict.message
     bad = dra.check(claim({"name": "r", "selectors": [{"cel": {"expression": "device.attributes["}}]}), ix)
     assert bad.status == "invalid" and "spec.devices.requests[0].exactly.selectors[0].cel.expression" in bad.message
 
@@ -265,3 +267,19 @@ def test_constraint_patterns_are_computed_once_per_node_for_a_burst_of_claims(mo
                             constraints=paired), ix, count_nodes=True)
     assert other.nodes == 50 and len(calls) == 50  # a new claim, the same constraint: nothing recomputed
     assert dra.check(claim({"name": "r", "count": 3}, constraints=paired), ix).status == "never"
+
+
+def test_issue_24_an_error_on_one_node_fails_the_pod_whatever_another_node_offers():
+    """Below 100 nodes the scheduler filters every node: an error on any one (here a CEL runtime
+    error on the devices of n1) ends the scheduling cycle even though n2 could hold the claim.
+    From 100 nodes on it may stop before it reaches n1: satisfiable, with a note naming n1."""
+    def nodes(count):
+        slices = [slice_("n1", [device("a", kind="odd")])]
+        slices += [slice_(f"n{i}", [device("a", kind=1)]) for i in range(2, count + 1)]
+        return index(*slices)
+    spec = claim({"name": "r", "selectors": [{"cel": {"expression": "device.attributes['d.example.com'].kind > 0"}}]})
+    few = dra.check(spec, nodes(3))
+    assert few.status == "invalid" and "error on node n1" in few.message and "fewer than 100" in few.message
+    many = dra.check(spec, nodes(100))
+    assert many.status == "satisfiable"
+    assert any("if the scheduler filters node n1" in n for n in many.notes)

@@ -69,13 +69,29 @@ def oracle_allocate_request(case: dict, features=None, nodes=None) -> dict:
 
 
 def allocation_outcome(answer: dict) -> str:
-    """satisfiable (some node allocates) | error (upstream aborts) | unsatisfiable."""
+    """The allocator's answer: satisfiable (some node allocates) | error (upstream aborts) | unsatisfiable."""
     nodes = answer["nodes"]
     if any(n["allocations"] for n in nodes):
         return "satisfiable"
     if any(n["error"] for n in nodes):
         return "error"
     return "unsatisfiable"
+
+
+def scheduler_outcome(answer: dict, case: dict) -> str:
+    """What the scheduler does with the pod, from the allocator's answer per node: its PreFilter
+    leaves the pod Unschedulable while a DeviceClass is missing; with fewer than 100 nodes it
+    filters every node and an error on any one fails the scheduling cycle."""
+    classes = {c["metadata"]["name"] for c in case["classes"]}
+    for claim in case["claims"]:
+        for request in claim["spec"]["devices"]["requests"]:
+            for alternative in [request.get("exactly")] + list(request.get("firstAvailable") or []):
+                if isinstance(alternative, dict) and alternative.get("deviceClassName") not in classes:
+                    return "unsatisfiable"
+    nodes = answer["nodes"]
+    if len(nodes) < 100 and any(n["error"] for n in nodes):
+        return "error"
+    return allocation_outcome(answer)
 
 
 def results_of(node_answer: dict) -> list[list[tuple]] | None:

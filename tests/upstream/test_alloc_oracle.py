@@ -48,7 +48,7 @@ def test_oracle_reproduces_upstream(oracle, name):
 @pytest.mark.parametrize("name", sorted(set(BY_NAME) - SEVERAL_CLAIMS))
 def test_ours_agrees_with_the_oracle(oracle, name):
     case = BY_NAME[name]
-    theirs = judge.allocation_outcome(oracle.ask(judge.oracle_allocate_request(case, nodes=judge.nodes_of(case))))
+    theirs = judge.scheduler_outcome(oracle.ask(judge.oracle_allocate_request(case, nodes=judge.nodes_of(case))), case)
     ours, message = judge.our_allocation(case)
     agrees = ours == theirs
     record("allocator-table", agrees, name)

@@ -20,7 +20,7 @@ def test_generated_cases_agree(oracle):
     @given(generators.case())
     def check(case):
         answer = oracle.ask(judge.oracle_allocate_request(case, nodes=case["nodes"]))
-        theirs = judge.allocation_outcome(answer)
+        theirs = judge.scheduler_outcome(answer, case)
         ours, message = judge.our_allocation(case)
         record("random", ours == theirs, "")
         errors = [n["error"] for n in answer["nodes"] if n["error"]]
