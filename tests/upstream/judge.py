@@ -128,3 +128,16 @@ def case_yaml(case: dict) -> str:
 
     shown = {k: case.get(k) for k in ("features_used", "classes", "slices", "allocated", "allocated_claims", "claims")}
     return yaml.safe_dump(shown, sort_keys=False, width=120)
+
+
+def our_check(case: dict, exported: list) -> tuple[str, str]:
+    """Our verdict through the CLI's path: the case exported as a file's objects, read as
+    `check --inventory FILE` reads them, the claim judged as `check -f` judges it."""
+    from app.cli.checkcli import check_object
+
+    try:
+        inventory = dra.inventory_from_objects(exported, "export.yaml")
+        verdict = check_object(case["claims"][0], dra.build_index(inventory), inventory.namespaces)
+    except Exception as exc:  # a crash is a disagreement to report
+        return "crash", f"{type(exc).__name__}: {exc}"
+    return OUR_TO_ORACLE[verdict.status], f"{verdict.status}: {verdict.message}"
