@@ -11,6 +11,7 @@ what a node just has or just lacks.
 from __future__ import annotations
 
 import pathlib
+from functools import lru_cache
 
 import yaml
 from hypothesis import strategies as st
@@ -24,8 +25,13 @@ MODELS = {"h100x8": "H100", "l4x4": "L4", "a100-mig": "A100", "gb200x4": "GB200"
 PROFILES = ("1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb")
 
 
+@lru_cache(maxsize=None)
+def _description(kind: str) -> str:
+    return (FAKE / f"{kind}.yaml").read_text()
+
+
 def _node(kind: str, name: str):
-    return node_from_description(yaml.safe_load((FAKE / f"{kind}.yaml").read_text()), name)
+    return node_from_description(yaml.safe_load(_description(kind)), name)
 
 
 def _selector(expression: str) -> dict:
