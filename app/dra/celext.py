@@ -113,6 +113,31 @@ def _reverse(value):
     return _list(value, "reverse")[::-1]
 
 
+def _end(pick: int):
+    """ext.Lists v3 first() / last(): the element, as an optional (none for an empty list)."""
+    def end(items):
+        items = _list(items, "first" if pick == 0 else "last")
+        return _optional(items[pick]) if items else _optional(present=False)
+    return end
+
+
+def _to_map(pairs) -> dict:
+    return {k: v for k, v in pairs}
+
+
+def _merge_entries(entries) -> dict:
+    """transformMapEntry: the one-entry maps its body made, merged; a key twice is an error."""
+    out: dict = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or len(entry) != 1:
+            raise ValueError("transformMapEntry: the expression must make a map of one entry")
+        (key, value), = entry.items()
+        if key in out:
+            raise ValueError(f"transformMapEntry: duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
 def _pairs(receiver):
     """(index or key, value) pairs for two-variable comprehensions."""
     if isinstance(receiver, list):
@@ -303,7 +328,8 @@ FUNCTIONS = {
     # lists
     "max": _extreme(max), "min": _extreme(min), "sort": lambda items: sorted(_list(items, "sort")),
     "distinct": _distinct, "slice": _slice, "flatten": _flatten, "reverse": _reverse,
-    "lists__range": lambda n: list(range(n)), "cel__pairs": _pairs,
+    "lists__range": lambda n: list(range(n)), "cel__pairs": _pairs, "first": _end(0), "last": _end(-1),
+    "cel__to_map": _to_map, "cel__merge_entries": _merge_entries,
     "cel__sort_keyed": lambda rows: [v for _k, v in sorted(rows, key=lambda kv: kv[0])],
     # sets
     "sets__contains": lambda a, b: all(any(type(x) is type(y) and x == y for y in a) for x in b),
@@ -342,7 +368,8 @@ _SORT_BY = re.compile(r"\.\s*sortBy\s*\(")
 _OPT_FIELD = re.compile(r"\.\s*\?\s*([A-Za-z_]\w*)")
 _OPT_INDEX = re.compile(r"\[\s*\?")
 _OR = re.compile(r"\.\s*or\s*\(")
-_TWO_VARIABLE = re.compile(r"\.\s*(all|exists_one|exists|transformList)\s*\(")
+_TWO_VARIABLE = re.compile(r"\.\s*(all|exists_one|exists|transformList|transformMapEntry|transformMap)\s*\(")
+_TRANSFORMS = ("transformList", "transformMap", "transformMapEntry")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
@@ -475,15 +502,18 @@ def _two_variable(text: str) -> str:
         args = scan(text).part_texts(open_at)
         first_two = [a.strip() for a in args[:2]]
         macro = match[1]
-        wanted = 3 if macro != "transformList" else (3, 4)
+        wanted = 3 if macro not in _TRANSFORMS else (3, 4)
         if (len(args) not in (wanted if isinstance(wanted, tuple) else (wanted,))
                 or not all(_IDENT.fullmatch(a) for a in first_two)):
             start = match.end()
             continue
         bodies = [_bind_pair(body, first_two) for body in args[2:]]
-        if macro == "transformList":
-            call = (f".cel__pairs().filter(__p, {bodies[0]}).map(__p, {bodies[1]})" if len(bodies) == 2
-                    else f".cel__pairs().map(__p, {bodies[0]})")
+        if macro in _TRANSFORMS:
+            value = bodies[-1] if macro != "transformMap" else f"[__p[0], {bodies[-1]}]"
+            call = (f".cel__pairs().filter(__p, {bodies[0]}).map(__p, {value})" if len(bodies) == 2
+                    else f".cel__pairs().map(__p, {value})")
+            call += {"transformList": "", "transformMap": ".cel__to_map()",
+                     "transformMapEntry": ".cel__merge_entries()"}[macro]
         else:
             call = f".cel__pairs().{macro}(__p, {bodies[0]})"
         text = text[:match.start()] + call + text[close + 1:]

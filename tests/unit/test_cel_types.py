@@ -47,6 +47,9 @@ def test_type_errors_are_compile_errors_whatever_the_devices(expression, why):
     ("'1 == 1'.size() == 6 && device.driver == 'gpu.nvidia.com'", True),  # operators inside strings are text
     ("[1, 2].indexOf(2) == 1 && 'ab'.indexOf('b') == 1", True),
     ("1 < 2.0", True),  # cross-type numeric comparison is declared
+    ("{'a': 1, 'b': 2}.transformMap(k, v, v > 1, v * 10) == {'b': 20}", True),
+    ("{'a': 1}.transformMapEntry(k, v, {v: k}) == {1: 'a'}", True),
+    ("[1, 2].first().orValue(0) == 1 && [1, 2].last().value() == 2 && ![].first().hasValue()", True),
 ])
 def test_what_upstream_declares_compiles_and_runs(expression, matches):
     assert cel.compile_selector(expression).matches(DEVICE) is matches

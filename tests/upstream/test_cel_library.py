@@ -72,6 +72,8 @@ EXPRESSIONS = [
     # two-variable comprehensions
     "[1, 2].all(i, v, v > i)", "{'a': 1}.exists(k, v, v == 1)", "[1, 2].transformList(i, v, v * 2) == [2, 4]",
     "{'a': 1}.transformMap(k, v, v + 1) == {'a': 2}", "[1, 2].exists_one(v, v == 1)",
+    "{'a': 1, 'b': 2}.transformMap(k, v, v > 1, v) == {'b': 2}", "{'a': 1}.transformMapEntry(k, v, {v: k}) == {1: 'a'}",
+    "[1, 2].transformMap(i, v, v * 2) == {0: 2, 1: 4}", "[].first().hasValue()",
     "[1, 2].map(v, v * 2) == [2, 4]", "[1, 2].filter(v, v > 1) == [2]",
     # type errors the checker finds whatever the device
     "1", "'a'", f"{A}.index", "device.foo == 1", "device.driver.size()", "'a' == 1", "[1, 'a'].size() == 2",
@@ -86,13 +88,9 @@ EXPRESSIONS = [
 
 # Where we still differ, and why (strict: a fix fails here until its entry is removed).
 GAPS = {
-    "[1, 2].first().orValue(0) == 1": "ext.Lists v3 first() returns an optional: our engine's library "
-                                      "functions cannot return one",
-    "[1, 2].last().value() == 2": "ext.Lists v3 last() returns an optional (as first())",
     "[1, ?optional.none()].size() == 1": "optional list elements: our engine's parser has no `?` element",
     "!format.dns1123Label().validate('abc').hasValue()": "the format library (named formats) is not implemented",
     "format.named('dns1123Label').hasValue()": "the format library (named formats) is not implemented",
-    "{'a': 1}.transformMap(k, v, v + 1) == {'a': 2}": "two-variable transformMap is not implemented",
     f"{A}.productName + 1 == 'x'": "a type error through a dyn attribute (string + int, then == string) needs "
                                    "a type checker; ours fails it at run time on the devices it reaches",
 }
