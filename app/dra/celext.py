@@ -17,6 +17,7 @@ import threading
 
 from app.common import deadline
 
+from . import celformat
 from .celscan import scan
 
 _URL = re.compile(r"^(?:([A-Za-z][A-Za-z0-9+.-]*):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?$")
@@ -351,6 +352,7 @@ FUNCTIONS = {
     "containsIP": _contains_ip, "containsCIDR": _contains_cidr,
     "prefixLength": lambda c: _network(c).prefixlen, "masked": lambda c: _cidr(str(_network(c))),
 }
+FUNCTIONS.update(celformat.functions(_optional))
 
 
 def _query(text: str) -> dict:
@@ -362,7 +364,7 @@ def _query(text: str) -> dict:
 
 
 # -- rewrites --------------------------------------------------------------------------------
-_NAMESPACED = re.compile(r"\b(sets|lists|strings|optional)\s*\.\s*([A-Za-z_]\w*)\s*\(")
+_NAMESPACED = re.compile(r"\b(sets|lists|strings|optional|format)\s*\.\s*([A-Za-z_]\w*)\s*\(")
 _OPTIONAL_METHODS = re.compile(r"\.\s*(value|hasValue|orValue)\s*\(")
 _SORT_BY = re.compile(r"\.\s*sortBy\s*\(")
 _OPT_FIELD = re.compile(r"\.\s*\?\s*([A-Za-z_]\w*)")

@@ -50,6 +50,9 @@ def test_type_errors_are_compile_errors_whatever_the_devices(expression, why):
     ("{'a': 1, 'b': 2}.transformMap(k, v, v > 1, v * 10) == {'b': 20}", True),
     ("{'a': 1}.transformMapEntry(k, v, {v: k}) == {1: 'a'}", True),
     ("[1, 2].first().orValue(0) == 1 && [1, 2].last().value() == 2 && ![].first().hasValue()", True),
+    ("!format.dns1123Label().validate('gpu-0').hasValue() && format.dns1123Label().validate('GPU_0').hasValue()", True),
+    ("format.named('uuid').hasValue() && !format.named('nope').hasValue()", True),
+    ("'%d GPUs'.format([2]) == '2 GPUs'", True),  # the string method, not the library
 ])
 def test_what_upstream_declares_compiles_and_runs(expression, matches):
     assert cel.compile_selector(expression).matches(DEVICE) is matches
