@@ -411,7 +411,7 @@ def _receiver_start(text: str, end: int) -> int:
 
 def rewrite(expression: str) -> str:
     """Expression text the engine can run: see the module docstring."""
-    text = expression
+    text = _optional_elements(expression)
     text = _sub_outside(text, _NAMESPACED, lambda m: f"{m[1]}__{m[2]}(")
     text = _sub_outside(text, _OR, lambda m: ".optional__or(")
     text = _sub_outside(text, _OPTIONAL_METHODS, lambda m: f".optional__{m[1]}(")
@@ -419,6 +419,40 @@ def rewrite(expression: str) -> str:
     text = _global_matches(text)
     text = _optional_selections(text)
     return _two_variable(text)
+
+
+def _optional_elements(text: str) -> str:
+    """[a, ?b] -> ([a] + (b.hasValue() ? [b.value()] : [])): optional list elements, which the
+    engine's parser lacks (an element is kept only when its optional has a value)."""
+    while True:
+        deadline.check()
+        sc = scan(text)
+        found = None
+        for open_at in sc.opens:
+            _i, before = sc.previous_char(open_at)
+            if text[open_at] != "[" or (before and (before.isalnum() or before in "_])'\"")):
+                continue  # an index, not a list literal
+            parts = sc.parts(open_at)
+            if any(text[a:b].lstrip().startswith("?") for a, b in parts):
+                found = open_at, parts
+                break
+        if found is None:
+            return text
+        open_at, parts = found
+        pieces, plain = [], []
+        for a, b in parts:
+            element = text[a:b].strip()
+            if element.startswith("?"):
+                if plain:
+                    pieces.append(f"[{', '.join(plain)}]")
+                    plain = []
+                value = f"({element[1:].strip()})"
+                pieces.append(f"({value}.hasValue() ? [{value}.value()] : [])")
+            elif element:
+                plain.append(element)
+        if plain:
+            pieces.append(f"[{', '.join(plain)}]")
+        text = f"{text[:open_at]}({' + '.join(pieces)}){text[sc.close(open_at) + 1:]}"
 
 
 _GLOBAL_MATCHES = re.compile(r"(?<![\w.])matches\s*\(")
