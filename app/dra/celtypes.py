@@ -70,7 +70,29 @@ def type_of(operand: str) -> str | None:
     for pattern, kind in _LITERAL:
         if pattern.match(text):
             return kind
-    return None
+    return _arithmetic_type(text)
+
+
+_ARITH = re.compile(r"[-+*/%]")
+
+
+def _arithmetic_type(text: str) -> str | None:
+    """The type of arithmetic whose typed operands agree: upstream picks the one overload that
+    fits a dyn operand beside them (attribute + 1 is an int, attribute + 'x' a string)."""
+    sc = scan(text)
+    cuts = [pos for pos, _t in _top_level(text, sc, 0, len(text), _ARITH)
+            if (before := sc.previous_char(pos)[1]) and (before.isalnum() or before in "_)]'\"")
+            and not (text[pos] in "+-" and before in "eE" and text[pos - 1:pos].isalpha()
+                     and pos > 1 and text[pos - 2].isdigit())]
+    if not cuts or len(cuts) > 16:
+        return None
+    pieces, begin = [], 0
+    for pos in cuts:
+        pieces.append(text[begin:pos])
+        begin = pos + 1
+    pieces.append(text[begin:])
+    kinds = {type_of(p) for p in pieces} - {None}
+    return kinds.pop() if len(kinds) == 1 and kinds <= {"int", "uint", "double", "string"} else None
 
 
 def error(expression: str) -> str | None:
@@ -242,8 +264,9 @@ def _clause_error(text: str, start: int, end: int, operators: list[tuple[int, st
     return None
 
 
-def _top_level(text: str, sc, start: int, end: int) -> list[tuple[int, str]]:
+def _top_level(text: str, sc, start: int, end: int, pattern: re.Pattern = None) -> list[tuple[int, str]]:
     """Operator tokens directly inside text[start:end]: nested brackets and strings skipped."""
+    pattern = pattern or _OPERATOR
     out, i = [], start
     while i < end:
         c = text[i]
@@ -253,7 +276,7 @@ def _top_level(text: str, sc, start: int, end: int) -> list[tuple[int, str]]:
         if c in "'\"" and sc.in_string(i):
             i = _string_end(sc, i)
             continue
-        m = _OPERATOR.match(text, i)
+        m = pattern.match(text, i)
         if m:
             out.append((i, m[0]))
             i = m.end()

@@ -95,6 +95,9 @@ class ControlPlane:
                   f"--controllers={','.join(CONTROLLERS)}", f"--service-account-private-key-file={pki / 'sa.key'}",
                   f"--root-ca-file={self.ca}", "--leader-elect=false",
                   "--use-service-account-credentials=true",  # each controller as itself, as kubeadm runs them
+                  # Quota usage a racing recount left stale is corrected at the next full sync
+                  # (default 5 min): the brownfield test waits for it, so sync often.
+                  "--resource-quota-sync-period=5s",
                   "--v=1")
         self._run("kube-scheduler", f"--kubeconfig={self.admin_kubeconfig}",
                   f"--authentication-kubeconfig={self.admin_kubeconfig}",
