@@ -5,7 +5,8 @@ Nodes are what our reporter publishes for its fake GPUs in NVIDIA's attribute sc
 with devices that allow multiple allocations; NVIDIA's two DeviceClasses; claims that hold whole
 devices, MIG devices and shares; and claims written as users write them (a model, at least some
 memory, a MIG profile, aligned GPUs with a fallback, a share of memory), a third of them sized to
-what a node just has or just lacks.
+what a node just has or just lacks, some unguarded (reading an attribute only some devices have:
+a runtime error on the nodes where the search reaches such a device).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def _gpu_request(draw, name: str, sizes: list[int]) -> dict:
     """Whole GPUs: a model, some memory, a compute capability, or nothing more; a count near a
     node's size a third of the time."""
     selectors = []
-    pick = draw(st.integers(0, 4))
+    pick = draw(st.integers(0, 6))
     if pick == 1:
         model = draw(st.sampled_from(sorted(set(MODELS.values()))))
         selectors.append(_selector(f"device.attributes['{D}'].productName.contains('{model}')"))
@@ -54,6 +55,10 @@ def _gpu_request(draw, name: str, sizes: list[int]) -> dict:
         version = draw(st.sampled_from(("8.0.0", "9.0.0", "10.0.0")))
         selectors.append(_selector(f"device.attributes['{D}'].cudaComputeCapability.isGreaterThan(semver('{version}'))"
                                    f" || device.attributes['{D}'].cudaComputeCapability == semver('{version}')"))
+    elif pick == 5:  # unguarded, as users write it: an error wherever a device lacks the attribute
+        selectors.append(_selector("device.attributes['dra-bridge.io'].nvlinkDomain != ''"))
+    elif pick == 6:
+        selectors.append(_selector(f"device.attributes['{D}'].profile == '1g.10gb'"))
     elif pick == 4:
         selectors.append(_selector(f"'productName' in device.attributes['{D}'] && "
                                    f"device.attributes['{D}'].productName.lowerAscii().matches('(^|[^a-z0-9])l4([^a-z0-9]|$)')"))
