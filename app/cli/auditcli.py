@@ -11,13 +11,12 @@ import sys
 import time
 
 import urllib3
-import yaml
 
 from app import dra, kube
-from app.common import BridgeError
+from app.common import BridgeError, dump_documents
 from app.policy import load_policy
 
-from .inputs import load_inventory, read_inputs
+from .inputs import load_inventory, read_some_inputs
 from .plancli import ObjectReport, clip, exit_status, plan_objects
 
 # Workloads whose pod templates we read; bare pods are audited, pods owned by these are not.
@@ -143,7 +142,7 @@ def run_audit(args) -> int:
                               "or in-cluster; none was found")
     controlled: list[dict] = []
     if args.filename:
-        inputs = read_inputs(args.filename)
+        inputs = read_some_inputs(args.filename)
     else:
         inputs, controlled = _from_cluster(found, live_objects, args.namespace)
     ix = None
@@ -159,7 +158,7 @@ def run_audit(args) -> int:
         sys.stdout.write(json.dumps({"inventoryChecked": ix is not None, "objects": rows,
                                      "unmigratedPods": running}, indent=2) + "\n")
     elif args.output == "policyreport":
-        sys.stdout.write(yaml.safe_dump_all(policy_reports(rows, ix is not None), sort_keys=False, width=160))
+        sys.stdout.write(dump_documents(policy_reports(rows, ix is not None)))
     else:
         width = max([len(f"{r['kind']}/{r['name']}") for r in rows] + [6])
         sys.stdout.write(f"{'NAMESPACE':16s} {'OBJECT':{width}s} {'STATUS':16s} {'PATH':14s} DETAIL\n")

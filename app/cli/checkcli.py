@@ -29,6 +29,10 @@ def check_object(obj: dict, ix: dra.Index, namespaces: dict | None = None) -> dr
 
 def run_check(args) -> int:
     inventory = load_inventory(args.inventory)
+    if not args.inventory:
+        sys.stderr.write("judging against the bundled example inventory (8×H100, an A100 node with MIG, 4×L4), "
+                         "not your cluster: pass --inventory FILE (kubectl get resourceslices,deviceclasses,"
+                         "resourceclaims,devicetaintrules,nodes,namespaces -A -o yaml)\n")
     ix = dra.build_index(inventory)
     rows = []
     for source, objects in read_inputs(args.filename):

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import sys
 
-import yaml
 
 from app import dra
-from app.common import InputError
+from app.common import InputError, dump_documents
 
 from .inputs import load_inventory
 
@@ -22,7 +21,7 @@ def run_classes(args) -> int:
     for resource, name in sorted(generated.kept.items()):
         sys.stderr.write(f"{resource}: already served by DeviceClass {name}\n")
     if generated.classes:
-        sys.stdout.write(yaml.safe_dump_all(generated.classes, sort_keys=False))
+        sys.stdout.write(dump_documents(generated.classes))
     else:
         sys.stderr.write("nothing to add: every resource the inventory can serve has its DeviceClass\n")
     return 0

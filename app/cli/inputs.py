@@ -33,6 +33,14 @@ def read_inputs(paths: list[str]) -> list[tuple[str, list[tuple[int, dict]]]]:
     return out
 
 
+def read_some_inputs(paths: list[str]) -> list[tuple[str, list[tuple[int, dict]]]]:
+    """read_inputs, refusing inputs that hold no object at all (an empty file is a mistake)."""
+    inputs = read_inputs(paths)
+    if not any(objects for _source, objects in inputs):
+        raise InputError(" ".join(paths), "no Kubernetes objects in the input (an empty file or folder?)")
+    return inputs
+
+
 def load_inventory(path: str | None) -> dra.Inventory:
     """The inventory in a file, or the bundled example inventory when `path` is None."""
     if path:

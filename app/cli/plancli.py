@@ -9,14 +9,14 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 
-import yaml
 
 from app import dra
+from app.common import dump_document, dump_documents
 from app.migration import (Facts, choose_path, keep_ray_gpu_count, left_to_admission, is_pod_spec, legacy_resources, plan_pod, pod_templates, quota_additions)
 from app.policy import MigrationRules, load_policy
 from app.server.mutation import index_facts
 
-from .inputs import load_inventory, read_inputs
+from .inputs import load_inventory, read_some_inputs
 
 STATUSES = ("migrated", "unchanged", "unsatisfiable", "needs-attention")
 _COLOURS = {"migrated": "32", "unchanged": "0", "unsatisfiable": "31", "needs-attention": "33"}
@@ -109,6 +109,7 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
     facts = index_facts(ix, rules, verdicts.dra) if ix is not None else Facts()
     for source, objects in inputs:
         for line, obj in objects:
+            obj = _reviewed_object(obj)
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
             ns = meta.get("namespace") or namespace
             report = ObjectReport(f"{source}:{line}", str(obj.get("kind", "?")),
@@ -185,6 +186,30 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
 # Left on the device plugin until the admin acts: a policy choice, a quota key, a Kueue mapping.
 NEEDS_ADMIN = {"share": "a share DRA cannot keep", "quota": "a quota the rewrite would escape",
                "kueue": "a Kueue quota the rewrite would escape"}
+
+
+def _reviewed_object(obj: dict) -> dict:
+    """An AdmissionReview stands for the object it reviews (its namespace kept)."""
+    request = obj.get("request") if obj.get("kind") == "AdmissionReview" else None
+    reviewed = request.get("object") if isinstance(request, dict) else None
+    if not isinstance(reviewed, dict):
+        return obj
+    reviewed = copy.deepcopy(reviewed)
+    meta = reviewed.setdefault("metadata", {})
+    if isinstance(meta, dict) and request.get("namespace") and not meta.get("namespace"):
+        meta["namespace"] = request["namespace"]
+    return reviewed
+
+
+SERVER_SET = ("uid", "resourceVersion", "managedFields", "creationTimestamp", "generation", "selfLink")
+
+
+def applyable(obj: dict) -> dict:
+    """The object as `kubectl apply -f -` takes it: without the fields the server sets."""
+    out = {k: v for k, v in obj.items() if k != "status"}
+    if isinstance(obj.get("metadata"), dict):
+        out["metadata"] = {k: v for k, v in obj["metadata"].items() if k not in SERVER_SET}
+    return out
 
 
 def _plan_template(holder, where, rules, ns, verdicts, report, result, facts: Facts, replicas: int = 1) -> str | None:
@@ -264,11 +289,11 @@ def summary_table(reports: list[ObjectReport], stream, colour: bool) -> None:
 def run_plan(args) -> int:
     rules = load_policy(args.policy).migration
     ix = dra.build_index(load_inventory(args.inventory)) if args.inventory else None
-    result = plan_objects(read_inputs(args.filename), rules, args.namespace, ix)
+    result = plan_objects(read_some_inputs(args.filename), rules, args.namespace, ix)
     out = sys.stdout
     if args.output == "yaml":
-        docs = list(result.templates.values()) + [p for _o, p in result.objects]
-        out.write(yaml.safe_dump_all(docs, sort_keys=False, width=120))
+        docs = list(result.templates.values()) + [applyable(p) for _o, p in result.objects]
+        out.write(dump_documents(docs))
     elif args.output == "json":
         out.write(json.dumps({"objects": [asdict(r) for r in result.reports],
                               "templates": list(result.templates.values()),
@@ -277,8 +302,8 @@ def run_plan(args) -> int:
         for (original, planned), report in zip(result.objects, result.reports):
             if original == planned:
                 continue
-            before = yaml.safe_dump(original, sort_keys=False).splitlines(keepends=True)
-            after = yaml.safe_dump(planned, sort_keys=False).splitlines(keepends=True)
+            before = dump_document(original).splitlines(keepends=True)
+            after = dump_document(planned).splitlines(keepends=True)
             out.writelines(difflib.unified_diff(before, after, f"{report.source} (legacy)", f"{report.source} (dra)"))
     colour = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
     summary_table(result.reports, sys.stderr, colour)

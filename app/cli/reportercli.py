@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import sys
 
-import yaml
 
 from app import kube
-from app.common import BridgeError
+from app.common import BridgeError, dump_documents
 from app.reporter import EXIT_NO_GPUS, BackendError, driver_for_mode, open_backend, render, render_style, run_loop
 
 
@@ -26,7 +25,7 @@ def run_reporter(args) -> int:
             out = render.slices(node, args.node_name, driver, 1, None, **render_style(args))
             if args.with_classes:
                 out += render.device_classes(driver, shadow=args.mode == "shadow")
-            sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, width=200))
+            sys.stdout.write(dump_documents(out))
             return 0
         api = kube.api_client(args.kubeconfig, True, args.context)
         if api is None:

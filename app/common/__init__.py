@@ -4,10 +4,10 @@ manifest documents (YAML/JSON streams and Lists). Imports nothing else of ours."
 from . import deadline
 from .retry import Backoff, Throttled
 from .deadline import DeadlineExceeded
-from .documents import parse_objects, read_objects
+from .documents import dump_document, dump_documents, parse_objects, read_objects
 from .errors import BridgeError, InputError, PolicyError, TemplateEnsureError
 from .nodes import device_quota, extended_allocatable
 from .quantity import format_mebibytes, parse_count, parse_quantity
 
 __all__ = ["Backoff", "Throttled", "BridgeError", "DeadlineExceeded", "deadline", "InputError", "PolicyError", "TemplateEnsureError", "device_quota", "extended_allocatable", "format_mebibytes", "parse_count",
-           "parse_objects", "parse_quantity", "read_objects"]
+           "dump_document", "dump_documents", "parse_objects", "parse_quantity", "read_objects"]

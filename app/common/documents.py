@@ -88,3 +88,20 @@ def read_objects(path: str) -> list[tuple[int, dict]]:
     except UnicodeDecodeError:
         raise InputError(path, "not UTF-8 text") from None
     return parse_objects(text, path)
+
+
+class _Dumper(yaml.SafeDumper):
+    """No anchors or aliases (`&id001` / `*id001`): each document reads on its own, as kubectl
+    and humans expect; no folding of long strings (a CEL expression stays on one line)."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
+
+
+def dump_documents(docs) -> str:
+    """YAML documents for `kubectl apply -f -` and for people: keys in the objects' order."""
+    return yaml.dump_all(list(docs), Dumper=_Dumper, sort_keys=False, width=1 << 30, allow_unicode=True)
+
+
+def dump_document(doc) -> str:
+    return dump_documents([doc])

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import orjson
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -70,6 +71,13 @@ def connect(kubeconfig: str | None = None, context: str | None = None, timeout_r
             raise BridgeError("--context: no kubeconfig found ($KUBECONFIG, ~/.kube/config)")
     except (config.ConfigException, OSError, ValueError) as exc:
         raise BridgeError(f"kubeconfig: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise BridgeError(f"kubeconfig {path}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+    except (TypeError, AttributeError, KeyError, IndexError) as exc:  # YAML, but not a kubeconfig's shape
+        raise BridgeError(f"kubeconfig {path}: not a kubeconfig ({type(exc).__name__}: {exc}); "
+                          "see `kubectl config view`") from None
     # Retrying inside an admission call would blow the webhook timeout; callers decide.
     configuration.retries = urllib3.Retry(total=0, connect=0, read=0) if not timeout_retries else None
     return client.ApiClient(configuration), target

@@ -1,4 +1,6 @@
 import base64
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -116,3 +118,69 @@ def test_table_cells_are_cut_at_a_word_and_say_so():
     cut = clip(text, 40)
     assert len(cut) <= 40 and cut.endswith(" ...") and text.startswith(cut[:-4])
     assert cut[:-4].split()[-1] in text.split()  # a whole word before the cut
+
+
+def test_issue_25_plan_yaml_is_ready_for_kubectl_apply(tmp_path):
+    """No YAML anchors (the same selectors list in two alternatives printed `&id001` /
+    `*id001`), no CEL folded across lines, an AdmissionReview stands for its object, and the
+    fields the server sets are left out."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "uid": "abc", "resourceVersion": "7",
+                                                          "managedFields": [{"manager": "x"}],
+                                                          "annotations": {"nvidia.com/use-gputype": "A100,V100"}},
+           "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 2}}}]},
+           "status": {"phase": "Pending"}}
+    review_file = tmp_path / "review.json"
+    review_file.write_text(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                                       "request": {"uid": "u", "namespace": "ml", "object": pod}}))
+    result = run("plan", "-f", str(review_file), "-o", "yaml")
+    assert "&id" not in result.stdout and "*id" not in result.stdout, result.stdout
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    assert [d["kind"] for d in docs] == ["ResourceClaimTemplate", "Pod"]
+    planned = docs[1]
+    assert planned["metadata"]["namespace"] == "ml" and "status" not in planned
+    assert not {"uid", "resourceVersion", "managedFields"} & set(planned["metadata"])
+    for line in result.stdout.splitlines():  # every CEL expression whole on its line
+        if "expression:" in line:
+            assert line.rstrip().endswith(("'", '"', ")")), line
+    for doc in docs:
+        kubernetes_validate.validate(doc, "1.34.0", strict=True)
+
+
+BAD_KUBECONFIGS = {
+    "not YAML": "clusters: [oops\n",
+    "a list": "- a\n",
+    "a scalar": "just a string\n",
+    "wrong types": ("apiVersion: v1\nkind: Config\ncurrent-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                    "clusters: [{name: c, cluster: {server: 5}}]\nusers: [{name: u, user: {}}]\n"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(BAD_KUBECONFIGS))
+@pytest.mark.parametrize("command", [["audit"], ["serve", "--port", "0"],
+                                     ["reporter", "--backend", f"fake:{ROOT / 'app' / 'data' / 'fake' / 'l4x4.yaml'}",
+                                      "--node-name", "n", "--max-rounds", "1", "--health-port", "0"]])
+def test_issue_25_a_bad_kubeconfig_is_one_line_and_exit_2(tmp_path, shape, command):
+    path = tmp_path / "config"
+    path.write_text(BAD_KUBECONFIGS[shape])
+    for env_or_flag in ("flag", "env"):
+        args = [*command, "--kubeconfig", str(path)] if env_or_flag == "flag" else command
+        env = {**os.environ, "KUBECONFIG": str(path)} if env_or_flag == "env" else None
+        result = subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, cwd=ROOT,
+                                timeout=60, env=env)
+        assert result.returncode == 2, (env_or_flag, result.stderr[-500:])
+        assert "Traceback" not in result.stderr
+        assert result.stderr.strip().splitlines()[-1].startswith("dra-bridge: error: kubeconfig")
+
+
+def test_issue_25_empty_inputs_are_an_error_and_check_says_which_inventory(tmp_path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing here\n")
+    for command in (["plan", "-f", str(empty)], ["audit", "-f", str(empty)], ["check", "-f", str(empty)]):
+        result = run(*command)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, (command, result.stderr)
+        assert result.stderr.strip().splitlines()[-1].startswith(f"dra-bridge: error: {empty}"), result.stderr
+    bundled = run("check", "-f", str(EXAMPLES / "claims" / "one-gpu.yaml"))
+    assert bundled.returncode == 0 and "judging against the bundled example inventory" in bundled.stderr
+    chosen = run("check", "-f", str(EXAMPLES / "claims" / "one-gpu.yaml"), "--inventory",
+                 str(ROOT / "app" / "data" / "example-inventory.yaml"))
+    assert chosen.returncode == 0 and "bundled example" not in chosen.stderr
