@@ -162,10 +162,11 @@ def run_audit(args) -> int:
     else:
         width = max([len(f"{r['kind']}/{r['name']}") for r in rows] + [6])
         sys.stdout.write(f"{'NAMESPACE':16s} {'OBJECT':{width}s} {'STATUS':16s} {'PATH':14s} DETAIL\n")
+        wide = args.output == "wide"
         for r in rows:
-            detail = "; ".join(r["reasons"][:2])
+            detail = "; ".join(r["reasons"] if wide else r["reasons"][:2])
             sys.stdout.write(f"{r['namespace'][:16]:16s} {r['kind'] + '/' + r['name']:{width}s} {r['status']:16s} "
-                             f"{r['path']:14s} {clip(detail, 140)}\n")
+                             f"{r['path']:14s} {detail if wide else clip(detail, 140)}\n")
         sys.stdout.write(f"{len(rows)} object(s) use legacy GPU resources"
                          f"{'' if ix is not None else ' (satisfiability not checked: pass --inventory)'}\n")
         if running:

@@ -161,6 +161,7 @@ def _add_plan(sub) -> None:
     _opt(p, "-n", "--namespace", help="namespace for objects that name none (where their templates go)",
          shown="none")
     _opt(p, "-o", "--output", choices=["yaml", "json", "diff"], default="yaml", help="stdout format")
+    p.add_argument("--wide", action="store_true", help="the summary table with every reason, uncut")
 
 
 def _add_check(sub) -> None:
@@ -191,7 +192,8 @@ def _add_audit(sub) -> None:
                                       "that name none", shown="all namespaces / default")
     _opt(p, "--inventory", help="'live' or a file: check each migration against it", shown="not checked")
     _opt(p, "--policy", help="policy file", shown="the bundled policy")
-    _opt(p, "-o", "--output", choices=["table", "json", "policyreport"], default="table", help="stdout format")
+    _opt(p, "-o", "--output", choices=["table", "wide", "json", "policyreport"], default="table",
+         help="stdout format (wide: every reason, uncut)")
 
 
 def _add_reporter(sub) -> None:

@@ -271,16 +271,18 @@ def clip(text: str, width: int) -> str:
     return cut + " ..."
 
 
-def summary_table(reports: list[ObjectReport], stream, colour: bool) -> None:
+def summary_table(reports: list[ObjectReport], stream, colour: bool, wide: bool = False) -> None:
+    """wide: every reason, uncut (the cost or the cause is often past the cut)."""
     rows = [(r.status, r.path, f"{r.kind}/{r.name}", r.source,
-             "; ".join(r.reasons[:2]) if r.status != "unchanged" or r.path != "none" else "")
+             "; ".join(r.reasons if wide else r.reasons[:2]) if r.status != "unchanged" or r.path != "none" else "")
             for r in reports]
     width = max([len(r[2]) for r in rows] + [6])
     stream.write(f"{'STATUS':16s} {'PATH':14s} {'OBJECT':{width}s} DETAIL\n")
     for status, path, name, source, detail in rows:
         if status == "unchanged" and path == "none":
             continue
-        stream.write(f"{_colour(f'{status:16s}', status, colour)} {path:14s} {name:{width}s} {clip(detail, 160)}  "
+        stream.write(f"{_colour(f'{status:16s}', status, colour)} {path:14s} {name:{width}s} "
+                     f"{detail if wide else clip(detail, 160)}  "
                      f"[{source}]\n")
     counts = {s: sum(r.status == s for r in reports) for s in STATUSES}
     stream.write("summary: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" (of {len(reports)} objects)\n")
@@ -299,6 +301,10 @@ def run_plan(args) -> int:
                               "templates": list(result.templates.values()),
                               "inventoryChecked": ix is not None}, indent=2) + "\n")
     else:
+        for template in result.templates.values():  # new objects: a diff from nothing
+            name = f"ResourceClaimTemplate/{template['metadata']['name']}"
+            out.writelines(difflib.unified_diff([], dump_document(template).splitlines(keepends=True), "/dev/null",
+                                                f"{name} (new)"))
         for (original, planned), report in zip(result.objects, result.reports):
             if original == planned:
                 continue
@@ -306,7 +312,7 @@ def run_plan(args) -> int:
             after = dump_document(planned).splitlines(keepends=True)
             out.writelines(difflib.unified_diff(before, after, f"{report.source} (legacy)", f"{report.source} (dra)"))
     colour = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
-    summary_table(result.reports, sys.stderr, colour)
+    summary_table(result.reports, sys.stderr, colour, getattr(args, "wide", False))
     if ix is None:
         sys.stderr.write("satisfiability not checked: pass --inventory FILE (e.g. from `dra-bridge reporter --once`)\n")
     return exit_status([r.status for r in result.reports])

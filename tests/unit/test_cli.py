@@ -184,3 +184,18 @@ def test_issue_25_empty_inputs_are_an_error_and_check_says_which_inventory(tmp_p
     chosen = run("check", "-f", str(EXAMPLES / "claims" / "one-gpu.yaml"), "--inventory",
                  str(ROOT / "app" / "data" / "example-inventory.yaml"))
     assert chosen.returncode == 0 and "bundled example" not in chosen.stderr
+
+
+def test_issue_25_diff_shows_new_templates_and_wide_shows_every_reason(tmp_path):
+    result = run("plan", "-f", str(EXAMPLES / "workloads" / "gpu-pod.yaml"), "-o", "diff")
+    assert "--- /dev/null" in result.stdout and "+kind: ResourceClaimTemplate" in result.stdout
+    assert "(legacy)" in result.stdout and "(dra)" in result.stdout  # and the object's own diff
+    share = tmp_path / "share.yaml"
+    share.write_text(yaml.safe_dump({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "ts"}, "spec": {
+        "replicas": 10, "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {
+            "containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 1,
+                                                                               "nvidia.com/gpumem": 4000}}}]}}}}))
+    narrow = run("audit", "-f", str(share)).stdout
+    wide = run("audit", "-f", str(share), "-o", "wide").stdout
+    assert "10 whole GPU(s)" not in narrow and "for 10 replicas: 10 whole GPU(s)" in wide  # the cost, uncut
+    assert "for 10 replicas: 10 whole GPU(s)" in run("plan", "-f", str(share), "--wide").stderr
