@@ -161,7 +161,7 @@ def _add_plan(sub) -> None:
     _opt(p, "-n", "--namespace", help="namespace for objects that name none (where their templates go)",
          shown="none")
     _opt(p, "-o", "--output", choices=["yaml", "json", "diff"], default="yaml", help="stdout format")
-    p.add_argument("--wide", action="store_true", help="the summary table with every reason, uncut")
+    p.add_argument("--wide", action="store_true", help="the summary table with every reason, uncut (default: cut at 160)")
 
 
 def _add_check(sub) -> None:

@@ -162,18 +162,23 @@ class _Selection:
 
 
 def _constraint_pattern(view, index: Index, attrs: list[str], ordered: bool) -> tuple:
-    """Constraint attribute values on a node's devices, each replaced by its rank on that node:
-    only equality within a node matters. Unordered: the rows as a sorted multiset."""
-    rows = []
+    """Constraint attribute values on a node's devices, each replaced by its rank on that node
+    (only equality within a node matters), beside each device's state: which devices are held
+    matters too (two nodes equal but for which NUMA node's GPU is allocated are not equal for a
+    matchAttribute on numaNode). Unordered: the rows as a sorted multiset."""
+    rows, pools = [], []
     for pool in view:
+        pools.append(tuple(sorted((k, tuple(sorted(v.items()))) for k, v in pool.allocated_use.items())))
         for p in pool.devices:
             device = index.devices[p]
-            rows.append((device.shape, tuple(search.match_key(device.attribute(a)) for a in attrs)))
-    ranks = [{v: i for i, v in enumerate(sorted({r[1][k] for r in rows} - {None}, key=repr))}
+            state = (device.key in index.allocated, device.key in index.shared_in_use,
+                     tuple(sorted(index.allocated_capacity.get(device.key, {}).items())), device.consumes)
+            rows.append((device.shape, state, tuple(search.match_key(device.attribute(a)) for a in attrs)))
+    ranks = [{v: i for i, v in enumerate(sorted({r[2][k] for r in rows} - {None}, key=repr))}
              for k in range(len(attrs))]
-    out = [(shape, tuple(None if v is None else ranks[k][v] for k, v in enumerate(values)))
-           for shape, values in rows]
-    return tuple(out if ordered else sorted(out, key=repr))
+    out = [(shape, state, tuple(None if v is None else ranks[k][v] for k, v in enumerate(values)))
+           for shape, state, values in rows]
+    return (tuple(out if ordered else sorted(out, key=repr)), tuple(pools if ordered else sorted(pools, key=repr)))
 
 
 class _Units:

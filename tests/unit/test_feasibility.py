@@ -283,3 +283,15 @@ def test_issue_24_an_error_on_one_node_fails_the_pod_whatever_another_node_offer
     many = dra.check(spec, nodes(100))
     assert many.status == "satisfiable"
     assert any("if the scheduler filters node n1" in n for n in many.notes)
+
+
+def test_issue_24_nodes_equal_but_for_which_device_is_held_are_judged_apart():
+    """Found by the NVIDIA-shaped differential run (1 in 20,000): two equal nodes, each with one
+    GPU held, on different NUMA nodes; a claim for two GPUs on one NUMA node fits only the node
+    whose held GPU leaves a pair (numaNode is an identity attribute: both nodes share a group)."""
+    def gpus(node):
+        return slice_(node, [device("a", numaNode=0), device("b", numaNode=0), device("c", numaNode=1)])
+    ix = index(gpus("n1"), gpus("n2"), allocated=[("d.example.com", "n1", "b"), ("d.example.com", "n2", "c")])
+    spec = claim({"name": "r", "count": 2}, constraints=[{"requests": ["r"], "matchAttribute": "d.example.com/numaNode"}])
+    verdict = dra.check(spec, ix, count_nodes=True)
+    assert verdict.status == "satisfiable" and verdict.nodes == 1 and verdict.example_node == "n2"
