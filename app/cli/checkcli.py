@@ -7,7 +7,6 @@ import sys
 
 from app import dra
 from app.common import InputError
-
 from app.server.validation import admin_label_rule
 
 from .inputs import load_inventory, read_inputs

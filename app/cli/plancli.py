@@ -9,7 +9,6 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 
-
 from app import dra
 from app.common import dump_document, dump_documents
 from app.migration import (Facts, choose_path, keep_ray_gpu_count, left_to_admission, is_pod_spec, legacy_resources, plan_pod, pod_templates, quota_additions)
@@ -134,7 +133,7 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
                 result.reports.append(report)
                 continue
             named = operator_scheduler(obj) if obj.get("kind") != "Pod" else None
-            if named and named[1] not in rules.draSchedulers and (asks_gpus or gpu_fields_outside_pods(obj, rules, counts=True)):
+            if named and named[1] not in rules.draSchedulers and (asks_gpus or gpu_fields_outside_pods(obj, rules)):
                 report.path = "legacy"
                 report.reasons.append(f"{named[0]}={named[1]}: its operator gives its pods scheduler {named[1]!r}, "
                                       "not one the policy lists as allocating ResourceClaims (migration.draSchedulers): "
@@ -183,9 +182,9 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
     return result
 
 
-# Left on the device plugin until the admin acts: a policy choice, a quota key, a Kueue mapping.
-NEEDS_ADMIN = {"share": "a share DRA cannot keep", "quota": "a quota the rewrite would escape",
-               "kueue": "a Kueue quota the rewrite would escape"}
+# Left on the device plugin until the admin acts: a policy choice (a share's cost), a quota key,
+# a Kueue mapping.
+NEEDS_ADMIN = frozenset({"share", "quota", "kueue"})
 
 
 def _reviewed_object(obj: dict) -> dict:

@@ -527,23 +527,12 @@ def _optional_selections(text: str) -> str:
 
 
 def _two_variable(text: str) -> str:
-    start = 0
-    while True:
-        deadline.check()
-        match = _first_outside(text, _TWO_VARIABLE, start)
-        if match is None:
-            return text
-        open_at = match.end() - 1
-        close = scan(text).close(open_at)
-        args = scan(text).part_texts(open_at)
-        first_two = [a.strip() for a in args[:2]]
+    def rewrite(text, match, args, close):
+        names = [a.strip() for a in args[:2]]
         macro = match[1]
-        wanted = 3 if macro not in _TRANSFORMS else (3, 4)
-        if (len(args) not in (wanted if isinstance(wanted, tuple) else (wanted,))
-                or not all(_IDENT.fullmatch(a) for a in first_two)):
-            start = match.end()
-            continue
-        bodies = [_bind_pair(body, first_two) for body in args[2:]]
+        if len(args) not in ((3, 4) if macro in _TRANSFORMS else (3,)) or not all(_IDENT.fullmatch(a) for a in names):
+            return text, match.end()
+        bodies = [_bind_pair(body, names) for body in args[2:]]
         if macro in _TRANSFORMS:
             value = bodies[-1] if macro != "transformMap" else f"[__p[0], {bodies[-1]}]"
             call = (f".cel__pairs().filter(__p, {bodies[0]}).map(__p, {value})" if len(bodies) == 2
@@ -552,8 +541,8 @@ def _two_variable(text: str) -> str:
                      "transformMapEntry": ".cel__merge_entries()"}[macro]
         else:
             call = f".cel__pairs().{macro}(__p, {bodies[0]})"
-        text = text[:match.start()] + call + text[close + 1:]
-        start = match.start() + len(call)
+        return text[:match.start()] + call + text[close + 1:], match.start() + len(call)
+    return _each_call(text, _TWO_VARIABLE, rewrite)
 
 
 def _bind_pair(body: str, names: list[str]) -> str:

@@ -55,6 +55,11 @@ class Scan:
         i = bisect.bisect_right(self._starts, pos) - 1
         return i >= 0 and pos < self._ends[i]
 
+    def string_end(self, pos: int) -> int:
+        """Where the string literal holding `pos` ends (just past its closing quote); pos when none."""
+        i = bisect.bisect_right(self._starts, pos) - 1
+        return self._ends[i] if i >= 0 and pos < self._ends[i] else pos
+
     def close(self, open_at: int) -> int:
         return self.close_of.get(open_at, len(self.text))
 

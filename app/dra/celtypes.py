@@ -127,7 +127,7 @@ def _call_form(expression: str) -> str | None:
             kind = type_of(args[0]) if len(args) == 1 else None
             if kind is not None and kind not in CONVERSIONS[name]:
                 return f"found no matching overload for '{name}' applied to '({kind})'"
-            if name == "bool" and kind == "string" and type_of(args[0]) == "string":
+            if name == "bool" and kind == "string":
                 text = args[0].strip().lstrip("rR")[1:-1]
                 if text not in BOOL_TEXT:
                     return "type conversion error from 'string' to 'bool'"
@@ -182,7 +182,7 @@ def _outside_brackets(text: str, sc) -> str:
             i = sc.close(i)
             continue
         if c in "'\"" and sc.in_string(i):
-            i = _string_end(sc, i)
+            i = sc.string_end(i)
             continue
         out.append(c)
         i += 1
@@ -274,7 +274,7 @@ def _top_level(text: str, sc, start: int, end: int, pattern: re.Pattern = None) 
             i = sc.close(i) + 1
             continue
         if c in "'\"" and sc.in_string(i):
-            i = _string_end(sc, i)
+            i = sc.string_end(i)
             continue
         m = pattern.match(text, i)
         if m:
@@ -284,9 +284,3 @@ def _top_level(text: str, sc, start: int, end: int, pattern: re.Pattern = None) 
         i += 1
     return out
 
-
-def _string_end(sc, pos: int) -> int:
-    i = pos + 1
-    while i < len(sc.text) and sc.in_string(i):
-        i += 1
-    return i

@@ -46,7 +46,8 @@ def from_objects(objects: list[tuple[int, dict]], source: str) -> Inventory:
             inv.node_resources = {**(inv.node_resources or {}), metadata["name"]: extended_allocatable(obj)}
             continue
         if kind == "ResourceQuota" and obj.get("apiVersion") == "v1":
-            add_quota(inv, obj)
+            inv.quotas = inv.quotas if inv.quotas is not None else {}
+            add_quota(inv.quotas, obj)
             continue
         if kind == "Namespace" and obj.get("apiVersion") == "v1":
             metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
@@ -68,7 +69,7 @@ def from_objects(objects: list[tuple[int, dict]], source: str) -> Inventory:
         elif kind == "ResourceClaim":
             inv.claims = (inv.claims or []) + [_allocation_of(obj, where)]
         elif kind == "DeviceTaintRule":
-            inv.taint_rules.append(_taint_rule(obj, where))
+            inv.taint_rules.append(taint_rule(obj, where))
         else:
             devices = (obj.get("spec") or {}).get("devices")
             if devices is not None and not isinstance(devices, list):
@@ -85,7 +86,8 @@ def _allocation_of(claim: dict, where: str) -> dict:
     return {"status": {"allocation": {"devices": {"results": results}}}} if results else {}
 
 
-def _taint_rule(rule: dict, where: str) -> dict:
+def taint_rule(rule: dict, where: str) -> dict:
+    """What the index needs of a DeviceTaintRule: {selector, taint}."""
     spec = rule.get("spec") if isinstance(rule.get("spec"), dict) else {}
     taint = spec.get("taint")
     if not isinstance(taint, dict) or not isinstance(taint.get("key"), str):
@@ -122,11 +124,18 @@ def _selects(selector: dict | None, driver, pool, device) -> bool:
                (("driver", driver), ("pool", pool), ("device", device)))
 
 
-def add_quota(inv: Inventory, quota: dict) -> None:
+def add_quota(quotas: dict, quota: dict) -> None:
+    """File a ResourceQuota's device limits under its namespace (none: nothing filed)."""
     found = device_quota(quota)
-    inv.quotas = inv.quotas if inv.quotas is not None else {}
     if found is not None:
-        inv.quotas.setdefault(found[0], []).append(found[1:])
+        quotas.setdefault(found[0], []).append(found[1:])
+
+
+def quota_map(quotas) -> dict[str, list[tuple[str, dict]]]:
+    out: dict = {}
+    for quota in quotas:
+        add_quota(out, quota)
+    return out
 
 
 def _results(claims: list[dict]):

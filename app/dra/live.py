@@ -19,7 +19,7 @@ from app.common import parse_quantity
 
 from .index import Build, Index, pool_key
 from .shadow import shadow_of
-from .inventory import Inventory
+from .inventory import Inventory, quota_map, taint_rule
 
 
 def _claim_results(claim: dict) -> list[tuple]:
@@ -43,15 +43,15 @@ def _claim_results(claim: dict) -> list[tuple]:
 
 class LiveIndex:
     def __init__(self, slices, classes: dict[str, dict], claims, nodes: dict[str, dict] | None,
-                 node_resources: dict[str, dict[str, int]] | None = None, quotas: dict | None = None,
+                 node_resources: dict[str, dict[str, int]] | None = None, quotas: list[dict] | None = None,
                  taint_rules: list[dict] | None = None):
         """slices: iterable of ResourceSlices, claims: of (key, claim) pairs or a key -> claim
         map; each consumed once, so neither need be decoded all at once. nodes: name -> labels;
         node_resources: name -> extended resources allocatable (what device plugins advertise);
-        quotas: namespace -> [(ResourceQuota name, device limits)]; taint_rules: DeviceTaintRules
-        as {selector, taint}."""
-        self.classes, self.nodes, self.node_resources, self.quotas = dict(classes), nodes, node_resources, quotas
-        self.taint_rules = list(taint_rules or [])
+        quotas: ResourceQuotas; taint_rules: DeviceTaintRules (None: not watched)."""
+        self.classes, self.nodes, self.node_resources = dict(classes), nodes, node_resources
+        self.quotas = quota_map(quotas) if quotas is not None else None
+        self.taint_rules = [taint_rule(r, "live DeviceTaintRule") for r in taint_rules or ()]
         self.claims: dict[str, list[tuple]] = {}
         self.whole: dict[tuple, int] = {}
         self.shares: dict[tuple, int] = {}

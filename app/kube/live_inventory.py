@@ -7,7 +7,8 @@ extended resources it takes pods for (what device plugins advertise) are kept; a
 changes none of these (a status heartbeat) changes nothing. Of a ResourceQuota only its hard
 limits on extended resources and DeviceClasses are kept (its `used` changes with every pod).
 The index is kept by an injected factory (DRA semantics are not ours to know here):
-`make_index(slices, classes, claims, nodes, node_resources, quotas)` returns an object with `index`, and
+`make_index(slices, classes, claims, nodes, node_resources, quotas, taint_rules)` returns an
+object with `index`, and
 `slice_changed(name, obj)` / `claim_changed(key, obj)` that apply one event and return the
 new index, or None when only `rebuild(slices)` can. A background thread applies what changed,
 at most once per `rebuild_interval_s`: a review never waits, it reads the newest index (only
@@ -122,10 +123,7 @@ class LiveInventory:
             kept_nodes = [orjson.loads(b) for b in self.objects["nodes"].values()]
             nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in kept_nodes}
             resources = {n["metadata"]["name"]: n["allocatable"] for n in kept_nodes}
-            quotas: dict[str, list] = {}
-            for q in map(orjson.loads, self.objects["resourcequotas"].values()):
-                if q["hard"]:
-                    quotas.setdefault(q["namespace"], []).append((q["name"], q["hard"]))
+            quotas = [orjson.loads(b) for b in self.objects["resourcequotas"].values()]
             rules = [orjson.loads(b) for b in self.objects["devicetaintrules"].values()]
         self._live = None  # the previous index goes as the new one is built, not after
         self._live = self.make_index((orjson.loads(b) for b in slices), classes,
@@ -178,13 +176,13 @@ class LiveInventory:
             meta = obj.get("metadata") or {}
             obj = {"metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
                    "allocatable": extended_allocatable(obj)}
-        elif resource == "devicetaintrules":  # the rule (selector, taint), not its eviction status
-            spec = obj.get("spec") or {}
-            obj = {"selector": spec.get("deviceSelector"), "taint": spec.get("taint") or {}}
-        elif resource == "resourcequotas":
+        elif resource == "devicetaintrules":  # the rule, not its eviction status
+            obj = {"spec": obj.get("spec") or {}}
+        elif resource == "resourcequotas":  # its device limits, not its `used`
             found = device_quota(obj)
             meta = obj.get("metadata") or {}
-            obj = {"namespace": meta.get("namespace") or "", "name": meta.get("name"), "hard": found[2] if found else {}}
+            obj = {"metadata": {"namespace": meta.get("namespace"), "name": meta.get("name")},
+                   "spec": {"hard": found[2] if found else {}}}
         # orjson's bytes keep their output buffer's capacity (about 6 KiB even for a small Node):
         # an exact-size copy is what 40,000 long-lived objects should cost.
         return memoryview(orjson.dumps(obj)).tobytes()

@@ -74,12 +74,9 @@ def _native_gap(pod: dict, plan: Plan, rules: MigrationRules, served: dict[str, 
         if resource not in served:
             return f"no DeviceClass serves {resource} (extendedResourceName)"
         expected.add(rule.deviceClass)
-    for template in plan.templates:
-        for request in ((template.get("spec") or {}).get("spec") or {}).get("devices", {}).get("requests", []):
-            device_class = (request.get("exactly") or (request.get("firstAvailable") or [{}])[0]).get("deviceClassName")
-            if device_class and device_class not in expected:
-                # e.g. nvidia.com/gpu on a MIG single-strategy node: its labels make it a MIG device
-                return f"its node labels ask for {device_class} devices, not what {resource} names"
+    other = sorted(_classes(plan) - expected)
+    if other:  # e.g. nvidia.com/gpu on a MIG single-strategy node: its labels make it a MIG device
+        return f"its node labels ask for {other[0]} devices, not what {resource} names"
     if plan.shares:
         return f"container {plan.shares[0]} is a share of a GPU"
     annotations = ((pod.get("metadata") or {}).get("annotations") or {})
@@ -104,8 +101,12 @@ def choose(pod: dict, plan: Plan, rules: MigrationRules, path: str, facts: Facts
         if scheduler not in rules.draSchedulers:
             return Choice("legacy", f"scheduler {scheduler!r} is not one the policy lists as allocating "
                                     "ResourceClaims (migration.draSchedulers)", "scheduler")
-    gap = _native_gap(pod, plan, rules, facts.served) if facts.served is not None and path != "rewrite" \
-        else "no inventory" if path != "rewrite" else "policy path: rewrite"
+    if path == "rewrite":
+        gap = "policy path: rewrite"
+    elif facts.served is None:
+        gap = "no inventory"
+    else:
+        gap = _native_gap(pod, plan, rules, facts.served)
     if gap is None:
         resources = sorted({r for _c, r in legacy_resources(spec, rules)})
         return Choice("native", "served by DRA as extended resources: " +
@@ -152,6 +153,7 @@ def kept_on_plugin(pod: dict, plan: Plan, rules: MigrationRules, facts: Facts, c
 
 
 def _classes(plan: Plan) -> set[str]:
+    """The DeviceClasses the plan's claims ask for, in any alternative."""
     out = set()
     for template in plan.templates:
         for request in ((template.get("spec") or {}).get("spec") or {}).get("devices", {}).get("requests", []):

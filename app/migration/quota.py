@@ -39,14 +39,11 @@ def quota_escapes(quotas: list[tuple[str, dict]], resources: list[str], classes:
     """Why a rewritten pod would escape a ResourceQuota of its namespace: it limits the legacy
     resource but not the DeviceClass its claim is counted by; None when every GPU quota counts it."""
     for name, hard in quotas:
-        for resource in resources:
-            key = f"requests.{resource}"
-            if key not in hard:
-                continue
-            missing = [f"{c}{DRA_QUOTA_SUFFIX}" for c in classes if f"{c}{DRA_QUOTA_SUFFIX}" not in hard]
-            if missing:
-                return (f"ResourceQuota {name} limits {key} but not {missing[0]}: the rewritten pod's claim would "
-                        f"not be counted (add {missing[0]}: {hard[key]}, as `dra-bridge audit` lists)")
+        limited = [f"requests.{r}" for r in resources if f"requests.{r}" in hard]
+        missing = [f"{c}{DRA_QUOTA_SUFFIX}" for c in classes if f"{c}{DRA_QUOTA_SUFFIX}" not in hard]
+        if limited and missing:
+            return (f"ResourceQuota {name} limits {limited[0]} but not {missing[0]}: the rewritten pod's claim would "
+                    f"not be counted (add {missing[0]}: {hard[limited[0]]}, as `dra-bridge audit` lists)")
     return None
 
 
