@@ -33,6 +33,8 @@ def setup_logging(fmt: str, level: str = "info") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # urllib3 logs each retry of a refused connection; our callers say the failure once, with its cause.
+    logging.getLogger("urllib3").setLevel(max(logging.ERROR, root.level))
 
 
 DESCRIPTION = """Moves Kubernetes GPU workloads from the device plugin onto DRA (resource.k8s.io/v1).

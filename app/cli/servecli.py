@@ -42,7 +42,7 @@ def run_serve(args) -> int:
     if not reloader.check():
         raise BridgeError(f"--tls-cert/--tls-key: {reloader.last_error}")
     found = kube.connect(args.kubeconfig, args.context)
-    api = found[0] if found else None
+    api, api_down = (found[0] if found else None), None
     if api is None:
         if args.inventory == "live":
             raise BridgeError("--inventory live needs a Kubernetes API: run in-cluster or pass --kubeconfig")
@@ -50,6 +50,10 @@ def run_serve(args) -> int:
                     "or in-cluster account): templates are kept in memory, nothing is written anywhere")
     else:
         log.info("kubernetes API: %s: generated ResourceClaimTemplates are created there", found[1])
+        api_down = kube.probe(api)
+        if api_down:
+            log.warning("kubernetes API at %s does not answer (%s): serving anyway; pods that need a new "
+                        "template are refused or admitted unmigrated (policy onTemplateError) until it does", found[1].server, api_down)
     if args.inventory == "live":
         # Watches need their own client: long reads must not share the admission path's pool.
         live = kube.LiveInventory(kube.api_client(args.kubeconfig, True, args.context), dra.LiveIndex).start()
@@ -91,7 +95,8 @@ def run_serve(args) -> int:
     inventory_text = "live watch" if live is not None else f"{inv.source}, {inv.device_count} devices"
     servers = [_Started(config, lambda address: log.info(
         "dra-bridge %s listening on https://%s (policy: %s; inventory: %s; kubernetes: %s)", __version__, address,
-        args.policy or "bundled default", inventory_text, "connected" if api is not None else "none (demo mode)"))]
+        args.policy or "bundled default", inventory_text,
+        "none (demo mode)" if api is None else "unreachable at start" if api_down else "reachable"))]
     if args.health_port:
         health = uvicorn.Config(create_health_app(state), host=args.host, port=args.health_port, log_config=None,
                                 access_log=False, http=DeadlineHttpProtocol, limit_concurrency=64)

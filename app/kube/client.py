@@ -92,10 +92,28 @@ def api_client(kubeconfig: str | None = None, timeout_retries: bool = False,
 
 def unreachable(target, exc: Exception) -> BridgeError:
     """One line for an API the command could not reach (refused, TLS, DNS, timeout)."""
-    reason = getattr(exc, "reason", None) or exc  # urllib3 wraps the cause, prefixed by its object
-    why = str(reason).split(": ", 1)[-1] if isinstance(reason, Exception) else str(reason)
-    return BridgeError(f"cannot use the Kubernetes API at {target}: {why} "
+    return BridgeError(f"cannot use the Kubernetes API at {target}: {why_failed(exc)} "
                        "(check --kubeconfig/--context, or that the cluster is up)")
+
+
+def probe(api: client.ApiClient, timeout_s: float = 3.0) -> str | None:
+    """None when the API server answers GET /version; otherwise why not, in a few words. A server
+    that answers but refuses us (401, 403) is reachable: what fails later is said there."""
+    try:
+        raw_get(api, "/version", timeout=timeout_s).release_conn()
+    except ApiException as exc:
+        return f"HTTP {exc.status}" if exc.status >= 500 else None
+    except Exception as exc:  # noqa: BLE001 - refused, TLS, DNS, timeout: all said as one line
+        return why_failed(exc)
+    return None
+
+
+def why_failed(exc: Exception) -> str:
+    """A failed call's cause in a few words (urllib3 and ApiException wrap it in their own text)."""
+    if isinstance(exc, ApiException):
+        return f"HTTP {exc.status} {exc.reason or ''}".strip()
+    reason = getattr(exc, "reason", None) or exc  # urllib3 wraps the cause, prefixed by its object
+    return str(reason).split(": ", 1)[-1] if isinstance(reason, Exception) else str(reason)
 
 
 def api_client_for_host(host: str) -> client.ApiClient:

@@ -31,7 +31,7 @@ from kubernetes.client.exceptions import ApiException
 
 from app.common import Backoff, Throttled, device_quota, extended_allocatable
 
-from .client import raw_get, watch_events
+from .client import raw_get, watch_events, why_failed
 
 log = logging.getLogger("dra_bridge.live")
 RESOURCES = ("resourceslices", "deviceclasses", "resourceclaims", "nodes", "resourcequotas", "devicetaintrules")
@@ -296,7 +296,7 @@ class LiveInventory:
                     self.failing_since[resource] = time.monotonic()
                 wait = backoff.next()
                 failures.failed("%s list/watch failed (%s); retrying in up to %.0fs", resource,
-                                type(exc).__name__, backoff.max_s)
+                                why_failed(exc), backoff.max_s)
                 self._stop.wait(wait)
 
     def start(self) -> "LiveInventory":

@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from app.common import Backoff, Throttled
 
-from .client import list_pages, raw_get, watch_events
+from .client import list_pages, raw_get, watch_events, why_failed
 
 log = logging.getLogger("dra_bridge.template_gc")
 MANAGED = "app.kubernetes.io/managed-by=dra-bridge"
@@ -267,7 +267,7 @@ class TemplateWatch:
                 failures.recovered("template watch works again")
                 self.backoff.reset()
             except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-                failures.failed("template watch failed (%s); listing again in up to %.0fs", type(exc).__name__,
+                failures.failed("template watch failed (%s); listing again in up to %.0fs", why_failed(exc),
                                 self.backoff.max_s)
                 version = ""
                 self._stop.wait(self.backoff.next())

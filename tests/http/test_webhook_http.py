@@ -415,3 +415,43 @@ def test_forged_review_cannot_make_us_write_outside_served_namespaces(client, ku
     assert body["allowed"] is True and "patch" not in body
     assert any("not one the webhook serves" in w for w in body["warnings"])
     assert not [w for w in kube.writes() if "/namespaces/kube-system/" in w.path]
+
+
+def test_serve_says_when_its_api_server_does_not_answer_and_does_not_flood_the_log(tmp_path):
+    """Issue 25: `serve` logged "kubernetes: connected" to a server it never reached, then three
+    urllib3 retry warnings per watch attempt. It says once that the API does not answer, serves
+    anyway (pods are admitted unmigrated with a warning, per onTemplateError), and each retry is
+    one line of ours with its cause."""
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    kubeconfig = tmp_path / "kc"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{dead}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    running = srv.start(tmp_path, "--kubeconfig", str(kubeconfig))
+    try:
+        with running.client() as c:
+            answer = c.post("/mutate", json=review(pod([container("train", {"nvidia.com/gpu": 1})]))).json()
+        time.sleep(3)  # the template watch retries meanwhile
+    finally:
+        running.stop()
+    log = running.log()
+    assert f"kubernetes API at https://127.0.0.1:{dead} does not answer (" in log, log
+    assert "kubernetes: unreachable at start" in log and "connected" not in log, log
+    assert "Retrying" not in log and "urllib3" not in log, log
+    assert "template watch failed (Failed to establish a new connection: [Errno 111] Connection refused)" in log, log
+    assert answer["response"]["allowed"] is True
+    assert any("admitted unmigrated" in w for w in answer["response"]["warnings"]), answer
+
+
+def test_serve_says_its_api_server_is_reachable(tmp_path):
+    fake = FakeKube().start()
+    try:
+        running = srv.start(tmp_path, "--kubeconfig", fake.kubeconfig(tmp_path / "kc"))
+        running.stop()
+    finally:
+        fake.stop()
+    assert "kubernetes: reachable" in running.log() and "does not answer" not in running.log()
