@@ -48,6 +48,13 @@ class Metrics:
                                        ["endpoint", "reason"], registry=self.registry)
         self.ready = Gauge("dra_bridge_ready", "1 when certificates and inventory are loaded",
                            registry=self.registry)
+        self.readiness = Gauge("dra_bridge_readiness_check", "Each readiness check: 1 passes, 0 fails",
+                               ["check"], registry=self.registry)
+        self.cert_expiry = Gauge("dra_bridge_serving_certificate_expiry_timestamp_seconds",
+                                 "When the serving certificate in use expires (Unix time)", registry=self.registry)
+        self.inventory_failing = Gauge("dra_bridge_inventory_watch_failing_seconds",
+                                       "How long the live inventory's list/watch of a resource has been failing "
+                                       "(0: it works)", ["resource"], registry=self.registry)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -149,4 +150,13 @@ class ServiceState:
         self.policy.check()
         if self.certs is not None:
             self.certs.check()
-        self.metrics.ready.set(1 if self.readiness()[0] else 0)
+            if self.certs.not_after is not None:
+                self.metrics.cert_expiry.set(self.certs.not_after)
+        ready, checks = self.readiness()
+        self.metrics.ready.set(1 if ready else 0)
+        for check, passes in checks.items():
+            self.metrics.readiness.labels(check).set(1 if passes else 0)
+        if self.live is not None:
+            now = time.monotonic()
+            for resource, since in self.live.failing_since.items():
+                self.metrics.inventory_failing.labels(resource).set(0 if since is None else now - since)

@@ -154,6 +154,7 @@ class CertReloader:
         self.loaded = False
         self.last_error: str | None = None
         self.reloads = 0
+        self.not_after: float | None = None  # the serving certificate's expiry (Unix seconds)
 
     def _current_stamp(self) -> tuple | None:
         try:
@@ -183,6 +184,7 @@ class CertReloader:
             self.context.load_cert_chain(self.cert_path, self.key_path)  # the listening context's own
         self.current = fresh
         self._stamp, self.loaded, self.last_error = stamp, True, None
+        self.not_after = _not_after(self.cert_path)
         self.reloads += 1
         log.info("loaded serving certificate %s", self.cert_path)
         return True
@@ -190,3 +192,13 @@ class CertReloader:
     def _select(self, ssl_object, _server_name, _context) -> None:
         if self.current is not None:
             ssl_object.context = self.current  # the last pair that loaded whole
+
+
+def _not_after(cert_path: str) -> float | None:
+    """When the leaf certificate of a PEM file (the first one) expires; None if unreadable (it
+    just loaded, so a race with a rotation at most)."""
+    try:
+        with open(cert_path, "rb") as handle:
+            return x509.load_pem_x509_certificate(handle.read()).not_valid_after_utc.timestamp()
+    except (OSError, ValueError):
+        return None

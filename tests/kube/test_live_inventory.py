@@ -5,6 +5,7 @@ import time
 import pytest
 
 from app.dra import LiveIndex
+from app import kube
 from app.kube import LiveInventory, api_client_for_host
 from tests.kube.fakeapi import Fault
 
@@ -170,3 +171,40 @@ def test_issue_24_a_cluster_that_serves_no_device_taint_rules_is_still_ready(fak
         assert inv.ready and inv.index().classes
     finally:
         inv.stop()
+
+
+def test_issue_25_metrics_say_the_certificate_expiry_readiness_checks_and_a_failing_watch(live, fake_kube, tmp_path):
+    """What the PrometheusRule alerts on: the serving certificate's expiry (365 days after
+    `dra-bridge certs`), each readiness check, and how long a watched resource has failed."""
+    import datetime
+
+    from cryptography import x509
+
+    from app.server import Metrics, PolicyHolder, ServiceState, tls
+
+    tls.write_bundle(str(tmp_path), ["localhost"])
+    certs = tls.CertReloader(tls.server_context(None), str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    metrics = Metrics()
+    state = ServiceState(policy=PolicyHolder(None, metrics), templates=kube.TemplateStore(None),
+                         namespace_labels=kube.NamespaceLabels(None), metrics=metrics, certs=certs, live=live)
+
+    def sample(name, **labels):
+        return metrics.registry.get_sample_value(name, labels)
+
+    state.tick()
+    expiry = x509.load_pem_x509_certificate((tmp_path / "tls.crt").read_bytes()).not_valid_after_utc
+    assert sample("dra_bridge_serving_certificate_expiry_timestamp_seconds") == expiry.timestamp()
+    assert expiry - datetime.datetime.now(datetime.timezone.utc) > datetime.timedelta(days=364)
+    assert sample("dra_bridge_readiness_check", check="certificates") == 1
+    assert sample("dra_bridge_readiness_check", check="inventory") == 1
+    assert sample("dra_bridge_inventory_watch_failing_seconds", resource="resourceslices") == 0
+    fake_kube.faults.append(Fault(status=500, method="GET", times=10_000))
+    fake_kube.drop_watches()
+    eventually(lambda: not live.ready, timeout=8)
+    state.tick()
+    assert sample("dra_bridge_inventory_watch_failing_seconds", resource="resourceslices") > 0.5
+    assert sample("dra_bridge_readiness_check", check="inventory") == 0 and sample("dra_bridge_ready") == 0
+    fake_kube.faults.clear()
+    eventually(lambda: live.ready, timeout=8)
+    state.tick()
+    assert sample("dra_bridge_inventory_watch_failing_seconds", resource="resourceslices") == 0
