@@ -13,7 +13,7 @@ from app.common import InputError, read_objects
 
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 TLS_SECRET = "dra-bridge-tls"
-BASE_IMAGE = "ghcr.io/dra-bridge/dra-bridge"  # the image the manifests name
+BASE_IMAGE = "registry.example.com/dra-bridge"  # the placeholder the manifests name: no image is published
 
 
 def run_certs(args) -> int:

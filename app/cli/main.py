@@ -142,7 +142,7 @@ def _add_certs(sub) -> None:
          help="a kustomize base (manifests/): write OUT/kustomization.yaml deploying it with this CA in its "
               "webhook configurations and the Secret dra-bridge-tls from these files")
     _opt(p, "--image", help="with --inject: the image to deploy (REPO:TAG or REPO@sha256:DIGEST)",
-         shown="the base's ghcr.io/dra-bridge/dra-bridge")
+         shown="the base's placeholder registry.example.com/dra-bridge")
 
 
 def _inputs(p) -> None:

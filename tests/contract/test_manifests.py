@@ -1,6 +1,7 @@
 """manifests/: renders with kustomize, validates against the OpenAPI schemas, least privilege."""
 
 import base64
+import json
 import shutil
 import subprocess
 
@@ -189,13 +190,34 @@ def test_reporter_writes_are_limited_to_its_own_node(objects):
     assert policy["spec"]["failurePolicy"] == "Fail"
 
 
-def test_network_policy_admits_reviews_and_keeps_metrics_to_monitoring(objects):
+def test_network_policy_admits_reviews_and_keeps_metrics_to_scrapers(objects):
     [policy] = by_kind(objects, "NetworkPolicy")
     [deploy] = by_kind(objects, "Deployment")
     assert policy["spec"]["podSelector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
     rules = {rule["ports"][0]["port"]: rule.get("from") for rule in policy["spec"]["ingress"]}
     assert rules[8443] is None  # the API server's address is not selectable
-    assert rules[8081] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    # Scrapers: the namespace `monitoring`, or any labelled dra-bridge.io/scrape=allowed (issue 25).
+    assert rules[8081] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}},
+                           {"namespaceSelector": {"matchLabels": {"dra-bridge.io/scrape": "allowed"}}}]
+    [service] = by_kind(objects, "Service")
+    [metrics_port] = [p for p in service["spec"]["ports"] if p["name"] == "metrics"]
+    [container] = deploy["spec"]["template"]["spec"]["containers"]
+    [health] = [p for p in container["ports"] if p["name"] == metrics_port["targetPort"]]
+    assert health["containerPort"] == 8081 and "--health-port=8081" in container["args"]
+
+
+def test_monitoring_scrapes_the_metrics_port_of_the_webhook_service(objects):
+    monitoring = render("manifests/monitoring")
+    [monitor] = by_kind(monitoring, "ServiceMonitor")
+    [service] = by_kind(objects, "Service")
+    assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"]
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [service["metadata"]["namespace"]]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics"]
+    [dashboard] = by_kind(monitoring, "ConfigMap")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["dra-bridge.json"])["uid"] == "dra-bridge"
+    kubernetes_validate.validate(dashboard, "1.34.0", strict=True)
 
 
 def test_shipped_policy_configmap_is_a_valid_policy(objects, tmp_path):

@@ -16,6 +16,11 @@ def build() -> pathlib.Path:
     return gobuild.build(HERE, ("go.mod", "go.sum"), ("helm.sh/helm/v4/cmd/helm",), "helm") / "helm"
 
 
-def template(helm: pathlib.Path, *args: str, namespace: str = "dra-bridge") -> subprocess.CompletedProcess:
-    return subprocess.run([str(helm), "template", "dra-bridge", str(CHART), "--namespace", namespace, *args],
+# No image is published: the chart needs one named, as the manifests' placeholder is.
+IMAGE = ("--set", "image.repository=registry.example.com/dra-bridge")
+
+
+def template(helm: pathlib.Path, *args: str, namespace: str = "dra-bridge",
+             image: tuple[str, ...] = IMAGE) -> subprocess.CompletedProcess:
+    return subprocess.run([str(helm), "template", "dra-bridge", str(CHART), "--namespace", namespace, *image, *args],
                           capture_output=True, text=True, timeout=120)

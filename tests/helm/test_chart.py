@@ -101,7 +101,7 @@ def test_image_by_digest_and_reporter_options(helm):
                     "--set", "reporter.extraArgs={--shareable}")
     images = {c["image"] for d in docs if d["kind"] in ("Deployment", "DaemonSet")
               for c in d["spec"]["template"]["spec"]["containers"]}
-    assert images == {f"ghcr.io/dra-bridge/dra-bridge@{digest}"}
+    assert images == {f"registry.example.com/dra-bridge@{digest}"}
     [ds] = [d for d in docs if d["kind"] == "DaemonSet"]
     args = ds["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--mode=publish" in args and "--shareable" in args
@@ -125,3 +125,106 @@ def test_the_policy_value_is_a_policy_the_service_loads(helm, tmp_path):
     path.write_text(cm["data"]["policy.yaml"])
     policy = load_policy(str(path))
     assert policy.defaults.mode == "enforce" and policy.for_namespace("research", {}).mode == "audit"
+
+
+def test_the_image_must_be_named(helm):
+    """No image is published: an install without image.repository says so instead of rendering an
+    image nobody can pull."""
+    result = template(helm, image=())
+    assert result.returncode != 0 and "image.repository" in result.stderr and "docker build" in result.stderr
+
+
+def test_operator_settings_reach_the_pods(helm, tmp_path):
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({
+        "imagePullSecrets": [{"name": "regcred"}],
+        "webhook": {"priorityClassName": "system-cluster-critical", "nodeSelector": {"role": "infra"},
+                    "tolerations": [{"key": "infra", "operator": "Exists", "effect": "NoSchedule"}],
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In",
+                                                                     "values": ["a"]}]}]}}},
+                    "optInLabel": {"key": "example.com/gpu-migration", "value": "on"}},
+        "reporter": {"priorityClassName": "system-node-critical"}}))
+    docs = rendered(helm, "-f", str(values))
+    for doc in docs:
+        kubernetes_validate.validate(doc, "1.34.0", strict=True)
+    [deploy] = [d for d in docs if d["kind"] == "Deployment"]
+    [ds] = [d for d in docs if d["kind"] == "DaemonSet"]
+    pod, reporter = deploy["spec"]["template"]["spec"], ds["spec"]["template"]["spec"]
+    assert pod["imagePullSecrets"] == reporter["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert reporter["priorityClassName"] == "system-node-critical"
+    assert pod["nodeSelector"] == {"role": "infra"} and pod["tolerations"][0]["key"] == "infra"
+    assert list(pod["affinity"]) == ["nodeAffinity"]  # given: replaces the default spread
+    # The opt-in label: both webhooks select by it, and templates are written only there.
+    for hook in (d for d in docs if d["kind"].endswith("WebhookConfiguration")):
+        [expression, _own] = hook["webhooks"][0]["namespaceSelector"]["matchExpressions"]
+        assert expression == {"key": "example.com/gpu-migration", "operator": "In", "values": ["on"]}
+    assert "--template-namespace-label=example.com/gpu-migration=on" in pod["containers"][0]["args"]
+    # Defaults: the spread over nodes, no pull secret, no priority class, the default label unsaid.
+    [deploy] = [d for d in rendered(helm) if d["kind"] == "Deployment"]
+    pod = deploy["spec"]["template"]["spec"]
+    assert "podAntiAffinity" in pod["affinity"] and "imagePullSecrets" not in pod and "priorityClassName" not in pod
+    assert not any(a.startswith("--template-namespace-label") for a in pod["containers"][0]["args"])
+
+
+@pytest.mark.parametrize("replicas, budget", [(1, False), (2, True), (3, True)])
+def test_a_disruption_budget_only_with_more_than_one_replica(helm, replicas, budget):
+    """minAvailable: 1 with one replica blocks every node drain."""
+    docs = rendered(helm, "--set", f"webhook.replicas={replicas}")
+    assert any(d["kind"] == "PodDisruptionBudget" for d in docs) is budget
+
+
+def test_metrics_are_on_the_service_and_who_scrapes_is_a_value(helm, tmp_path):
+    docs = rendered(helm)
+    [service] = [d for d in docs if d["kind"] == "Service"]
+    assert {"name": "metrics", "port": 8081, "targetPort": "health"} in service["spec"]["ports"]
+    [policy] = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    scrapers = policy["spec"]["ingress"][1]["from"]
+    assert {"namespaceSelector": {"matchLabels": {"dra-bridge.io/scrape": "allowed"}}} in scrapers
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"networkPolicy": {"metricsFrom": [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},
+         "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]}}))
+    [policy] = [d for d in rendered(helm, "-f", str(values)) if d["kind"] == "NetworkPolicy"]
+    kubernetes_validate.validate(policy, "1.34.0", strict=True)
+    assert policy["spec"]["ingress"][1]["from"][0]["podSelector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "prometheus"}
+    values.write_text(yaml.safe_dump({"networkPolicy": {"metricsFrom": []}}))
+    [policy] = [d for d in rendered(helm, "-f", str(values)) if d["kind"] == "NetworkPolicy"]
+    assert len(policy["spec"]["ingress"]) == 1  # reviews only: nobody scrapes
+
+
+def test_monitoring_objects_are_those_of_manifests_monitoring(helm):
+    off = {d["kind"] for d in rendered(helm)}
+    assert not {"ServiceMonitor", "PrometheusRule"} & off and ("ConfigMap", "dra-bridge-dashboard") not in {
+        (d["kind"], d["metadata"]["name"]) for d in rendered(helm)}
+    on = ("--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true",
+          "--set", "monitoring.dashboard.enabled=true")
+    chart = by_key(comparable(d) for d in rendered(helm, *on)
+                   if d["kind"] in ("ServiceMonitor", "PrometheusRule") or d["metadata"]["name"] == "dra-bridge-dashboard")
+    base = by_key(comparable(d) for d in kustomize_render("manifests/monitoring"))
+    assert set(chart) == set(base) and len(base) == 3
+    for key in base:  # the dashboard's JSON is compared decoded (comparable)
+        assert chart[key] == base[key], key
+    # Another namespace, and the labels a Prometheus selects by.
+    docs = rendered(helm, *on, "--set", "monitoring.serviceMonitor.labels.release=kube-prometheus-stack",
+                    "--set", "monitoring.serviceMonitor.interval=15s", namespace="gpu-admission")
+    [monitor] = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["gpu-admission"]}
+    assert monitor["spec"]["endpoints"] == [{"interval": "15s", "path": "/metrics", "port": "metrics"}]
+    [service] = [d for d in docs if d["kind"] == "Service"]
+    assert all(service["metadata"]["labels"][k] == v for k, v in monitor["spec"]["selector"]["matchLabels"].items())
+
+
+@pytest.mark.parametrize("setting, field", [
+    ("webhook.priorityClassName=Not_A_Name", "/webhook/priorityClassName"),
+    ("webhook.tolerations[0].operator=Sometimes", "/webhook/tolerations/0/operator"),
+    ("imagePullSecrets[0].nme=regcred", "/imagePullSecrets/0"),
+    ("monitoring.serviceMonitor.interval=soon", "/monitoring/serviceMonitor/interval"),
+    ("webhook.optInLabel.value=not ok", "/webhook/optInLabel/value"),
+    ("networkPolicy.monitoringNamespace=monitoring", "/networkPolicy")])
+def test_operator_values_the_schema_refuses_name_the_field(helm, setting, field):
+    result = template(helm, "--set", setting)
+    assert result.returncode != 0 and field in result.stderr, result.stderr

@@ -90,7 +90,7 @@ def test_certs_inject_writes_an_overlay_not_the_base(tmp_path):
     assert (base / "hook.yaml").read_text() == before
     overlay = yaml.safe_load((tmp_path / "deploy" / "kustomization.yaml").read_text())
     assert overlay["resources"] == ["../manifests"]
-    assert overlay["images"] == [{"name": "ghcr.io/dra-bridge/dra-bridge", "newName": "reg.local/db",
+    assert overlay["images"] == [{"name": "registry.example.com/dra-bridge", "newName": "reg.local/db",
                                   "digest": "sha256:ab"}]
     [patch] = overlay["patches"]
     assert patch["target"] == {"kind": "MutatingWebhookConfiguration", "name": "dra-bridge"}

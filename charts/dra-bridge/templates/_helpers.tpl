@@ -1,5 +1,8 @@
 {{/* The image: repository@digest, else repository:tag (tag defaults to appVersion). */}}
 {{- define "dra-bridge.image" -}}
+{{- if not .Values.image.repository -}}
+{{- fail "image.repository: no image is published; build it (docker build -t REGISTRY/dra-bridge:TAG .), push it, and set image.repository (and image.tag)" -}}
+{{- end -}}
 {{- if .Values.image.digest -}}
 {{ .Values.image.repository }}@{{ .Values.image.digest }}
 {{- else -}}
@@ -29,10 +32,19 @@ k.startsWith('nvidia.com/') || k.startsWith('volcano.sh/') || k == 'kubernetes.i
 {{- define "dra-bridge.namespaceSelector" -}}
 namespaceSelector:
   matchExpressions:
-    - key: dra-bridge.io/migrate
+    - key: {{ .Values.webhook.optInLabel.key }}
       operator: In
-      values: ["enabled"]
+      values: [{{ .Values.webhook.optInLabel.value | quote }}]
     - key: kubernetes.io/metadata.name
       operator: NotIn
       values: [{{ .Release.Namespace | quote }}]
+{{- end -}}
+
+
+{{/* Pod-level settings both workloads share. */}}
+{{- define "dra-bridge.imagePullSecrets" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
