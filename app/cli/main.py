@@ -206,8 +206,10 @@ def _add_reporter(sub) -> None:
     _opt(p, "--backend", env="backend", default="nvml", help="'nvml' or 'fake:FILE' (a GPU description YAML)")
     _opt(p, "--node-name", env="node_name", default=os.environ.get("NODE_NAME") or None,
          help="this node; also $NODE_NAME (required)", shown=os.environ.get("NODE_NAME") or "$NODE_NAME")
-    _opt(p, "--mode", env="mode", default="publish", choices=["publish", "shadow"],
-         help="publish for the scheduler, or shadow slices only the validator reads")
+    _opt(p, "--mode", env="mode", choices=["publish", "shadow"],
+         help="shadow: slices only the validator reads, safe beside the device plugin; publish: for the "
+              "scheduler, only on nodes the device plugin no longer serves",
+         shown="shadow (as the DaemonSet); --once prints NVIDIA's own schema, publish, as it writes nothing")
     _opt(p, "--driver-name", env="driver_name", help="driver in published slices",
          shown="gpu.nvidia.com; shadow.gpu.dra-bridge.io in shadow mode")
     _opt(p, "--interval", env="interval", default=30.0, type=float, help="seconds between refreshes")

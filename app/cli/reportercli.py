@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 
-
 from app import kube
 from app.common import BridgeError, dump_documents
 from app.reporter import EXIT_NO_GPUS, BackendError, driver_for_mode, open_backend, render, render_style, run_loop
@@ -16,6 +15,8 @@ def run_reporter(args) -> int:
     except BackendError as exc:
         print(f"dra-bridge reporter: {exc}", file=sys.stderr)
         return exc.exit_code
+    if args.mode is None:  # publish slices beside the device plugin only when asked to
+        args.mode = "publish" if args.once else "shadow"
     try:
         node = backend.read()
         if not node.gpus:

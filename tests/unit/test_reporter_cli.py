@@ -161,3 +161,22 @@ def test_publish_mode_refuses_beside_nvidias_own_plugin(tmp_path):
         assert run(*args, "--mode", "shadow").returncode == 0  # beside it, shadow mode is fine
     finally:
         fake.stop()
+
+
+def test_issue_25_run_by_hand_it_writes_shadow_slices_as_the_daemonset_does(tmp_path):
+    """Publish slices beside the device plugin and the scheduler hands out GPUs the plugin also
+    hands out: that is only ever asked for (--mode publish), never a default."""
+    fake = FakeKube().start()
+    try:
+        fake.add_cluster_object("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u1"}})
+        result = run("--backend", f"fake:{FAKE / 'l4x4.yaml'}", "--node-name", "n1", "--kubeconfig",
+                     fake.kubeconfig(tmp_path / "kc"), "--max-rounds", "1", "--health-port", "0")
+        assert result.returncode == 0, result.stderr
+        drivers = {o["spec"]["driver"] for k, o in fake.objects.items() if k[1] == "resourceslices"}
+        assert drivers == {"shadow.gpu.dra-bridge.io"}
+    finally:
+        fake.stop()
+    # --once writes nothing: it prints what NVIDIA's driver would publish.
+    printed = yaml.safe_load_all(run("--once", "--backend", f"fake:{FAKE / 'l4x4.yaml'}", "--node-name", "n1").stdout)
+    assert {d["spec"]["driver"] for d in printed if d["kind"] == "ResourceSlice"} == {"gpu.nvidia.com"}
+    assert "default: shadow (as the DaemonSet)" in " ".join(run("--help").stdout.split())
