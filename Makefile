@@ -3,16 +3,24 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
+# `make run` installs the service's packages only (a 250 MB venv); `make test` adds the test
+# tools (400 MB).
+$(VENV)/.installed-run: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
-	touch $@
+	touch $@ $(VENV)/.installed-run
 
 .PHONY: install run test e2e bench lock
 install: $(VENV)/.installed
 
-run: $(VENV)/.installed
+run: $(VENV)/.installed-run
 	$(VENV)/bin/dra-bridge serve
 
 test: $(VENV)/.installed

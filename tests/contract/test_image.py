@@ -69,3 +69,16 @@ def test_the_package_builds_without_warnings_and_carries_its_data(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert {"app/data/default-policy.yaml", "app/data/example-inventory.yaml", "app/data/fake/h100x8.yaml"} <= set(names)
     assert not any("__pycache__" in n or n.startswith("tests/") for n in names)
+
+
+def test_make_run_installs_the_service_without_the_test_tools():
+    """Issue 25: `make run` installed the test extras (a 400 MB venv for a service that needs
+    250 MB). `make -n` prints what each target would run, without running it."""
+    def planned(target):
+        result = subprocess.run(["make", "-n", "-B", target, "VENV=/nonexistent/venv"], cwd=ROOT,
+                                capture_output=True, text=True, timeout=30)
+        assert result.returncode == 0, result.stderr
+        return [line for line in result.stdout.splitlines() if "pip install" in line and "-e" in line]
+
+    assert [line.split()[-1] for line in planned("run")] == ["."]
+    assert [line.split()[-1] for line in planned("test")] == ["'.[test]'"]
