@@ -1,6 +1,6 @@
-"""The README as a new user meets it: every YAML block loads, and every ```console example,
-run in a fresh copy of the repository (its own `make install`, the service from `make run`),
-prints exactly what the README shows."""
+"""The README and docs/ as a new user meets them: every YAML block loads, every ```console
+example, run in a fresh copy of the repository (its own `make install`, the service from `make
+run`), prints exactly what the page shows, and every link leads somewhere."""
 
 import os
 import re
@@ -19,16 +19,49 @@ from tests.helpers import clean_env
 from tests.readme import blocks, console_steps, run_step
 
 README = (ROOT / "README.md").read_text()
+# The README first (its quick start makes what the docs' examples use), then docs/ by name.
+PAGES = {"README.md": README, **{f"docs/{p.name}": p.read_text() for p in sorted((ROOT / "docs").glob("*.md"))}}
+
+
+def test_the_readme_is_short_and_leads_with_what_an_admin_needs():
+    """Issue 25: 57 KB, no contents, deploying at line 462. Internals live in docs/."""
+    assert len(README.encode()) < 30_000
+    headings = [line for line in README.splitlines() if line.startswith("## ")]
+    assert headings[:6] == ["## Contents", "## What it does to your workloads", "## Is it safe?", "## Install",
+                            "## Undo", "## Try it without a cluster"]
+    contents = README.split("## Contents", 1)[1].split("\n## ", 1)[0]
+    for heading in headings[1:]:
+        assert f"(#{slug(heading[3:])})" in contents, heading
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_every_link_between_pages_leads_to_a_file_and_heading():
+    for name, text in PAGES.items():
+        base = (ROOT / name).parent
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = target.partition("#")
+            page = (base / path).resolve() if path else (ROOT / name)
+            assert page.exists(), (name, target)
+            if anchor:
+                headings = [slug(h) for h in re.findall(r"^#+ (.+)$", page.read_text(), re.MULTILINE)]
+                assert anchor in headings, (name, target, headings)
 
 
 def test_every_yaml_block_parses_and_loads(tmp_path):
-    found = blocks(README, "yaml")
+    found = [(f"{name} line {line}", body) for name, text in PAGES.items() for line, body in blocks(text, "yaml")]
     assert found, "the README has YAML examples"
     for line, body in found:
         docs = [d for d in yaml.safe_load_all(body) if d is not None]
-        assert docs, f"README line {line}: an empty YAML block"
+        assert docs, f"{line}: an empty YAML block"
         for doc in docs:
-            assert isinstance(doc, dict) and doc.get("kind"), f"README line {line}: not an object"
+            assert isinstance(doc, dict) and doc.get("kind"), f"{line}: not an object"
             if doc["kind"] == "Policy":
                 path = tmp_path / "policy.yaml"
                 path.write_text(yaml.safe_dump(doc))
@@ -37,8 +70,12 @@ def test_every_yaml_block_parses_and_loads(tmp_path):
                 kubernetes_validate.validate(doc, "1.34.0", strict=True)
 
 
+def page_steps():
+    return [(name, step) for name, text in PAGES.items() for step in console_steps(text)]
+
+
 def test_console_examples_are_well_formed():
-    steps = console_steps(README)
+    steps = [step for _name, step in page_steps()]
     assert len(steps) >= 8
     assert all(s.expected for s in steps if not s.command.rstrip().endswith(("> dry.out", "> real.out",
                                                                            "> plan.json"))), \
@@ -85,11 +122,11 @@ def test_quick_start_in_a_fresh_clone(tmp_path):
         # The quick start's own activation line, before each example, as in the user's terminal.
         [activate] = [body.strip() for _line, body in blocks(README, "sh") if "activate" in body]
         mismatches = []
-        for step in console_steps(README):
+        for name, step in page_steps():
             command = f"{activate}\n" + step.command.replace("localhost:8443", f"localhost:{port}")
             got = run_step(step.__class__(command, step.expected, step.line), clone, env)
             if got != step.expected:
-                mismatches.append(f"README line {step.line}: $ {step.command}\n--- README\n{step.expected}"
+                mismatches.append(f"{name} line {step.line}: $ {step.command}\n--- {name}\n{step.expected}"
                                   f"--- real\n{got}")
         assert not mismatches, "\n\n".join(mismatches)
     finally:
