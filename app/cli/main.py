@@ -51,6 +51,7 @@ EXITS = "exit codes: 0 done; 2 bad input or configuration (one line naming the f
 # The offline commands read no DRA_BRIDGE_* variable (those configure the serve and reporter
 # daemons): a variable exported for `serve` must not change what `plan` prints.
 OFFLINE = "; no DRA_BRIDGE_* variable applies to this command"
+VARIABLES = "; variables: DRA_BRIDGE_KUBECONFIG and DRA_BRIDGE_CONTEXT only (as serve reads them)"
 _TRUE = ("1", "true", "yes", "on")
 
 
@@ -185,8 +186,7 @@ def _add_classes(sub) -> None:
 def _add_audit(sub) -> None:
     p = sub.add_parser("audit", help="list pods and workloads still on legacy GPU resources", epilog=
                        "exit codes: 0 nothing needs attention; 1 an object is unsatisfiable on --inventory or "
-                       "needs attention; 2 bad input, or the cluster could not be read; variables: DRA_BRIDGE_KUBECONFIG and "
-                       "DRA_BRIDGE_CONTEXT only (as serve reads them)")
+                       "needs attention; 2 bad input, or the cluster could not be read" + VARIABLES)
     p.add_argument("-f", "--filename", action="append",
                    help="audit these files instead of the cluster (repeatable) (default: the cluster)")
     _kube_flags(p)
@@ -231,13 +231,60 @@ def _add_reporter(sub) -> None:
     _opt(p, "--log-format", env="log_format", default="text", choices=["json", "text"], help="log lines as")
 
 
+def _add_rollout(sub) -> None:
+    p = sub.add_parser("rollout", help="move GPU nodes off the device plugin onto DRA, wave by wave",
+                       description="Waves of GPU nodes leave the device plugin for NVIDIA's DRA driver: each node "
+                                   "is cordoned, its GPU pods evicted (PodDisruptionBudgets respected, never "
+                                   "forced), its labels flipped, and uncordoned once its ResourceSlices publish "
+                                   "what the device plugin advertised. Every step is recorded on the node: a "
+                                   "stopped wave continues when run again.",
+                       epilog="exit codes: each action's (`dra-bridge rollout ACTION --help`)" + VARIABLES)
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    common = argparse.ArgumentParser(add_help=False)
+    _kube_flags(common)
+    _opt(common, "--policy", help="the webhook's policy file (which pods it would rewrite)", shown="the bundled policy")
+    _opt(common, "--plugin-label", default="nvidia.com/gpu.deploy.device-plugin=true,false",
+         help="KEY=ON,OFF: the node label that runs the device plugin (the GPU Operator's)")
+    _opt(common, "--dra-label", default="nvidia.com/dra-kubelet-plugin=true",
+         help="KEY=VALUE: the node label that runs NVIDIA's DRA kubelet plugin (its chart's kubeletPlugin.nodeSelector)")
+    _opt(common, "--driver", default="gpu.nvidia.com", help="the DRA driver whose slices a moved node must publish")
+    _opt(common, "--nodes", help="only nodes matching this label selector (k=v, k!=v, k, !k; comma-separated)",
+         shown="every GPU node")
+    waves = argparse.ArgumentParser(add_help=False)
+    size = waves.add_mutually_exclusive_group()
+    _opt(size, "--wave-size", type=int, default=1, help="nodes per wave")
+    _opt(size, "--max-unavailable-gpus", type=int, help="GPUs per wave at most (instead of --wave-size)",
+         shown="none")
+    exits = ("exit codes: 0 done; 1 {what}; 2 bad input, or the cluster could not be read" + VARIABLES)
+    plan = actions.add_parser("plan", parents=[common, waves], help="the waves, their pods and what blocks them",
+                              epilog=exits.format(what="a wave is blocked"))
+    plan.add_argument("-f", "--filename", action="append",
+                      help="an export instead of the cluster (repeatable) (default: the cluster)")
+    _opt(plan, "-o", "--output", choices=["table", "json"], default="table", help="stdout format")
+    for name, text in (("run", "move the nodes of one wave"), ("undo", "move a wave's nodes back")):
+        action = actions.add_parser(name, parents=[common, waves], help=text, epilog=exits.format(
+            what="the wave is blocked, or stopped (a budget refused an eviction, a wait timed out): run it again"))
+        action.add_argument("--wave", type=int, required=True, help="the wave's number, as `rollout plan` lists it (required)")
+        _opt(action, "--dry-run", choices=["none", "server"], default="none",
+             help="server: every write a server-side dry run, no waiting")
+        _opt(action, "--timeout", type=float, default=600.0, help="seconds to wait for an eviction a budget "
+                                                                   "refuses, for pods to leave, for slices")
+    status = actions.add_parser("status", parents=[common], help="nodes and GPUs per side, pods per path",
+                                epilog=EXITS + VARIABLES)
+    status.add_argument("-f", "--filename", action="append",
+                        help="an export instead of the cluster (repeatable) (default: the cluster)")
+    _opt(status, "-o", "--output", choices=["table", "json"], default="table", help="stdout format")
+    status.set_defaults(wave_size=1, max_unavailable_gpus=None)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dra-bridge", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="`dra-bridge COMMAND --help` lists each command's flags, defaults, variables and exit codes.")
     parser.add_argument("--version", action="version", version=f"dra-bridge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_serve, _add_certs, _add_plan, _add_check, _add_audit, _add_classes, _add_reporter):
+    for add in (_add_serve, _add_certs, _add_plan, _add_check, _add_audit, _add_classes, _add_reporter,
+                _add_rollout):
         add(sub)
     return parser
 
@@ -275,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "plan":
             from .plancli import run_plan
             return run_plan(args)
+        if args.command == "rollout":
+            from .rolloutcli import run_rollout
+            return run_rollout(args)
     except (BridgeError, InputError, PolicyError) as exc:
         print(f"dra-bridge: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -34,3 +34,18 @@ def device_quota(quota: dict) -> tuple[str, str, dict[str, str]] | None:
     if not kept or not isinstance(meta.get("name"), str):
         return None
     return str(meta.get("namespace") or ""), meta["name"], kept
+
+
+def add_quota(quotas: dict, quota: dict) -> None:
+    """File a ResourceQuota's device limits under its namespace (none: nothing filed)."""
+    found = device_quota(quota)
+    if found is not None:
+        quotas.setdefault(found[0], []).append(found[1:])
+
+
+def quota_map(quotas) -> dict[str, list[tuple[str, dict]]]:
+    """namespace -> [(ResourceQuota name, its device limits)]."""
+    out: dict = {}
+    for quota in quotas:
+        add_quota(out, quota)
+    return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from app.common import InputError, device_quota, extended_allocatable, parse_quantity
+from app.common import InputError, add_quota, extended_allocatable, parse_quantity, quota_map
 
 SUPPORTED = "resource.k8s.io/v1"
 INVENTORY_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "DeviceTaintRule")
@@ -122,20 +122,6 @@ def _selects(selector: dict | None, driver, pool, device) -> bool:
         return False
     return all(selector.get(field) in (None, value) for field, value in
                (("driver", driver), ("pool", pool), ("device", device)))
-
-
-def add_quota(quotas: dict, quota: dict) -> None:
-    """File a ResourceQuota's device limits under its namespace (none: nothing filed)."""
-    found = device_quota(quota)
-    if found is not None:
-        quotas.setdefault(found[0], []).append(found[1:])
-
-
-def quota_map(quotas) -> dict[str, list[tuple[str, dict]]]:
-    out: dict = {}
-    for quota in quotas:
-        add_quota(out, quota)
-    return out
 
 
 def _results(claims: list[dict]):

@@ -15,11 +15,11 @@ from __future__ import annotations
 import bisect
 from decimal import Decimal
 
-from app.common import parse_quantity
+from app.common import parse_quantity, quota_map
 
 from .index import Build, Index, pool_key
+from .inventory import Inventory, taint_rule
 from .shadow import shadow_of
-from .inventory import Inventory, quota_map, taint_rule
 
 
 def _claim_results(claim: dict) -> list[tuple]:

@@ -2,12 +2,14 @@
 inventory (ResourceSlices, DeviceClasses, ResourceClaims), templates and namespace labels."""
 
 from .client import (ApiTarget, api_client, api_client_for_host, api_message, connect, list_items, list_pages, probe,
-                     raw_get, unreachable)
+                     raw_get, raw_send, unreachable)
 from .live_inventory import LiveInventory
+from .rollout import NodeWrites
+from .rollout import snapshot as rollout_snapshot
 from .namespaces import NamespaceLabels, NamespaceLookupError
 from .template_gc import Lease, TemplateCollector, TemplateWatch
 from .templates import TemplateConflict, TemplateStore
 
-__all__ = ["Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "TemplateConflict", "TemplateStore", "ApiTarget", "api_client", "connect", "unreachable", "api_client_for_host", "api_message", "probe",
+__all__ = ["NodeWrites", "rollout_snapshot", "Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "TemplateConflict", "TemplateStore", "ApiTarget", "api_client", "connect", "unreachable", "api_client_for_host", "api_message", "probe", "raw_send",
            "list_items", "list_pages",
            "raw_get"]

@@ -135,6 +135,22 @@ def raw_get(api: client.ApiClient, path: str, query: list | None = None, timeout
     return response.response
 
 
+def raw_send(api: client.ApiClient, method: str, path: str, body: dict, query: list | None = None,
+             content_type: str = "application/json", timeout=30) -> dict:
+    """POST/PATCH a JSON body; the decoded answer, or ApiException (its body the API's Status)."""
+    method, url, headers, _body, _post = api.param_serialize(
+        method, path, query_params=query or [], header_params={"Accept": "application/json",
+                                                                "Content-Type": content_type},
+        auth_settings=["BearerToken"])
+    response = api.call_api(method, url, header_params=headers, body=orjson.dumps(body), _request_timeout=timeout)
+    data = response.read()
+    if response.status >= 400:
+        exc = ApiException(status=response.status, reason="")
+        exc.body = data  # api_message reads the Status's message from it
+        raise exc
+    return orjson.loads(data) if data else {}
+
+
 def watch_events(response):
     """Decoded events of a watch stream as they arrive (each as soon as its line is complete);
     the connection is released when the stream ends or the caller stops iterating."""

@@ -233,13 +233,16 @@ def test_help_of_every_command_gives_each_flag_help_default_and_variable(capsys)
 
     parser = build_parser()
     [commands] = [a for a in parser._actions if a.dest == "command"]
-    assert set(commands.choices) == {"serve", "certs", "plan", "check", "audit", "classes", "reporter"}
-    for name, sub in commands.choices.items():
+    assert set(commands.choices) == {"serve", "certs", "plan", "check", "audit", "classes", "reporter", "rollout"}
+    [actions] = [a for a in commands.choices["rollout"]._actions if a.dest == "action"]
+    assert set(actions.choices) == {"plan", "run", "undo", "status"}
+    every = {**commands.choices, **{f"rollout {k}": v for k, v in actions.choices.items()}}
+    for name, sub in every.items():
         assert "exit codes:" in (sub.epilog or ""), name
         if name not in ("serve", "reporter"):  # says which variables apply, if any
             assert "DRA_BRIDGE_" in sub.epilog, name
         for action in sub._actions:
-            if action.dest in ("help", "max_rounds"):
+            if action.dest in ("help", "max_rounds", "action"):
                 continue
             assert action.help and ("default:" in action.help or "required" in action.help), (name, action.dest)
             if name in ("serve", "reporter") and action.option_strings[0] not in ("--once", "-o", "--with-classes"):
@@ -248,7 +251,7 @@ def test_help_of_every_command_gives_each_flag_help_default_and_variable(capsys)
         main(["--help"])
     out = capsys.readouterr().out
     assert all(word in out for word in ("serve", "plan", "check", "audit", "classes", "certs", "reporter",
-                                        "kubectl dra-bridge"))
+                                        "rollout", "kubectl dra-bridge"))
 
 
 def test_kubeconfig_is_chosen_in_kubectls_order(tmp_path, monkeypatch):

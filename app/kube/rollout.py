@@ -1,0 +1,84 @@
+"""The API calls of `dra-bridge rollout`: what a plan reads, and the writes that move a node
+(node patches, evictions). Pods leave only through the Eviction API: nothing is deleted or forced.
+Every write can be a server-side dry run."""
+
+from __future__ import annotations
+
+import orjson
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from app.common import BridgeError
+
+from .client import api_message, list_pages, raw_get, raw_send
+
+PATHS = {"nodes": "/api/v1/nodes", "pods": "/api/v1/pods", "namespaces": "/api/v1/namespaces",
+         "resourcequotas": "/api/v1/resourcequotas",
+         "poddisruptionbudgets": "/apis/policy/v1/poddisruptionbudgets",
+         "resourceslices": "/apis/resource.k8s.io/v1/resourceslices",
+         "resourceclaims": "/apis/resource.k8s.io/v1/resourceclaims",
+         "deviceclasses": "/apis/resource.k8s.io/v1/deviceclasses"}
+
+
+def snapshot(api: client.ApiClient, kinds=tuple(PATHS)) -> dict[str, list[dict]]:
+    """What the plan reads, one list per kind (DRA kinds a cluster does not serve: none)."""
+    out = {}
+    for kind in kinds:
+        path = PATHS[kind]
+        try:
+            out[kind] = list_pages(api, path)[0]
+        except ApiException as exc:
+            if exc.status == 404 and path.startswith("/apis/resource.k8s.io"):
+                out[kind] = []
+                continue
+            raise BridgeError(f"list {kind}: {api_message(exc)}") from None
+    return out
+
+
+class NodeWrites:
+    """Reads and writes about one node at a time; with dry_run every write is a server-side dry run."""
+
+    def __init__(self, api: client.ApiClient, dry_run: bool = False):
+        self.api, self.dry_run = api, dry_run
+        self.query = [("dryRun", "All")] if dry_run else []
+
+    def node(self, name: str) -> dict:
+        try:
+            return orjson.loads(raw_get(self.api, f"/api/v1/nodes/{name}").data)
+        except ApiException as exc:
+            raise BridgeError(f"node {name}: {api_message(exc)}") from None
+
+    def on_node(self, name: str) -> dict[str, list[dict]]:
+        """A snapshot for one node: its pods and slices, with what judging their paths needs."""
+        objects = snapshot(self.api, ("namespaces", "resourcequotas", "deviceclasses", "resourceclaims"))
+        for kind in ("pods", "resourceslices"):
+            try:
+                objects[kind] = orjson.loads(raw_get(self.api, PATHS[kind], [
+                    ("fieldSelector", f"spec.nodeName={name}")]).data).get("items") or []
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise BridgeError(f"list {kind} on {name}: {api_message(exc)}") from None
+                objects[kind] = []
+        return objects
+
+    def patch_node(self, name: str, patch: dict) -> None:
+        try:
+            raw_send(self.api, "PATCH", f"/api/v1/nodes/{name}", patch, self.query,
+                     content_type="application/merge-patch+json")
+        except ApiException as exc:
+            raise BridgeError(f"node {name}: {api_message(exc)}") from None
+
+    def evict(self, namespace: str, name: str) -> str | None:
+        """None once the API took the eviction (or the pod is gone); else why not (429: a budget)."""
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+        if self.dry_run:
+            body["deleteOptions"] = {"dryRun": ["All"]}
+        try:
+            raw_send(self.api, "POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", body, self.query)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            if exc.status == 429:
+                return api_message(exc)
+            raise BridgeError(f"evict {namespace}/{name}: {api_message(exc)}") from None
+        return None
