@@ -99,14 +99,18 @@ def _print_plan(waves: list[rollout.Wave], output: str) -> int:
     if output == "json":
         sys.stdout.write(json.dumps({"waves": [{
             "wave": w.number, "done": w.done, "nodes": w.nodes, "gpus": w.gpus, "blockers": w.blockers,
-            "notes": w.notes, "pods": [{"pod": p.key, "owner": p.owner, "comesBackOn": p.path, "why": p.why}
-                                       for p in w.pods]} for w in waves]}, indent=2) + "\n")
+            "notes": w.notes, "pods": [{"pod": p.key, "owner": p.owner, "comesBackOn": w.back.get(p.key, p.path),
+                                        "belongsOn": p.path, "why": p.why} for p in w.pods]} for w in waves]},
+            indent=2) + "\n")
     else:
         for w in waves:
             state = "done" if w.done else "BLOCKED" if w.blockers else "ready"
             print(f"wave {w.number} [{state}]: {', '.join(w.nodes)} ({w.gpus} GPUs, {len(w.pods)} GPU pods)")
             for pod in w.pods:
-                print(f"    {pod.key} ({pod.owner or 'bare pod'}) -> {pod.path}: {pod.why}")
+                back = w.back.get(pod.key)
+                where = {"dra": "DRA", "plugin": "device plugin", "plugin, for now": "device plugin for now",
+                         None: "no room"}[back] if not w.done else "moved"
+                print(f"    {pod.key} ({pod.owner or 'bare pod'}) -> {where} ({pod.why})")
             for blocker in w.blockers:
                 print(f"    blocked: {blocker}")
             for note in w.notes:

@@ -24,7 +24,8 @@ class Stopped(BridgeError):
 class Mover:
     def __init__(self, writes: NodeWrites, switches: rollout.Switches, policy, say: Callable[[str], None],
                  timeout_s: float = 600.0, poll_s: float = 2.0):
-        self.writes, self.switches, self.policy, self.say = writes, switches, policy, say
+        self.writes, self.switches, self.policy = writes, switches, policy
+        self.say = (lambda line: say(f"[dry run] {line}")) if writes.dry_run else say
         self.timeout_s, self.poll_s = timeout_s, poll_s
 
     @property
@@ -86,7 +87,8 @@ class Mover:
         self.say(f"{name}: cordoned")
         self._drain(name)
         self.writes.patch_node(name, {"metadata": {"labels": before["labels"]}})
-        self.say(f"{name}: labels restored ({', '.join(f'{k}={v}' for k, v in sorted(before['labels'].items()))})")
+        restored = (f"{k}={v}" if v is not None else f"{k} removed" for k, v in sorted(before["labels"].items()))
+        self.say(f"{name}: labels restored ({', '.join(restored)})")
         if not self.dry_run:
             self._wait(name, lambda: self._advertised(name, before),
                        f"the device plugin to advertise {name}'s GPUs again")
@@ -109,8 +111,8 @@ class Mover:
                 why = self.writes.evict(pod.namespace, pod.name)
                 if why is None:
                     back = "the device plugin" if pod.path == rollout.PLUGIN else "DRA"
-                    self.say(f"{name}: evicted {pod.key} ({pod.owner or 'a bare pod: nothing recreates it'}; "
-                             f"comes back on {back})")
+                    by = f"{pod.owner} recreates it" if pod.owner else "a bare pod: nothing recreates it"
+                    self.say(f"{name}: evicted {pod.key} ({by}; it belongs on {back})")
                 else:
                     refused.append((pod, why))
             waiting = [pod for pod, _why in refused]

@@ -142,7 +142,7 @@ def raw_send(api: client.ApiClient, method: str, path: str, body: dict, query: l
         method, path, query_params=query or [], header_params={"Accept": "application/json",
                                                                 "Content-Type": content_type},
         auth_settings=["BearerToken"])
-    response = api.call_api(method, url, header_params=headers, body=orjson.dumps(body), _request_timeout=timeout)
+    response = api.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
     data = response.read()
     if response.status >= 400:
         exc = ApiException(status=response.status, reason="")

@@ -82,6 +82,7 @@ class Wave:
     blockers: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     done: bool = False
+    back: dict[str, str] = field(default_factory=dict)  # pod -> where it comes back: dra | plugin | plugin, for now
 
 
 def node_view(node: dict, slices: list[dict], switches: Switches) -> NodeView | None:
@@ -238,26 +239,26 @@ def _owner(meta: dict) -> str:
 def plan_waves(nodes: list[NodeView], pods: list[PodView], budgets: list[dict], wave_size: int | None = 1,
                max_gpus: int | None = None, chosen=lambda node: True) -> list[Wave]:
     """Waves of device-plugin nodes: fewest pods that must stay on the device plugin first, then
-    fewest pods to evict. Each
-    wave is checked against the cluster as the waves before it leave it: the evicted pods that stay
-    on the device plugin must fit on the nodes still on it, those that move on the DRA side."""
+    fewest pods to evict. Evicted pods are recreated at once, while their node is still moving:
+    a pod the webhook would rewrite comes back on DRA only where the DRA side has room already
+    (nodes moved in earlier waves), else on the device plugin for now (the webhook leaves it
+    there while DRA cannot serve it); every pod must find room on one side or the wave is
+    blocked. Each wave is checked against the cluster as the waves before it leave it."""
     waves = _done_waves(nodes, pods)
     number = max((n.wave for n in nodes if n.wave is not None), default=0)
-    on = {n.name: n for n in nodes}
-    plugin_free = Counter()
-    for node in (n for n in nodes if n.side == PLUGIN):
-        plugin_free.update(node.advertised)
-    dra_free = sum(n.gpus for n in nodes if n.side == DRA)
+    side = {n.name: n.side for n in nodes}
+    free = {n.name: Counter(n.advertised) for n in nodes if n.side == PLUGIN}
+    dra_room = sum(n.gpus for n in nodes if n.side == DRA)
     for pod in pods:
-        side = on.get(pod.node or "")
-        if side is not None and side.side == PLUGIN:
-            plugin_free.subtract(pod.legacy)
-        elif side is not None and side.side == DRA:
-            dra_free -= pod.devices or pod.legacy.get("nvidia.com/gpu", 0)
-    staying = {n.name: sum(1 for p in pods if p.node == n.name and p.path == PLUGIN) for n in nodes}
+        if pod.node in free:
+            free[pod.node].subtract(pod.legacy)
+        elif side.get(pod.node or "") == DRA:
+            dra_room -= pod.devices or _whole(pod.legacy)
+    staying = Counter(p.node for p in pods if p.path == PLUGIN)
     evictions = Counter(p.node for p in pods)
     queue = sorted((n for n in nodes if n.side == PLUGIN and chosen(n)),
                    key=lambda n: (staying[n.name], evictions[n.name], n.gpus, n.name))
+    placed: dict[str, list[PodView]] = {}  # pods this plan puts on a device-plugin node
     blocked_at = None
     while queue:
         members = [queue.pop(0)]
@@ -265,36 +266,42 @@ def plan_waves(nodes: list[NodeView], pods: list[PodView], budgets: list[dict], 
                          else sum(n.gpus for n in members) + queue[0].gpus <= max_gpus):
             members.append(queue.pop(0))
         number += 1
-        names = {n.name for n in members}
-        evicted = [p for p in pods if p.node in names]
-        wave = Wave(number, sorted(names), sum(n.gpus for n in members), evicted)
-        for node in members:
-            plugin_free.subtract(node.advertised)
-        for pod in evicted:
-            plugin_free.update(pod.legacy)  # they leave their node
-        dra_free += wave.gpus
-        back_plugin, back_dra = Counter(), 0
-        for pod in evicted:
-            if pod.path == PLUGIN:
-                back_plugin.update(pod.legacy)
-            else:
-                back_dra += pod.devices or _whole(pod.legacy)
-        short = {r: n - plugin_free[r] for r, n in back_plugin.items() if n > plugin_free[r]}
-        if short:
-            stay = [p for p in evicted if p.path == PLUGIN]
+        names = sorted(n.name for n in members)
+        evicted = [p for p in pods if p.node in names] + [p for n in names for p in placed.pop(n, [])]
+        wave = Wave(number, names, sum(n.gpus for n in members), evicted)
+        for name in names:
+            free.pop(name, None)
+        unplaced = []
+        for pod in sorted(evicted, key=lambda p: (-_whole(p.legacy), p.key)):
+            need = pod.devices or _whole(pod.legacy)
+            if pod.path == DRA and need <= dra_room:
+                dra_room -= need
+                wave.back[pod.key] = "dra"
+                continue
+            target = max((n for n, room in free.items() if all(room[r] >= v for r, v in pod.legacy.items())),
+                         key=lambda n: (sum(free[n].values()), n), default=None)
+            if target is None:
+                unplaced.append(pod)
+                continue
+            free[target].subtract(pod.legacy)
+            placed.setdefault(target, []).append(pod)
+            wave.back[pod.key] = "plugin" if pod.path == PLUGIN else "plugin, for now"
+        if unplaced:
             wave.blockers.append(
-                f"{len(stay)} pod(s) that stay on the device plugin would not fit on the nodes left on it "
-                f"(short of {', '.join(f'{n} {r}' for r, n in sorted(short.items()))}): "
-                + "; ".join(f"{p.key}: {p.why}" for p in stay[:3]))
-        if back_dra > dra_free:
-            wave.blockers.append(f"pods coming back on DRA need {back_dra} GPU(s), the DRA side would have {dra_free} free")
+                f"{len(unplaced)} pod(s) would find no room on either side (DRA has {max(dra_room, 0)} GPU(s) free "
+                "before this wave publishes; the device-plugin nodes left lack their resources): "
+                + "; ".join(f"{p.key} ({', '.join(f'{v} {r}' for r, v in sorted(p.legacy.items()))}): {p.why}"
+                            for p in unplaced[:3]))
+        later = [p.key for p in evicted if wave.back.get(p.key) == "plugin, for now"]
+        if later:
+            wave.notes.append(f"{len(later)} pod(s) come back on the device plugin for now (no DRA room until this "
+                              f"wave's nodes publish) and move with their new node: {', '.join(later[:5])}")
         wave.blockers += _budget_blockers(evicted, budgets, wave.notes)
         if blocked_at is not None:
             wave.notes.append(f"planned as if wave {blocked_at} had been unblocked")
         elif wave.blockers:
             blocked_at = number
-        plugin_free.subtract(back_plugin)
-        dra_free -= back_dra
+        dra_room += wave.gpus
         waves.append(wave)
     return waves
 

@@ -40,6 +40,19 @@ GRANTED = {
         ("resource.k8s.io", "resourceslices", "delete"): "publish.SlicePublisher.remove_all / shrink",
         ("", "nodes", "get"): "publish.SlicePublisher.node_uid (owner reference)",
     },
+    # Bound to nobody: the admin who runs `dra-bridge rollout` binds it to themselves.
+    "dra-bridge-rollout": {
+        ("", "nodes", "get"): "kube.NodeWrites.node",
+        ("", "nodes", "list"): "kube.rollout_snapshot",
+        ("", "nodes", "patch"): "kube.NodeWrites.patch_node (cordon, labels, step annotations)",
+        ("", "pods", "list"): "kube.rollout_snapshot, NodeWrites.on_node",
+        ("", "pods/eviction", "create"): "kube.NodeWrites.evict",
+        **{("", r, "list"): "kube.rollout_snapshot (paths: opt-in labels, GPU quotas)"
+           for r in ("namespaces", "resourcequotas")},
+        ("policy", "poddisruptionbudgets", "list"): "kube.rollout_snapshot (budgets a wave must keep)",
+        **{("resource.k8s.io", r, "list"): "kube.rollout_snapshot (published GPUs, held devices, native classes)"
+           for r in ("resourceslices", "resourceclaims", "deviceclasses")},
+    },
 }
 
 
@@ -67,6 +80,7 @@ def test_renders_every_component(objects):
     assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
                             "Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service", "MutatingWebhookConfiguration",
                             "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Role", "RoleBinding",
+                            "ClusterRole",
                             "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
                             "ValidatingAdmissionPolicyBinding"])
 

@@ -30,7 +30,8 @@ PACKAGES = ("k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-
             "k8s.io/kubernetes/cmd/kube-scheduler", "k8s.io/kubernetes/cmd/kubectl", "./etcd")
 CONTROLLERS = ("serviceaccount-controller", "serviceaccount-token-controller", "namespace-controller",
                "garbage-collector-controller", "deployment-controller", "replicaset-controller",
-               "job-controller", "resourceclaim-controller", "resourcequota-controller")
+               "job-controller", "resourceclaim-controller", "resourcequota-controller", "disruption-controller",
+               "statefulset-controller")
 
 
 def build() -> pathlib.Path:

@@ -119,39 +119,44 @@ def test_waves_move_nodes_with_fewest_staying_pods_first_and_check_they_fit():
               pod("gpu-2", "p2", {"nvidia.com/gpu": "8"})])
     waves = rollout.plan_waves(*views(objects), [])
     assert [w.nodes for w in waves] == [["p2"], ["p0"], ["p1"]]
-    assert [p.path for p in waves[0].pods] == ["dra"] and not waves[0].blockers  # back on p2, now DRA
-    assert not waves[1].blockers  # ts-0's 3 shared replicas fit beside ts-1's 5 on p1 (8)
+    # No DRA node yet: the pod the webhook would rewrite comes back on the device plugin for now.
+    assert waves[0].back == {"team-a/gpu-2": "plugin, for now"} and not waves[0].blockers
+    assert "come back on the device plugin for now" in waves[0].notes[0]
+    assert waves[1].back["team-a/ts-0"] == "plugin" and not waves[1].blockers  # beside ts-1's 5 on p1 (8)
     [blocker] = waves[2].blockers  # the last device-plugin node: the shares have nowhere to go
-    assert "would not fit on the nodes left on it" in blocker and "short of 8 nvidia.com/gpu.shared" in blocker
-    assert "team-a/ts-1: share:" in blocker
+    assert blocker.startswith("2 pod(s) would find no room on either side")
+    assert "team-a/ts-0 (3 nvidia.com/gpu.shared): share:" in blocker
     # The GPUs per wave bound the size instead: both 8-GPU nodes fit in 16.
     assert [w.nodes for w in rollout.plan_waves(*views(objects), [], max_gpus=16)][0] == ["p0", "p2"]
 
 
-def test_a_wave_the_dra_side_cannot_take_is_blocked():
+def test_pods_come_back_on_dra_only_where_earlier_waves_made_room():
     objects = cluster(nodes=[node("small", {"nvidia.com/gpu": "1"}), node("big", {"nvidia.com/gpu": "8"})],
                       namespaces=[namespace("team-a", MIGRATE)],
                       pods=[pod("a", "big", {"nvidia.com/gpu": "4"}), pod("b", "big", {"nvidia.com/gpu": "4"})])
     waves = rollout.plan_waves(*views(objects), [])
     assert waves[0].nodes == ["small"] and not waves[0].blockers
-    assert waves[1].nodes == ["big"] and not waves[1].blockers  # its own 8 GPUs come back as DRA devices
-    objects["pods"].append(pod("c", "small", {"nvidia.com/gpu": "1"}, namespace="team-a"))
-    objects["nodes"][0]["status"]["allocatable"]["nvidia.com/gpu"] = "1"
-    objects["pods"][0]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "5"
-    objects["nodes"][1]["status"]["allocatable"]["nvidia.com/gpu"] = "9"
+    # Recreated at once, the two pods need 8 GPUs while big moves: DRA has 1 (small), nothing else.
+    assert waves[1].nodes == ["big"] and waves[1].blockers[0].startswith(
+        "2 pod(s) would find no room on either side (DRA has 1 GPU(s) free before this wave publishes")
+    objects["nodes"].append(node("spare", {"nvidia.com/gpu": "8"}))
     waves = rollout.plan_waves(*views(objects), [])
-    assert any("pods coming back on DRA need" in b for w in waves for b in w.blockers) is False
+    assert [w.nodes for w in waves] == [["small"], ["spare"], ["big"]]
+    assert waves[2].back == {"team-a/a": "dra", "team-a/b": "dra"} and not waves[2].blockers
 
 
 def test_a_budget_that_allows_no_disruption_blocks_the_wave_and_is_named():
-    objects = cluster(nodes=[node("p0", {"nvidia.com/gpu": "8"})], namespaces=[namespace("team-a", MIGRATE)],
+    objects = cluster(nodes=[node("p0", {"nvidia.com/gpu": "8"}), node("p1", {"nvidia.com/gpu": "8"})],
+                      namespaces=[namespace("team-a", MIGRATE)],
                       pods=[pod("db-0", "p0", {"nvidia.com/gpu": "1"}, owner="StatefulSet/db", labels={"app": "db"})])
     nodes, pods = views(objects)
-    [wave] = rollout.plan_waves(nodes, pods, [budget("db", {"app": "db"}, 0)])
-    assert wave.blockers == ["PodDisruptionBudget team-a/db allows no disruption now (1 healthy, 1 desired): "
-                             "evicting team-a/db-0 would break it"]
-    [wave] = rollout.plan_waves(nodes, pods, [budget("db", {"app": "db"}, 1), budget("other", {"app": "x"}, 0)])
-    assert not wave.blockers
+    first, second = rollout.plan_waves(nodes, pods, [budget("db", {"app": "db"}, 0)])
+    assert first.nodes == ["p1"] and not first.blockers
+    assert second.blockers == ["PodDisruptionBudget team-a/db allows no disruption now (1 healthy, 1 desired): "
+                               "evicting team-a/db-0 would break it"]
+    assert second.back == {"team-a/db-0": "dra"}
+    _first, second = rollout.plan_waves(nodes, pods, [budget("db", {"app": "db"}, 1), budget("other", {"app": "x"}, 0)])
+    assert not second.blockers
 
 
 def test_waves_already_run_are_listed_and_numbering_goes_on():
@@ -199,7 +204,7 @@ def test_plan_and_status_from_an_export(tmp_path):
     assert planned.returncode == 1, planned.stderr  # a wave is blocked
     assert planned.stdout.splitlines()[0] == "wave 1 [ready]: p1 (8 GPUs, 0 GPU pods)"
     assert "wave 2 [BLOCKED]: p0 (8 GPUs, 1 GPU pods)" in planned.stdout
-    assert "team-a/db-0 (StatefulSet/db) -> dra: rewrite:" in planned.stdout
+    assert "team-a/db-0 (StatefulSet/db) -> DRA (rewrite: " in planned.stdout
     assert "blocked: PodDisruptionBudget team-a/db allows no disruption now" in planned.stdout
     data = json.loads(run("plan", "-o", "json", "--wave-size", "2").stdout)
     assert [w["nodes"] for w in data["waves"]] == [["p0", "p1"]]
