@@ -198,7 +198,9 @@ def _path(pod: dict, namespace: str, labels: dict | None, policy: Policy, facts:
                     policy.migration, settings.path, facts)
     if choice.path == "legacy":
         return PLUGIN, f"{choice.code}: {choice.reason}"
-    return DRA, f"{choice.path}: {choice.reason}"
+    if choice.path == "native":
+        return DRA, f"native: {choice.reason}"
+    return DRA, f"rewritten onto a ResourceClaimTemplate ({choice.reason})"
 
 
 def _legacy_counts(spec: dict, rules) -> dict[str, int]:

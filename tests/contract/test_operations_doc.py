@@ -1,4 +1,4 @@
-"""docs/operations.md, the runbook, against what we ship: every `dra-bridge` command parses with
+"""docs/operations.md, the runbook (and docs/rollout.md's commands), against what we ship: every `dra-bridge` command parses with
 today's flags, every object, label, JSON patch path and metric it names is one the manifests
 install or the code exports. A renamed flag, Secret or metric fails here, not during an outage."""
 
@@ -18,17 +18,18 @@ from tests.conftest import ROOT
 from tests.contract.test_manifests import render as kustomize_render
 
 RUNBOOK = (ROOT / "docs" / "operations.md").read_text()
+WALKTHROUGH = (ROOT / "docs" / "rollout.md").read_text()
 # kubectl's short names for the kinds the runbook names
 KINDS = {"deployment": "Deployment", "configmap": "ConfigMap", "secret": "Secret", "service": "Service",
          "mutatingwebhookconfiguration": "MutatingWebhookConfiguration",
          "validatingwebhookconfiguration": "ValidatingWebhookConfiguration"}
 
 
-def commands() -> list[list[str]]:
+def commands(page: str = RUNBOOK) -> list[list[str]]:
     """Each simple command of the runbook's sh blocks (pipelines, `;`, `&` and loops split),
     as words, comments and shell variables left out."""
     out = []
-    for body in re.findall(r"^ *```sh\n(.*?)^ *```$", RUNBOOK, re.MULTILINE | re.DOTALL):
+    for body in re.findall(r"^ *```sh\n(.*?)^ *```$", page, re.MULTILINE | re.DOTALL):
         text, lines = re.sub(r"\\\n\s*", " ", body), []
         for line in text.splitlines():  # a quote left open goes on over the next lines
             line = line.split("   #", 1)[0].split("  #", 1)[0].strip()
@@ -73,13 +74,14 @@ def test_the_runbook_has_every_section_the_issue_asks_for():
 
 def test_every_dra_bridge_command_parses_with_todays_flags():
     parser = build_parser()
-    ours = [c for c in commands() if c[0] == "dra-bridge"]
-    assert {c[1] for c in ours} >= {"audit", "certs", "plan", "check"}
+    ours = [c for page in (RUNBOOK, WALKTHROUGH) for c in commands(page) if c[0] == "dra-bridge"]
+    assert {c[1] for c in ours} >= {"audit", "certs", "plan", "check", "rollout"}
+    assert {c[2] for c in ours if c[1] == "rollout"} == {"status", "plan", "run", "undo"}
     for command in ours:
         try:
             parser.parse_args(command[1:])
         except SystemExit:
-            pytest.fail(f"docs/operations.md: `{' '.join(command)}` does not parse")
+            pytest.fail(f"docs: `{' '.join(command)}` does not parse")
 
 
 def test_every_object_the_runbook_names_is_installed(installed):
@@ -141,3 +143,13 @@ def test_every_metric_and_alert_the_docs_name_exists():
             assert name in exported, name
         for alert in set(re.findall(r"\bDraBridge[A-Za-z]+", text)):
             assert alert in alerts, alert
+
+
+def test_the_walkthrough_binds_the_role_the_manifests_install_and_its_labels_are_the_defaults(installed):
+    from app.migration import rollout
+
+    roles = [c for c in commands(WALKTHROUGH) if c[:3] == ["kubectl", "create", "clusterrolebinding"]]
+    [role] = [w.split("=", 1)[1] for c in roles for w in c if w.startswith("--clusterrole=")]
+    assert ("ClusterRole", None, role) in installed
+    switches = rollout.Switches()
+    assert f"{switches.dra_label}=true" in WALKTHROUGH.replace("\\.", ".") and switches.plugin_label in WALKTHROUGH

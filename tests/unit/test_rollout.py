@@ -204,7 +204,7 @@ def test_plan_and_status_from_an_export(tmp_path):
     assert planned.returncode == 1, planned.stderr  # a wave is blocked
     assert planned.stdout.splitlines()[0] == "wave 1 [ready]: p1 (8 GPUs, 0 GPU pods)"
     assert "wave 2 [BLOCKED]: p0 (8 GPUs, 1 GPU pods)" in planned.stdout
-    assert "team-a/db-0 (StatefulSet/db) -> DRA (rewrite: " in planned.stdout
+    assert "team-a/db-0 (StatefulSet/db) -> DRA (rewritten onto a ResourceClaimTemplate (" in planned.stdout
     assert "blocked: PodDisruptionBudget team-a/db allows no disruption now" in planned.stdout
     data = json.loads(run("plan", "-o", "json", "--wave-size", "2").stdout)
     assert [w["nodes"] for w in data["waves"]] == [["p0", "p1"]]
