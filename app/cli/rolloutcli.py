@@ -127,7 +127,7 @@ def _status(nodes, pods, output: str) -> int:
         return 0
     for side, label in (("plugin", "device plugin"), ("moving", "moving"), ("dra", "DRA")):
         names = found["nodes"][side]
-        print(f"{label:14s} {len(names):3d} node(s) {found['gpus'][side]:5d} GPU(s)  {', '.join(names)}")
+        print(f"{label:14s} {len(names):3d} node(s) {found['gpus'][side]:5d} GPU(s)  {', '.join(names)}".rstrip())
     for what, count in found["pods"].items():
         print(f"pods {what}: {count}")
     return 0

@@ -116,6 +116,9 @@ class Mover:
                 else:
                     refused.append((pod, why))
             waiting = [pod for pod, _why in refused]
+            if refused and self.dry_run:  # nothing was evicted: waiting could not change the answer
+                pod, why = refused[0]
+                raise Stopped(f"{name}: eviction of {pod.key} would be refused now: {why}")
             if refused and time.monotonic() > deadline:
                 pod, why = refused[0]
                 raise Stopped(f"{name}: eviction of {pod.key} refused for {self.timeout_s:g} s: {why}. Nothing "
