@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
+from collections import Counter
 
 from app import kube
 from app.common import BridgeError, InputError, read_objects
@@ -49,13 +51,14 @@ def run_rollout(args) -> int:
         return _print_plan(waves, args.output)
     mover = Mover(NodeWrites(api, dry_run=args.dry_run == "server"), switches, policy, _say, args.timeout)
     try:
-        return _run(mover, waves, nodes, args) if args.action == "run" else _undo(mover, nodes, args.wave)
+        return _run(mover, waves, nodes, pods, args) if args.action == "run" else _undo(mover, nodes, args.wave)
     except Stopped as exc:
         print(f"dra-bridge rollout: stopped: {exc}", file=sys.stderr)
         return 1
 
 
-def _run(mover: Mover, waves: list[rollout.Wave], nodes: list[rollout.NodeView], args) -> int:
+def _run(mover: Mover, waves: list[rollout.Wave], nodes: list[rollout.NodeView], pods: list[rollout.PodView],
+         args) -> int:
     [wave] = [w for w in waves if w.number == args.wave] or [None]
     if wave is None:
         planned = ", ".join(str(w.number) for w in waves if not w.done) or "none"
@@ -74,10 +77,34 @@ def _run(mover: Mover, waves: list[rollout.Wave], nodes: list[rollout.NodeView],
     dry = " (server-side dry run: nothing changes)" if mover.dry_run else ""
     print(f"wave {wave.number}: {', '.join(wave.nodes)}, {wave.gpus} GPU(s), {len(wave.pods)} GPU pod(s) to "
           f"evict{dry}")
+    owners = {p.owner for p in wave.pods if p.owner}
+    before = Counter(p.owner for p in pods if p.owner in owners and p.node)
     for name in wave.nodes:
         mover.move(name, wave.number)
-    print(f"wave {wave.number}: done" + dry)
+    if mover.dry_run or not before:
+        print(f"wave {wave.number}: done" + dry)
+        return 0
+    missing = _workloads_back(mover, before, args.timeout)
+    if missing:
+        print(f"wave {wave.number}: nodes moved, but not every workload is back after {args.timeout:g} s: "
+              + ", ".join(f"{owner} {have} of {want} pod(s) bound" for owner, (have, want) in sorted(missing.items()))
+              + ": look at their pending pods before the next wave", file=sys.stderr)
+        return 1
+    print(f"wave {wave.number}: done, every evicted workload's pods bound again")
     return 0
+
+
+def _workloads_back(mover: Mover, before: Counter, timeout_s: float) -> dict[str, tuple[int, int]]:
+    """Wait until each workload the wave evicted has as many GPU pods bound as before; what is
+    still short when the time is up (a wave's GPUs come back before the next starts)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        objects = rollout_snapshot(mover.writes.api)
+        bound = Counter(p.owner for p in rollout.pod_views(objects, mover.policy, mover.switches) if p.node)
+        missing = {o: (bound[o], n) for o, n in before.items() if bound[o] < n}
+        if not missing or time.monotonic() > deadline:
+            return missing
+        time.sleep(mover.poll_s)
 
 
 def _undo(mover: Mover, nodes: list[rollout.NodeView], number: int) -> int:

@@ -191,7 +191,7 @@ def test_a_running_cluster_moves_wave_by_wave_and_a_wave_can_be_undone(rolling):
     for number in (1, 2):
         moved = rollout(plane, "run", "--wave", str(number), "--timeout", "90")
         assert moved.returncode == 0, moved.stdout + moved.stderr
-        assert f"wave {number}: done" in moved.stdout
+        assert f"wave {number}: done" in moved.stdout, moved.stdout
         [name] = [w["nodes"][0] for w in waves if w["wave"] == number]
         node = plane.json("node", name)
         assert node["metadata"]["labels"][PLUGIN_LABEL] == "false" and node["metadata"]["labels"][DRA_LABEL] == "true"
@@ -221,6 +221,7 @@ def test_a_running_cluster_moves_wave_by_wave_and_a_wave_can_be_undone(rolling):
     last = rollout(plane, "run", "--wave", "3", "--timeout", "90")
     assert last.returncode == 0, last.stdout + last.stderr
     assert "rl-2: continuing from step cordoned" in last.stdout and "evicted roll/infer-" in last.stdout
+    assert "wave 3: done, every evicted workload's pods bound again" in last.stdout
     pods = check_invariants(plane, "after wave 3")
     assert all(p["spec"].get("resourceClaims") for p in pods)  # every GPU pod on DRA now
 
