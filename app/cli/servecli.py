@@ -22,6 +22,12 @@ from app.server import (DeadlineHttpProtocol, Metrics, PolicyHolder, ServiceStat
 from .inputs import load_inventory
 
 log = logging.getLogger("dra_bridge")
+# Idle review connections stay open longer than the API server keeps them (Go's 90 s idle
+# timeout), so it is always the API server that closes one: had we closed it as an admission POST
+# went out, that POST would fail, and the API server does not retry it (kubernetes#127335), so
+# the pod would be admitted unmigrated. Connections that never send a request close at the
+# header deadline (DeadlineHttpProtocol).
+KEEP_ALIVE_S = 120
 
 
 def run_serve(args) -> int:
@@ -89,7 +95,7 @@ def run_serve(args) -> int:
     config = uvicorn.Config(create_app(state), host=args.host, port=args.port, log_config=None,
                             access_log=False, ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
                             timeout_graceful_shutdown=10, http=DeadlineHttpProtocol,
-                            limit_concurrency=args.max_connections, timeout_keep_alive=5)
+                            limit_concurrency=args.max_connections, timeout_keep_alive=KEEP_ALIVE_S)
     config.load()
     config.ssl = context  # ours: TLS 1.2+, strong ciphers, reloadable
     inventory_text = "live watch" if live is not None else f"{inv.source}, {inv.device_count} devices"

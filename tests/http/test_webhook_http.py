@@ -455,3 +455,43 @@ def test_serve_says_its_api_server_is_reachable(tmp_path):
     finally:
         fake.stop()
     assert "kubernetes: reachable" in running.log() and "does not answer" not in running.log()
+
+
+def test_an_idle_review_connection_outlives_the_api_servers_own_idle_timeout(tmp_path):
+    """The API server reuses a webhook connection for up to 90 s of idleness and does not retry an
+    admission POST that meets a connection we closed: the pod would pass unmigrated. A connection
+    idle past our old 5 s keep-alive still answers, and the server says it keeps them 120 s."""
+    from app.cli import servecli
+
+    assert servecli.KEEP_ALIVE_S > 90
+    running = srv.start(tmp_path)
+    try:
+        context = ssl.create_default_context(cafile=running.ca)
+        port = int(running.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            with context.wrap_socket(raw, server_hostname="localhost") as conn:
+                request = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
+                conn.sendall(request)
+                assert whole_response(conn).startswith(b"HTTP/1.1 200")
+                time.sleep(6.5)
+                conn.sendall(request)
+                assert whole_response(conn).startswith(b"HTTP/1.1 200")
+    finally:
+        running.stop()
+
+
+def whole_response(conn) -> bytes:
+    """One HTTP/1.1 response read off the connection: headers, then Content-Length bytes."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(4096)
+        assert chunk, f"connection closed after {data!r}"
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = int(next(line.split(b":", 1)[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:")))
+    while len(body) < length:
+        chunk = conn.recv(4096)
+        assert chunk, "connection closed mid-body"
+        body += chunk
+    return head + b"\r\n\r\n" + body
