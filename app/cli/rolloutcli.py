@@ -99,8 +99,7 @@ def _workloads_back(mover: Mover, before: Counter, timeout_s: float) -> dict[str
     still short when the time is up (a wave's GPUs come back before the next starts)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        objects = rollout_snapshot(mover.writes.api)
-        bound = Counter(p.owner for p in rollout.pod_views(objects, mover.policy, mover.switches) if p.node)
+        bound = rollout.bound_by_owner(rollout_snapshot(mover.writes.api, ("pods",))["pods"])
         missing = {o: (bound[o], n) for o, n in before.items() if bound[o] < n}
         if not missing or time.monotonic() > deadline:
             return missing
@@ -194,11 +193,10 @@ def _from_files(paths: list[str]) -> dict[str, list[dict]]:
     """An export (`kubectl get nodes,pods,... -A -o yaml`) as the snapshot a cluster gives."""
     objects: dict[str, list[dict]] = {kind: [] for kind in KINDS.values()}
     for path in paths:
-        for _line, obj in read_objects(path):
-            for item in obj.get("items") if obj.get("kind", "").endswith("List") else [obj]:
-                kind = KINDS.get(item.get("kind", ""))
-                if kind:
-                    objects[kind].append(item)
+        for _line, obj in read_objects(path):  # a `kind: List` comes as its items
+            kind = KINDS.get(obj.get("kind", ""))
+            if kind:
+                objects[kind].append(obj)
     if not objects["nodes"]:
         raise InputError("-f", "no Node objects in the export (kubectl get nodes,pods,namespaces,"
                                "poddisruptionbudgets,resourceslices,resourceclaims,deviceclasses,resourcequotas -A -o yaml)")

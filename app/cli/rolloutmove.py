@@ -33,7 +33,7 @@ class Mover:
         return self.writes.dry_run
 
     def view(self, name: str) -> tuple[dict, rollout.NodeView | None, list[rollout.PodView]]:
-        objects = self.writes.on_node(name)
+        objects = self.writes.judged_on_node(name)
         node = self.writes.node(name)
         return (node, rollout.node_view(node, objects["resourceslices"], self.switches),
                 rollout.pod_views(objects, self.policy, self.switches))
@@ -127,11 +127,12 @@ class Mover:
                 time.sleep(self.poll_s)
         if pods and not self.dry_run:
             keys = {p.key for p in pods}
-            self._wait(name, lambda: (not keys & {p.key for p in self.view(name)[2]}, "pods still there"),
+            self._wait(name, lambda: (not keys & _keys(self.writes.on_node(name, "pods")["pods"]), "pods still there"),
                        f"the evicted pods to leave {name}")
 
     def _published(self, name: str, before: dict) -> tuple[bool, str]:
-        view = rollout.published(self.writes.node(name), self.writes.on_node(name)["resourceslices"], self.switches)
+        view = rollout.published(self.writes.node(name), self.writes.on_node(name, "resourceslices")["resourceslices"],
+                                 self.switches)
         if view is None:
             return False, "nothing published yet"
         if view.advertised:
@@ -141,8 +142,7 @@ class Mover:
         return missing is None, missing or ""
 
     def _advertised(self, name: str, before: dict) -> tuple[bool, str]:
-        plugin = rollout.published(self.writes.node(name), [], self.switches)
-        have = plugin.advertised if plugin is not None else {}
+        have = rollout.plugin_advertised(self.writes.node(name))
         short = {k: v for k, v in (before.get("advertised") or {}).items() if have.get(k, 0) < v}
         return not short, ", ".join(f"{have.get(k, 0)} of {v} {k} advertised" for k, v in sorted(short.items()))
 
@@ -156,3 +156,7 @@ class Mover:
                 raise Stopped(f"{name}: waited {self.timeout_s:g} s for {what}" + (f" ({why})" if why else "")
                               + "; run the wave again to go on waiting")
             time.sleep(self.poll_s)
+
+
+def _keys(pods: list[dict]) -> set[str]:
+    return {f"{(p.get('metadata') or {}).get('namespace')}/{(p.get('metadata') or {}).get('name')}" for p in pods}

@@ -5,10 +5,11 @@ from __future__ import annotations
 from .quantity import parse_quantity
 
 
-def extended_allocatable(node: dict) -> dict[str, int]:
+def extended_allocatable(node: dict, cordoned_too: bool = False) -> dict[str, int]:
     """The extended resources (a domain-prefixed name outside kubernetes.io) a Node takes new
-    pods for: its status.allocatable, as a device plugin advertises it; none while cordoned."""
-    if (node.get("spec") or {}).get("unschedulable"):
+    pods for: its status.allocatable, as a device plugin advertises it; none while cordoned,
+    unless `cordoned_too` (what the node has, whether it takes pods now or not)."""
+    if (node.get("spec") or {}).get("unschedulable") and not cordoned_too:
         return {}
     allocatable = (node.get("status") or {}).get("allocatable")
     out: dict[str, int] = {}

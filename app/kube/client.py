@@ -179,13 +179,13 @@ def list_items(api: client.ApiClient, path: str, timeout=30) -> list[dict]:
 
 
 def list_pages(api: client.ApiClient, path: str, selector: str | None = None, page_size: int = 500,
-               timeout=30) -> tuple[list[dict], str]:
+               timeout=30, fields: str | None = None) -> tuple[list[dict], str]:
     """Every item of one collection, read in pages (limit + continue), and the list's
     resourceVersion (where a watch resumes); ApiException on an error status."""
     items, token, version = [], "", ""
     while True:
         query = [("limit", str(page_size))] + ([("labelSelector", selector)] if selector else []) \
-            + ([("continue", token)] if token else [])
+            + ([("fieldSelector", fields)] if fields else []) + ([("continue", token)] if token else [])
         data = orjson.loads(raw_get(api, path, query, timeout).data)
         items += data.get("items") or []
         meta = data.get("metadata") or {}

@@ -20,13 +20,14 @@ PATHS = {"nodes": "/api/v1/nodes", "pods": "/api/v1/pods", "namespaces": "/api/v
          "deviceclasses": "/apis/resource.k8s.io/v1/deviceclasses"}
 
 
-def snapshot(api: client.ApiClient, kinds=tuple(PATHS)) -> dict[str, list[dict]]:
-    """What the plan reads, one list per kind (DRA kinds a cluster does not serve: none)."""
+def snapshot(api: client.ApiClient, kinds=tuple(PATHS), fields: str | None = None) -> dict[str, list[dict]]:
+    """What the plan reads, one list per kind (DRA kinds a cluster does not serve: none);
+    `fields`: a field selector for every list."""
     out = {}
     for kind in kinds:
         path = PATHS[kind]
         try:
-            out[kind] = list_pages(api, path)[0]
+            out[kind] = list_pages(api, path, fields=fields)[0]
         except ApiException as exc:
             if exc.status == 404 and path.startswith("/apis/resource.k8s.io"):
                 out[kind] = []
@@ -48,18 +49,14 @@ class NodeWrites:
         except ApiException as exc:
             raise BridgeError(f"node {name}: {api_message(exc)}") from None
 
-    def on_node(self, name: str) -> dict[str, list[dict]]:
+    def on_node(self, name: str, *kinds: str) -> dict[str, list[dict]]:
+        """These kinds (pods, resourceslices) on one node only."""
+        return snapshot(self.api, kinds, fields=f"spec.nodeName={name}")
+
+    def judged_on_node(self, name: str) -> dict[str, list[dict]]:
         """A snapshot for one node: its pods and slices, with what judging their paths needs."""
-        objects = snapshot(self.api, ("namespaces", "resourcequotas", "deviceclasses", "resourceclaims"))
-        for kind in ("pods", "resourceslices"):
-            try:
-                objects[kind] = orjson.loads(raw_get(self.api, PATHS[kind], [
-                    ("fieldSelector", f"spec.nodeName={name}")]).data).get("items") or []
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise BridgeError(f"list {kind} on {name}: {api_message(exc)}") from None
-                objects[kind] = []
-        return objects
+        return {**snapshot(self.api, ("namespaces", "resourcequotas", "deviceclasses", "resourceclaims")),
+                **self.on_node(name, "pods", "resourceslices")}
 
     def patch_node(self, name: str, patch: dict) -> None:
         try:

@@ -14,8 +14,10 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from pydantic import ValidationError
+
 from app.common import extended_allocatable, parse_count, quota_map
-from app.policy import Policy
+from app.policy import LabelSelector, Policy
 
 from .paths import Facts, choose, served_resources
 from .planner import legacy_resources, plan_pod
@@ -91,8 +93,7 @@ def node_view(node: dict, slices: list[dict], switches: Switches) -> NodeView | 
     name, labels = meta.get("name", ""), meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
     unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
-    advertised = extended_allocatable({**node, "spec": {}})
-    advertised = {k: v for k, v in advertised.items() if k.startswith("nvidia.com/")}
+    advertised = plugin_advertised(node)
     own = [s for s in slices if (s.get("spec") or {}).get("nodeName") == name]
     dra = _devices([s for s in own if s["spec"].get("driver") == switches.driver
                     and SHADOW_OF not in ((s.get("metadata") or {}).get("labels") or {})])
@@ -111,6 +112,11 @@ def node_view(node: dict, slices: list[dict], switches: Switches) -> NodeView | 
     else:
         return None
     return NodeView(name, side, gpus, advertised, labels, known[1], known[2], wave, step, unschedulable)
+
+
+def plugin_advertised(node: dict) -> dict[str, int]:
+    """NVIDIA's extended resources the node's device plugin advertises, cordoned or not."""
+    return {k: v for k, v in extended_allocatable(node, cordoned_too=True).items() if k.startswith("nvidia.com/")}
 
 
 def published(node: dict, slices: list[dict], switches: Switches) -> NodeView | None:
@@ -165,10 +171,8 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
     held = _claim_devices(objects.get("resourceclaims", []), switches.driver)
     rules = policy.migration
     out = []
-    for pod in objects.get("pods", []):
+    for pod in filter(_live, objects.get("pods", [])):
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            continue
         namespace = meta.get("namespace", "")
         legacy = _legacy_counts(spec, rules)
         devices = sum(held.get((namespace, c.get("resourceClaimName") or ""), 0)
@@ -180,6 +184,17 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
         out.append(PodView(namespace, meta.get("name", ""), spec.get("nodeName"), _owner(meta),
                            meta.get("labels") or {}, legacy, devices, path, why))
     return out
+
+
+def bound_by_owner(pods: list[dict]) -> Counter:
+    """Live pods bound to a node, per Kind/name of what recreates them."""
+    return Counter(_owner(p.get("metadata") or {}) for p in pods if _live(p) and (p.get("spec") or {}).get("nodeName"))
+
+
+def _live(pod: dict) -> bool:
+    """Neither being deleted nor finished."""
+    return not (pod.get("metadata") or {}).get("deletionTimestamp") and \
+        (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
 def _path(pod: dict, namespace: str, labels: dict | None, policy: Policy, facts: Facts) -> tuple[str, str]:
@@ -346,17 +361,13 @@ def _budget_blockers(evicted: list[PodView], budgets: list[dict], notes: list[st
 
 
 def _selects(selector: dict | None, labels: dict[str, str]) -> bool:
-    """A LabelSelector against labels (an empty selector selects every pod, as for PDBs in policy/v1)."""
+    """A PodDisruptionBudget's selector against labels (policy/v1: empty selects every pod, null none)."""
     if not isinstance(selector, dict):
         return False
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for expression in selector.get("matchExpressions") or []:
-        key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
-        if (operator == "In" and labels.get(key) not in values) or (operator == "NotIn" and labels.get(key) in values) \
-                or (operator == "Exists" and key not in labels) or (operator == "DoesNotExist" and key in labels):
-            return False
-    return True
+    try:
+        return LabelSelector.model_validate(selector).matches(labels)
+    except ValidationError:
+        return False  # the API server would not have stored it
 
 
 def slices_ready(node: NodeView, before: dict) -> str | None:

@@ -4,6 +4,7 @@ from a policy file (or the bundled default) and looked up by namespace labels.""
 from .policyfile import (
                          AnnotationRule,
                          Effective,
+                         LabelSelector,
                          MigrationRules,
                          NodeLabelRule,
                          Policy,
@@ -15,5 +16,5 @@ from .policyfile import (
                          parse_policy,
 )
 
-__all__ = ["AnnotationRule", "Effective", "MigrationRules", "NodeLabelRule", "Policy", "ResourceRule", "SharingRule", "TopologyRule",
+__all__ = ["AnnotationRule", "Effective", "LabelSelector", "MigrationRules", "NodeLabelRule", "Policy", "ResourceRule", "SharingRule", "TopologyRule",
            "default_policy", "load_policy", "parse_policy"]
