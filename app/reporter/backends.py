@@ -101,6 +101,7 @@ class NvmlBackend:
         except pynvml.NVMLError as exc:
             raise BackendError(f"NVML could not start: {exc} (no NVIDIA driver loaded?)", EXIT_NO_DRIVER) from None
         self.unhealthy: dict[str, int] = {}  # uuid -> the critical XID seen
+        self._sm_counts: dict[str, int | None] = {}  # uuid -> SM count (fixed while the process runs)
         self._events = None
         self._watch_xid()
 
@@ -163,12 +164,27 @@ class NvmlBackend:
             architecture=_architecture(nv, self._optional(nv.nvmlDeviceGetArchitecture, h)),
             compute_capability=f"{major}.{minor_cc}",
             memory_mib=nv.nvmlDeviceGetMemoryInfo(h).total // (1024 * 1024),
-            multiprocessors=self._optional(lambda: nv.nvmlDeviceGetAttributes(h).multiprocessorCount, default=0),
+            multiprocessors=self._multiprocessors(h, uuid),
             pci_bus_id=bus_id, pcie_root=pcie_root(bus_id, self.sysfs), numa_node=self._optional(nv.nvmlDeviceGetNumaNodeId, h),
             mig_enabled=bool(mig_current), mig_devices=self._migs(h) if mig_current else (),
             nvlink_peers=self._nvlinks(h), healthy=uuid not in self.unhealthy, xid=self.unhealthy.get(uuid),
             addressing_mode=self._addressing_mode(h), fabric_clique=self._fabric_clique(h),
             mig_profiles=self._mig_profiles(h) if self.partitionable else ())
+
+    def _multiprocessors(self, h, uuid: str) -> int | None:
+        """The GPU's SM count. NVML answers nvmlDeviceGetAttributes only for MIG devices on some
+        drivers (an H200 on 580.159: NotSupported); the full-GPU GI profile then says it. None
+        (capacity left out) where neither does: 0 would be a wrong fact selectors compare."""
+        if uuid not in self._sm_counts:
+            nv = self.nvml
+            count = self._optional(lambda: nv.nvmlDeviceGetAttributes(h).multiprocessorCount)
+            if count is None:
+                infos = [self._optional(nv.nvmlDeviceGetGpuInstanceProfileInfo, h, p)
+                         for p in range(NVML_GI_PROFILE_COUNT)]
+                full = max((i for i in infos if i is not None), key=lambda i: i.sliceCount, default=None)
+                count = full.multiprocessorCount if full is not None else None
+            self._sm_counts[uuid] = count or None
+        return self._sm_counts[uuid]
 
     def _addressing_mode(self, h) -> str | None:
         """NVIDIA's addressingMode: HMM | ATS, "None" where the platform supports it but it is
@@ -274,7 +290,8 @@ def profile_name(gi_profile_id: int | None, gi_slices: int, memory_mb: int, tota
     fraction rounded up to eighths of the card, times the card's GiB), the GI profile's
     attribute (+me, +me.all, +gfx, -me), and <c>c. when compute is split."""
     fraction = math.ceil(memory_mb * 1024 * 1024 / total_bytes * 8) / 8 if total_bytes else 0
-    gb = round(fraction * ((total_bytes + (1 << 30) - 1) >> 30))
+    # Half away from zero, as Go's math.Round (Python's round() would name H200's 3g.71gb 3g.70gb).
+    gb = math.floor(fraction * ((total_bytes + (1 << 30) - 1) >> 30) + 0.5)
     suffix = next((s for (g, s), pid in GI_PROFILE_IDS.items() if pid == gi_profile_id), "")
     name = f"{gi_slices}g.{gb}gb{suffix}"
     return name if ci_slices in (None, 0, gi_slices) else f"{ci_slices}c.{name}"

@@ -65,7 +65,7 @@ class Gpu:
     architecture: str
     compute_capability: str  # "9.0"
     memory_mib: int
-    multiprocessors: int
+    multiprocessors: int | None  # None: NVML does not say (the capacity is left out)
     pci_bus_id: str  # 0000:18:00.0
     pcie_root: str | None = None  # the PCIe root complex (pci0000:15) from sysfs; None: unknown
     addressing_mode: str | None = None  # HMM | ATS | None on coherent-memory systems; None: not supported

@@ -154,8 +154,9 @@ def gpu_device(gpu: Gpu, node: NodeGpus, qualify: bool, shareable: bool = False,
     domain = (domains if domains is not None else nvlink_domains(node)).get(gpu.index)
     if domain:
         attrs.put(f"{EXTRA_DOMAIN}/nvlinkDomain", "string", domain)
-    capacity = {_qualified("memory", qualify): {"value": binary_quantity(gpu.memory_mib << 20)},
-                f"{EXTRA_DOMAIN}/multiprocessors": {"value": str(gpu.multiprocessors)}}
+    capacity = {_qualified("memory", qualify): {"value": binary_quantity(gpu.memory_mib << 20)}}
+    if gpu.multiprocessors:
+        capacity[f"{EXTRA_DOMAIN}/multiprocessors"] = {"value": str(gpu.multiprocessors)}
     device = {"name": f"gpu-{gpu.minor}", "attributes": attrs.out, "capacity": capacity}
     if shareable:
         _make_shareable(device, gpu, qualify)
@@ -169,8 +170,9 @@ def _make_shareable(device: dict, gpu: Gpu, qualify: bool) -> None:
     device["allowMultipleAllocations"] = True
     # Each share would consume the whole of a capacity without a request policy: the SM count
     # becomes a fact (attribute), the compute share is dra-bridge.io/cores.
-    multiprocessors = device["capacity"].pop(f"{EXTRA_DOMAIN}/multiprocessors")
-    device["attributes"][f"{EXTRA_DOMAIN}/multiprocessors"] = {"int": int(multiprocessors["value"])}
+    multiprocessors = device["capacity"].pop(f"{EXTRA_DOMAIN}/multiprocessors", None)
+    if multiprocessors:
+        device["attributes"][f"{EXTRA_DOMAIN}/multiprocessors"] = {"int": int(multiprocessors["value"])}
     device["capacity"][_qualified("memory", qualify)]["requestPolicy"] = {
         "default": binary_quantity(gpu.memory_mib << 20), "validRange": {"min": "1Mi", "step": "1Mi"}}
     # A share that names no compute takes 1%: memory alone keeps whole-GPU requests exclusive.

@@ -9,7 +9,7 @@ import pynvml
 import pytest
 
 from app.reporter import render
-from app.reporter.backends import NvmlBackend
+from app.reporter.backends import NvmlBackend, profile_name
 
 
 class Handle:
@@ -61,6 +61,11 @@ def stub_module(xid_events):
             raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return pynvml.NVML_FEATURE_ENABLED
 
+    def attributes(h):  # a full GPU: NotSupported on some drivers (seen on an H200, driver 580.159.04)
+        if h.index == 1:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return types.SimpleNamespace(multiprocessorCount=108)
+
     calls = dict(
         nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlEventSetCreate=lambda: object(),
         nvmlDeviceRegisterEvents=lambda h, kind, events: None, nvmlEventSetWait=event_wait,
@@ -71,7 +76,7 @@ def stub_module(xid_events):
         nvmlDeviceGetMigMode=lambda h: (0, 0), nvmlDeviceGetMinorNumber=lambda h: h.index,
         nvmlDeviceGetName=lambda h: b"NVIDIA A100-SXM4-80GB", nvmlDeviceGetBrand=lambda h: pynvml.NVML_BRAND_NVIDIA,
         nvmlDeviceGetArchitecture=lambda h: 7, nvmlDeviceGetMemoryInfo=lambda h: memory,
-        nvmlDeviceGetAttributes=lambda h: types.SimpleNamespace(multiprocessorCount=108),
+        nvmlDeviceGetAttributes=attributes,
         nvmlDeviceGetNumaNodeId=lambda h: 0, nvmlDeviceGetAddressingMode=lambda h: [2, 0][h.index],
         nvmlDeviceGetGpuFabricInfo=fabric, nvmlDeviceGetGpuInstanceProfileInfo=profile_info,
         nvmlDeviceGetGpuInstancePossiblePlacements=placements, nvmlDeviceGetNvLinkState=nvlink_state,
@@ -97,6 +102,8 @@ def test_gpu_facts_read_through_pynvml(backend):
     assert first.addressing_mode == "ATS" and second.addressing_mode == "None"
     assert first.fabric_clique == "01020304-0506-0708-090a-0b0c0d0e0f10.7" and second.fabric_clique is None
     assert first.healthy and (second.healthy, second.xid) == (False, 79)
+    # GPU 1's own attributes are NotSupported: its SM count is the full-GPU GI profile's
+    assert (first.multiprocessors, second.multiprocessors) == (108, 98)
     assert [(p.profile, p.gi_profile_id, len(p.placements)) for p in first.mig_profiles] == [
         ("1g.10gb", 0, 7), ("7g.80gb", 4, 1)]
 
@@ -110,3 +117,29 @@ def test_what_nvml_reads_renders_and_validates(backend):
     assert devices["gpu-1"]["taints"][0]["value"] == "79"
     assert devices["gpu-0"]["attributes"]["dra-bridge.io/nvlinkDomain"]["string"].startswith("clique-")
     assert ctypes.sizeof(pynvml.c_nvmlGpuInstancePlacement_t) > 0
+
+
+def test_an_sm_count_nvml_does_not_give_is_left_out_not_published_as_zero(monkeypatch):
+    nv = stub_module([])
+    nv.nvmlDeviceGetGpuInstanceProfileInfo = lambda h, p: (_ for _ in ()).throw(
+        pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED))  # no MIG: no GI profiles either
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", nv)
+    node = NvmlBackend(sysfs="/nonexistent").read()
+    assert node.gpus[1].multiprocessors is None
+    plain = {d["name"]: d for d in render.devices(node)}
+    assert "dra-bridge.io/multiprocessors" not in plain["gpu-1"]["capacity"]
+    assert plain["gpu-0"]["capacity"]["dra-bridge.io/multiprocessors"] == {"value": "108"}
+    shared = {d["name"]: d for d in render.devices(node, shareable=True)}
+    assert "dra-bridge.io/multiprocessors" not in shared["gpu-1"]["attributes"]
+
+
+# What NVML answered on a real H200 (143771 MiB, driver 580.159.04), with NVML's own names.
+H200_GI_PROFILES = [(0, 1, 16384, "1g.18gb"), (1, 2, 33280, "2g.35gb"), (2, 3, 71424, "3g.71gb"),
+                    (3, 4, 71424, "4g.71gb"), (4, 7, 143360, "7g.141gb"), (7, 1, 16384, "1g.18gb+me"),
+                    (9, 1, 33280, "1g.35gb")]
+
+
+@pytest.mark.parametrize("profile_id,slices,memory_mb,nvml_name", H200_GI_PROFILES)
+def test_mig_profile_names_match_nvml_on_a_real_h200(profile_id, slices, memory_mb, nvml_name):
+    # 3g/4g: 70.5 GB rounds half away from zero (Go's math.Round), as go-nvlib names them
+    assert profile_name(profile_id, slices, memory_mb, 143771 << 20) == nvml_name
