@@ -337,10 +337,12 @@ def _claim_error(spec: ClaimSpec, index: Index) -> str:
 FILTER_ALL_BELOW = 100  # the scheduler's minFeasibleNodesToFind
 
 
-def check(spec: ClaimSpec, index: Index, count_nodes: bool = False, allocatable_only: bool = False) -> Verdict:
+def check(spec: ClaimSpec, index: Index, count_nodes: bool = False, allocatable_only: bool = False,
+          skip: frozenset = frozenset()) -> Verdict:
     """The verdict for one claim. count_nodes: decide every node group (the CLI's "satisfiable
     on N nodes"); otherwise stop at the first node that can hold the claim. allocatable_only:
-    shadow nodes do not count (what the scheduler could allocate, not what validation judges)."""
+    shadow nodes do not count (what the scheduler could allocate, not what validation judges);
+    skip: these nodes do not count either."""
     selection = _Selection(index)
     for alternatives in spec.requests:
         for req in alternatives:
@@ -364,7 +366,7 @@ def check(spec: ClaimSpec, index: Index, count_nodes: bool = False, allocatable_
     # enough feasible nodes (percentageOfNodesToScore), so an erroring node may go unvisited.
     cluster_nodes = len(index.node_labels) if index.node_labels is not None else len(index.views)
     every = count_nodes or cluster_nodes < FILTER_ALL_BELOW
-    units = _Units(index, spec, selection, index.shadow_nodes if allocatable_only else frozenset())
+    units = _Units(index, spec, selection, (index.shadow_nodes | skip) if allocatable_only else skip)
     quick = not any(r.mode == "All" for r in units.reqs)
 
     def decide(now: bool):
@@ -544,29 +546,42 @@ class TemplateVerdicts:
         self.index, self.path, self.size = index, path, size
         self._seen: dict[str, Verdict] = {}
         self._allocatable: dict[str, Verdict] = {}
+        self._open: dict[str, Verdict] = {}
 
-    def __call__(self, template: dict, allocatable_only: bool = False) -> Verdict:
-        """allocatable_only: shadow nodes do not count (`check`); remembered apart."""
-        seen = self._allocatable if allocatable_only else self._seen
+    def __call__(self, template: dict, allocatable_only: bool = False, open_only: bool = False) -> Verdict:
+        """allocatable_only: shadow nodes do not count (`check`); open_only: cordoned nodes do not
+        count either. Each remembered apart."""
+        seen = (self._open if open_only else self._allocatable) if allocatable_only else self._seen
         name = template["metadata"]["name"]
         verdict = seen.get(name)
         if verdict is None:
             if len(seen) >= self.size:
                 seen.clear()
             verdict = check(parse_claim_spec(template["spec"]["spec"], self.path), self.index,
-                            allocatable_only=allocatable_only)
+                            allocatable_only=allocatable_only, skip=self.index.cordoned if open_only else frozenset())
             seen[name] = verdict
         return verdict
 
-    def dra(self, template: dict) -> tuple[str, str]:
+    def dra(self, template: dict, tolerates_cordon: bool = False) -> tuple[str, str]:
         """Can DRA serve the template's claim with devices the scheduler can allocate? (state,
         why): serves; busy (they exist, all in use now); shadow (only on nodes our reporter
-        shadows: nothing allocates there until NVIDIA's driver serves them); never (no device
-        anywhere, or an invalid claim, e.g. a DeviceClass that does not exist)."""
+        shadows: nothing allocates there until NVIDIA's driver serves them); cordoned (only on
+        cordoned nodes, which take no pod that does not tolerate it: drained, or moving in a
+        rollout); never (no device anywhere, or an invalid claim, e.g. a DeviceClass that does
+        not exist). tolerates_cordon: the pod tolerates node.kubernetes.io/unschedulable."""
         verdict = self(template)
         if verdict.status in ("never", "invalid"):
             return "never", verdict.message
-        allocatable = self(template, allocatable_only=True) if self.index.shadow_nodes else verdict
+        closed = bool(self.index.cordoned) and not tolerates_cordon
+        allocatable = self(template, allocatable_only=True, open_only=closed) if self.index.shadow_nodes or closed \
+            else verdict
+        if allocatable.status == "never" and closed:
+            reachable = self(template, allocatable_only=True)
+            if reachable.status != "never":
+                node = reachable.example_node if reachable.example_node in self.index.cordoned \
+                    else min(self.index.cordoned)
+                return "cordoned", (f"only cordoned nodes have such devices (e.g. {node}: drained, or moving in a "
+                                    "rollout): it would be rewritten once such a node takes pods again")
         if allocatable.status == "never":
             node = verdict.example_node if verdict.example_node in self.index.shadow_nodes \
                 else min(self.index.shadow_nodes)

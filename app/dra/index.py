@@ -110,6 +110,9 @@ class Index:
     # Nodes judged by our reporter's shadow slices: validation treats them as NVIDIA's driver
     # would publish them, but nothing can be allocated there (no DRA driver serves them yet).
     shadow_nodes: frozenset = frozenset()
+    # Cordoned nodes: the scheduler places there only pods that tolerate
+    # node.kubernetes.io/unschedulable (DaemonSet pods), so they are no room for the rest.
+    cordoned: frozenset = frozenset()
 
     @property
     def device_count(self) -> int:
@@ -420,7 +423,8 @@ class Build:
         index = Index(classes=dict(inventory.classes), allocated=set(allocated or ()),
                       allocated_capacity=dict(capacity or {}), shared_in_use=set(shared or ()),
                       node_labels_known=inventory.nodes is not None, node_labels=inventory.nodes,
-                      node_resources=inventory.node_resources, quotas=inventory.quotas)
+                      node_resources=inventory.node_resources, quotas=inventory.quotas,
+                      cordoned=frozenset(inventory.cordoned))
         self.index, self.inventory = index, inventory
         self.builder = builder = _Builder(inventory, index)
         self.local: dict[str, list[dict]] = {}
@@ -499,5 +503,8 @@ def build_from_api(slices, classes: dict[str, dict], claims: list[dict], nodes: 
     labels = None if nodes is None else {
         (n.get("metadata") or {}).get("name"): dict((n.get("metadata") or {}).get("labels") or {}) for n in nodes}
     resources = None if nodes is None else {(n.get("metadata") or {}).get("name"): extended_allocatable(n) for n in nodes}
-    inventory = Inventory(slices=slices, classes=classes, source="live", nodes=labels, node_resources=resources)
+    cordoned = frozenset((n.get("metadata") or {}).get("name") for n in nodes or ()
+                         if (n.get("spec") or {}).get("unschedulable"))
+    inventory = Inventory(slices=slices, classes=classes, source="live", nodes=labels, node_resources=resources,
+                          cordoned=cordoned)
     return build(inventory, allocated_devices(claims), allocated_capacity(claims), shared_devices(claims))

@@ -19,6 +19,7 @@ class Inventory:
     nodes: dict[str, dict] | None = None  # node name -> labels; None: no Node objects were read
     # node name -> extended resource -> allocatable count (the device plugin's view); None: not read
     node_resources: dict[str, dict[str, int]] | None = None
+    cordoned: frozenset = frozenset()  # nodes with spec.unschedulable: no new pod lands there
     # namespace -> [(ResourceQuota name, hard limits on devices)]; None: no quotas were read
     quotas: dict[str, list[tuple[str, dict]]] | None = None
     # What an export (`kubectl get resourceslices,deviceclasses,resourceclaims,devicetaintrules,
@@ -44,6 +45,8 @@ def from_objects(objects: list[tuple[int, dict]], source: str) -> Inventory:
                 raise InputError(f"{where}.metadata", "a Node needs a name and labels as a map")
             inv.nodes = {**(inv.nodes or {}), metadata["name"]: dict(metadata.get("labels") or {})}
             inv.node_resources = {**(inv.node_resources or {}), metadata["name"]: extended_allocatable(obj)}
+            if (obj.get("spec") or {}).get("unschedulable"):
+                inv.cordoned = inv.cordoned | {metadata["name"]}
             continue
         if kind == "ResourceQuota" and obj.get("apiVersion") == "v1":
             inv.quotas = inv.quotas if inv.quotas is not None else {}

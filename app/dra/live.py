@@ -44,12 +44,14 @@ def _claim_results(claim: dict) -> list[tuple]:
 class LiveIndex:
     def __init__(self, slices, classes: dict[str, dict], claims, nodes: dict[str, dict] | None,
                  node_resources: dict[str, dict[str, int]] | None = None, quotas: list[dict] | None = None,
-                 taint_rules: list[dict] | None = None):
+                 taint_rules: list[dict] | None = None, cordoned=frozenset()):
         """slices: iterable of ResourceSlices, claims: of (key, claim) pairs or a key -> claim
         map; each consumed once, so neither need be decoded all at once. nodes: name -> labels;
         node_resources: name -> extended resources allocatable (what device plugins advertise);
-        quotas: ResourceQuotas; taint_rules: DeviceTaintRules (None: not watched)."""
+        quotas: ResourceQuotas; taint_rules: DeviceTaintRules (None: not watched); cordoned: names of
+        nodes with spec.unschedulable."""
         self.classes, self.nodes, self.node_resources = dict(classes), nodes, node_resources
+        self.cordoned = frozenset(cordoned)
         self.quotas = quota_map(quotas) if quotas is not None else None
         self.taint_rules = [taint_rule(r, "live DeviceTaintRule") for r in taint_rules or ()]
         self.claims: dict[str, list[tuple]] = {}
@@ -64,7 +66,7 @@ class LiveIndex:
     def _full(self, slices) -> None:
         self.build = Build(Inventory(slices=slices, classes=self.classes, source="live", nodes=self.nodes,
                                      node_resources=self.node_resources, quotas=self.quotas,
-                                     taint_rules=self.taint_rules),
+                                     taint_rules=self.taint_rules, cordoned=self.cordoned),
                            set(self.whole), {k: dict(v) for k, v in self.capacity.items() if v}, set(self.shares))
         self.dead = 0
         self.full_builds = getattr(self, "full_builds", 0) + 1
@@ -170,7 +172,7 @@ class LiveIndex:
             incomplete_pools=set(old.incomplete_pools), invalid_pools=dict(old.invalid_pools),
             rejected=list(old.rejected), node_labels_known=old.node_labels_known,
             node_labels=old.node_labels, node_resources=old.node_resources, quotas=old.quotas, selector_slices=old.selector_slices,
-            selector_cache=old.selector_cache, shadow_nodes=old.shadow_nodes)
+            selector_cache=old.selector_cache, shadow_nodes=old.shadow_nodes, cordoned=old.cordoned)
         self.build.index = self.build.builder.index = snapshot
         self.build.builder.copied = set()
         self._previous, self._rejected_dirty = old, False

@@ -7,7 +7,7 @@ extended resources it takes pods for (what device plugins advertise) are kept; a
 changes none of these (a status heartbeat) changes nothing. Of a ResourceQuota only its hard
 limits on extended resources and DeviceClasses are kept (its `used` changes with every pod).
 The index is kept by an injected factory (DRA semantics are not ours to know here):
-`make_index(slices, classes, claims, nodes, node_resources, quotas, taint_rules)` returns an
+`make_index(slices, classes, claims, nodes, node_resources, quotas, taint_rules, cordoned)` returns an
 object with `index`, and
 `slice_changed(name, obj)` / `claim_changed(key, obj)` that apply one event and return the
 new index, or None when only `rebuild(slices)` can. A background thread applies what changed,
@@ -123,6 +123,7 @@ class LiveInventory:
             kept_nodes = [orjson.loads(b) for b in self.objects["nodes"].values()]
             nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in kept_nodes}
             resources = {n["metadata"]["name"]: n["allocatable"] for n in kept_nodes}
+            cordoned = frozenset(n["metadata"]["name"] for n in kept_nodes if n.get("unschedulable"))
             quotas = [orjson.loads(b) for b in self.objects["resourcequotas"].values()]
             rules = [orjson.loads(b) for b in self.objects["devicetaintrules"].values()]
         self._live = None  # the previous index goes as the new one is built, not after
@@ -135,7 +136,8 @@ class LiveInventory:
         gc.disable()
         try:
             self._live = self.make_index((orjson.loads(b) for b in slices), classes,
-                                         ((k, orjson.loads(b)) for k, b in claims), nodes, resources, quotas, rules)
+                                         ((k, orjson.loads(b)) for k, b in claims), nodes, resources, quotas, rules,
+                                         cordoned)
             gc.freeze()
         finally:
             if collecting:
@@ -182,7 +184,8 @@ class LiveInventory:
         if resource == "nodes":  # a Node's status is large: what selectors and the path choice read
             meta = obj.get("metadata") or {}
             obj = {"metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
-                   "allocatable": extended_allocatable(obj)}
+                   "allocatable": extended_allocatable(obj),
+                   "unschedulable": bool((obj.get("spec") or {}).get("unschedulable"))}
         elif resource == "devicetaintrules":  # the rule, not its eviction status
             obj = {"spec": obj.get("spec") or {}}
         elif resource == "resourcequotas":  # its device limits, not its `used`

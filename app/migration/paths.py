@@ -25,15 +25,16 @@ class Facts:
     """What the cluster offers, as far as it is known (None: not known).
 
     served: extended resource -> the DeviceClass serving it natively (KEP-5004).
-    dra(template) -> (state, why): can DRA serve the template's claim with devices the scheduler
-      can allocate? serves | busy (all such devices in use now) | shadow (only nodes our
-      reporter shadows have them) | never.
+    dra(template, tolerates_cordon) -> (state, why): can DRA serve the template's claim with
+      devices the scheduler can allocate? serves | busy (all such devices in use now) | shadow
+      (only nodes our reporter shadows have them) | cordoned (only cordoned nodes have them, and
+      the pod does not tolerate that) | never.
     plugin_nodes: extended resource -> nodes whose device plugin advertises it (allocatable).
     quotas: namespace -> [(ResourceQuota name, spec.hard)].
     """
 
     served: dict[str, str] | None = None
-    dra: Callable[[dict], tuple[str, str]] | None = None
+    dra: Callable[..., tuple[str, str]] | None = None
     sharing: ClusterSharing | None = None  # shareable devices, time-sliced nodes
     plugin_nodes: Mapping[str, tuple[str, ...]] | None = None
     quotas: Mapping[str, list[tuple[str, dict]]] | None = None
@@ -140,16 +141,35 @@ def kept_on_plugin(pod: dict, plan: Plan, rules: MigrationRules, facts: Facts, c
         return Choice("legacy", f"{escaped}{plugin}", "quota")
     if not check_dra or facts.dra is None:
         return None
+    cordon_ok = tolerates_cordon(pod["spec"])
     for template in plan.templates:
-        state, why = facts.dra(template)
+        state, why = facts.dra(template, cordon_ok)
         if state == "serves" or (state == "busy" and not _plugin_serves(resources, facts.plugin_nodes)):
             continue
         if state == "busy":
             return Choice("legacy", f"DRA cannot serve it now ({why}){plugin}", "dra-busy")
         if state == "shadow":
             return Choice("legacy", f"{why}{plugin}", "dra-shadow")
+        if state == "cordoned":
+            return Choice("legacy", f"{why}{plugin}", "dra-cordoned")
         return Choice("legacy", f"the planned claim could never be satisfied here ({why}){plugin}", "dra-never")
     return None
+
+
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def tolerates_cordon(spec: dict) -> bool:
+    """Whether the scheduler places this pod on a cordoned node (its NodeUnschedulable filter):
+    a toleration of node.kubernetes.io/unschedulable:NoSchedule, as DaemonSet pods carry."""
+    for toleration in spec.get("tolerations") or []:
+        if not isinstance(toleration, dict) or toleration.get("effect") not in (None, "", "NoSchedule"):
+            continue
+        key, operator = toleration.get("key"), toleration.get("operator") or "Equal"
+        if (operator == "Exists" and key in (None, "", UNSCHEDULABLE_TAINT)) or \
+                (key == UNSCHEDULABLE_TAINT and operator == "Equal" and not toleration.get("value")):
+            return True
+    return False
 
 
 def _classes(plan: Plan) -> set[str]:

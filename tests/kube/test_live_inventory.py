@@ -143,6 +143,12 @@ def test_issue_23_device_plugin_gpus_and_gpu_quotas_are_watched_and_heartbeats_c
     node["status"]["allocatable"].pop("nvidia.com/gpu")  # the device plugin left: the node moved to DRA
     fake_kube.add_cluster_object("nodes", node)
     eventually(lambda: live.index().node_resources.get("dp-1") == {})
+    node["spec"] = {"unschedulable": True}  # cordoned (a drain, a rollout): no room for new pods
+    fake_kube.add_cluster_object("nodes", node)
+    eventually(lambda: live.index().cordoned == frozenset({"dp-1"}))
+    node["spec"] = {}
+    fake_kube.add_cluster_object("nodes", node)
+    eventually(lambda: live.index().cordoned == frozenset())
 
 
 def test_issue_24_device_taint_rules_taint_the_devices_they_select(live, fake_kube):

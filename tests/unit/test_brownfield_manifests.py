@@ -35,7 +35,7 @@ def test_the_pods_kueue_admits_one_by_one_stay_where_its_quota_counts_them():
                         # what Kueue's Deployment integration puts on each pod, and its owner
                         "labels": {"app-name": "gpu-burn", "kueue.x-k8s.io/queue-name": "user-queue"},
                         "ownerReferences": [{"kind": "ReplicaSet", "name": "gpu-burn-1", "controller": True}]}}
-    facts = Facts({}, lambda template: ("serves", ""))
+    facts = Facts({}, lambda template, tolerates_cordon=False: ("serves", ""))
     share = choose_path(pod, plan_pod(pod, RULES, "kueue-test"), RULES, "auto", facts)
     assert share.path == "legacy" and share.code == "share"  # HAMi gpucores/gpumem: no shareable device here
     whole = RULES.model_copy(update={"fractional": "wholeDevice"})

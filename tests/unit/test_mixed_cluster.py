@@ -141,7 +141,39 @@ def test_a_quota_on_the_legacy_resource_alone_keeps_pods_where_it_counts_them():
 
 
 def test_facts_without_nodes_assume_the_device_plugin_our_users_run_today():
-    facts = Facts({}, lambda template: ("busy", "all in use"))
+    facts = Facts({}, lambda template, tolerates_cordon=False: ("busy", "all in use"))
     plan = plan_pod(gpu_pod(2), RULES, "team-a")
     choice = choose_path(gpu_pod(2), plan, RULES, "auto", facts)
     assert choice.path == "legacy" and choice.reason.endswith(": left on the device plugin")
+
+
+def dra_node(name, cordoned=False):
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {}},
+            "spec": {"unschedulable": True} if cordoned else {}, "status": {"allocatable": {"cpu": "64"}}}
+
+
+def test_a_cordoned_dra_node_is_no_room_so_pods_an_undo_evicts_stay_on_the_device_plugin():
+    # Issue 30: undoing the only DRA node, its evicted pods came back rewritten onto its devices
+    # (cordoned, about to leave DRA) and stayed Pending. The scheduler places no pod there.
+    ix = index(real_slices("h100x8", "dra-1"), [dra_node("dra-1", cordoned=True)])
+    choice = choose(ix, gpu_pod(1))
+    assert choice.path == "legacy" and choice.code == "dra-cordoned"
+    assert "only cordoned nodes have such devices (e.g. dra-1" in choice.reason
+    open_ix = index(real_slices("h100x8", "dra-1"), [dra_node("dra-1")])
+    assert choose(open_ix, gpu_pod(1)).path == "rewrite"
+    both = index(real_slices("h100x8", "dra-1") + real_slices("h100x8", "dra-2"),
+                 [dra_node("dra-1", cordoned=True), dra_node("dra-2")])
+    assert choose(both, gpu_pod(1)).path == "rewrite"  # room on an open node
+
+
+@pytest.mark.parametrize("toleration, tolerates", [
+    ({"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}, True),
+    ({"operator": "Exists"}, True),  # tolerates every taint
+    ({"key": "node.kubernetes.io/unschedulable", "effect": "NoExecute", "operator": "Exists"}, False),
+    ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, False),
+])
+def test_a_pod_that_tolerates_the_cordon_as_daemonset_pods_do_may_use_cordoned_nodes(toleration, tolerates):
+    ix = index(real_slices("h100x8", "dra-1"), [dra_node("dra-1", cordoned=True)])
+    pod = gpu_pod(1)
+    pod["spec"]["tolerations"] = [toleration]
+    assert (choose(ix, pod).path == "rewrite") is tolerates

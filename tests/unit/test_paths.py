@@ -62,11 +62,11 @@ def test_pods_bound_to_a_node_or_another_scheduler_stay_on_the_device_plugin():
 
 
 def test_a_claim_that_could_never_be_satisfied_stays_legacy():
-    never = Facts({}, lambda template: ("never", "no device matches"))
+    never = Facts({}, lambda template, tolerates_cordon=False: ("never", "no device matches"))
     choice = choose(pod(), never)
     assert choice.path == "legacy" and "could never be satisfied here (no device matches)" in choice.reason
     assert choice.code == "dra-never"
-    assert choose(pod(), Facts({}, lambda template: ("serves", ""))).path == "rewrite"
+    assert choose(pod(), Facts({}, lambda template, tolerates_cordon=False: ("serves", ""))).path == "rewrite"
 
 
 @pytest.mark.parametrize("path, served, expected", [
