@@ -11,6 +11,7 @@ import sys
 
 from app import __version__
 from app.common import BridgeError, InputError, PolicyError
+from app.migration import OPT_IN_LABEL
 
 
 EXIT_BAD_INPUT = 2
@@ -108,7 +109,7 @@ def _add_serve(sub) -> None:
     _opt(p, "--review-deadline", env="review_deadline", default=4.0, type=float,
          help="seconds a review may take before the policy's onInternalError answers it (keep below the "
               "webhooks' timeoutSeconds)")
-    _opt(p, "--template-namespace-label", env="template_namespace_label", default="dra-bridge.io/migrate=enabled",
+    _opt(p, "--template-namespace-label", env="template_namespace_label", default=OPT_IN_LABEL,
          help="write templates only in namespaces with this label (the webhooks' namespaceSelector); '' for any")
     _opt(p, "--template-gc-grace", env="template_gc_grace", default=0.0, type=float,
          help="delete generated templates no pod has named for this many seconds (one replica at a time, by a "
@@ -250,11 +251,18 @@ def _add_rollout(sub) -> None:
     _opt(common, "--driver", default="gpu.nvidia.com", help="the DRA driver whose slices a moved node must publish")
     _opt(common, "--nodes", help="only nodes matching this label selector (k=v, k!=v, k, !k; comma-separated)",
          shown="every GPU node")
+    _opt(common, "--opt-in-label", default=OPT_IN_LABEL,
+         help="KEY=VALUE: the namespace label the webhooks' namespaceSelector selects (serve's "
+              "--template-namespace-label); pods elsewhere are recreated as written; '' for every namespace")
     waves = argparse.ArgumentParser(add_help=False)
     size = waves.add_mutually_exclusive_group()
     _opt(size, "--wave-size", type=int, default=1, help="nodes per wave")
     _opt(size, "--max-unavailable-gpus", type=int, help="GPUs per wave at most (instead of --wave-size)",
          shown="none")
+    _opt(waves, "--force", action="store_true",
+         help="evict bare pods too (nothing recreates them: they are lost), as `kubectl drain --force`")
+    _opt(waves, "--delete-emptydir-data", action="store_true",
+         help="evict pods with emptyDir volumes (their data is deleted), as `kubectl drain --delete-emptydir-data`")
     exits = ("exit codes: 0 done; 1 {what}; 2 bad input, or the cluster could not be read" + VARIABLES)
     plan = actions.add_parser("plan", parents=[common, waves], help="the waves, their pods and what blocks them",
                               epilog=exits.format(what="a wave is blocked"))
@@ -274,6 +282,9 @@ def _add_rollout(sub) -> None:
     status.add_argument("-f", "--filename", action="append",
                         help="an export instead of the cluster (repeatable) (default: the cluster)")
     _opt(status, "-o", "--output", choices=["table", "json"], default="table", help="stdout format")
+    status.epilog = ("exit codes: 0 every GPU pod bound where it asks; 1 a GPU pod is Pending, on a node that no "
+                     "longer advertises what it holds, or a GPU workload is short of pods (each named); 2 bad "
+                     "input, or the cluster could not be read" + VARIABLES)
     status.set_defaults(wave_size=1, max_unavailable_gpus=None)
 
 

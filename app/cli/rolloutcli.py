@@ -2,29 +2,36 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
 import time
 from collections import Counter
 
-from app import kube
+from app import dra, kube
 from app.common import BridgeError, InputError, read_objects
 from app.kube import NodeWrites, rollout_snapshot
-from app.migration import rollout
+from app.migration import Facts, OptIn, rollout
 from app.policy import load_policy
-
-from .rolloutmove import Mover, Stopped
+from app.server.mutation import index_facts
 
 KINDS = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "ResourceQuota": "resourcequotas",
          "PodDisruptionBudget": "poddisruptionbudgets", "ResourceSlice": "resourceslices",
-         "ResourceClaim": "resourceclaims", "DeviceClass": "deviceclasses"}
+         "ResourceClaim": "resourceclaims", "DeviceClass": "deviceclasses", "Job": "jobs",
+         "Deployment": "deployments", "StatefulSet": "statefulsets"}
+# What the path choice's inventory reads from a snapshot: key, kind, apiVersion.
+INVENTORY = [("resourceslices", "ResourceSlice", "resource.k8s.io/v1"),
+             ("deviceclasses", "DeviceClass", "resource.k8s.io/v1"),
+             ("resourceclaims", "ResourceClaim", "resource.k8s.io/v1"), ("nodes", "Node", "v1"),
+             ("resourcequotas", "ResourceQuota", "v1")]
 
 
 def run_rollout(args) -> int:
     switches = rollout.Switches(*_label(args.plugin_label, "--plugin-label", 3),
                                 *_label(args.dra_label, "--dra-label", 2), driver=args.driver)
     policy = load_policy(args.policy)
+    opt_in = OptIn.parse(args.opt_in_label, "--opt-in-label")
     chosen = _selector(args.nodes)
     api = None
     if getattr(args, "filename", None):
@@ -42,23 +49,36 @@ def run_rollout(args) -> int:
                 raise
             raise kube.unreachable(found[1], exc) from None
     nodes = [v for v in (rollout.node_view(n, objects["resourceslices"], switches) for n in objects["nodes"]) if v]
-    pods = rollout.pod_views(objects, policy, switches)
+    pods = rollout.pod_views(objects, policy, switches, cluster_facts(objects, policy), opt_in)
     if args.action == "status":
-        return _status(nodes, pods, args.output)
+        return _status(nodes, pods, objects, args.output)
+    drain = rollout.Drain(args.force, args.delete_emptydir_data)
     waves = rollout.plan_waves(nodes, pods, objects["poddisruptionbudgets"], args.wave_size,
-                               args.max_unavailable_gpus, lambda n: chosen(n.labels))
+                               args.max_unavailable_gpus, lambda n: chosen(n.labels), drain)
     if args.action == "plan":
         return _print_plan(waves, args.output)
-    mover = Mover(NodeWrites(api, dry_run=args.dry_run == "server"), switches, policy, _say, args.timeout)
+    mover = rollout.Mover(NodeWrites(api, dry_run=args.dry_run == "server"), switches, policy, _say, args.timeout,
+                  opt_in=opt_in, drain=drain)
     try:
-        return _run(mover, waves, nodes, pods, args) if args.action == "run" else _undo(mover, nodes, args.wave)
-    except Stopped as exc:
+        return _run(mover, waves, nodes, args) if args.action == "run" else _undo(mover, nodes, args.wave)
+    except rollout.Stopped as exc:
         print(f"dra-bridge rollout: stopped: {exc}", file=sys.stderr)
         return 1
 
 
-def _run(mover: Mover, waves: list[rollout.Wave], nodes: list[rollout.NodeView], pods: list[rollout.PodView],
-         args) -> int:
+def cluster_facts(objects: dict[str, list[dict]], policy) -> Facts:
+    """What the webhook's path choice reads, from the snapshot: the same facts it builds from its
+    live inventory (devices, classes, allocations, Nodes and their cordons, GPU quotas). With no
+    device published or shadowed anywhere yet, nothing can say which claims DRA will serve: the
+    claim is not judged (waves then count whole GPUs and MIG profiles)."""
+    tagged = [(0, {"kind": kind, "apiVersion": version, **obj}) for key, kind, version in INVENTORY
+              for obj in objects.get(key, [])]
+    index = dra.build_index(dra.inventory_from_objects(tagged, "cluster"))
+    facts = index_facts(index, policy.migration, dra.TemplateVerdicts(index).dra)
+    return facts if index.device_count else dataclasses.replace(facts, dra=None)
+
+
+def _run(mover: rollout.Mover, waves: list[rollout.Wave], nodes: list[rollout.NodeView], args) -> int:
     [wave] = [w for w in waves if w.number == args.wave] or [None]
     if wave is None:
         planned = ", ".join(str(w.number) for w in waves if not w.done) or "none"
@@ -77,43 +97,32 @@ def _run(mover: Mover, waves: list[rollout.Wave], nodes: list[rollout.NodeView],
     dry = " (server-side dry run: nothing changes)" if mover.dry_run else ""
     print(f"wave {wave.number}: {', '.join(wave.nodes)}, {wave.gpus} GPU(s), {len(wave.pods)} GPU pod(s) to "
           f"evict{dry}")
-    owners = {p.owner for p in wave.pods if p.owner}
-    before = Counter(p.owner for p in pods if p.owner in owners and p.node)
     for name in wave.nodes:
         mover.move(name, wave.number)
-    if mover.dry_run or not before:
-        print(f"wave {wave.number}: done" + dry)
-        return 0
-    missing = _workloads_back(mover, before, args.timeout)
-    if missing:
-        print(f"wave {wave.number}: nodes moved, but not every workload is back after {args.timeout:g} s: "
-              + ", ".join(f"{owner} {have} of {want} pod(s) bound" for owner, (have, want) in sorted(missing.items()))
-              + ": look at their pending pods before the next wave", file=sys.stderr)
-        return 1
-    print(f"wave {wave.number}: done, every evicted workload's pods bound again")
-    return 0
+    return _finished(mover, wave.nodes, f"wave {wave.number}", dry)
 
 
-def _workloads_back(mover: Mover, before: Counter, timeout_s: float) -> dict[str, tuple[int, int]]:
-    """Wait until each workload the wave evicted has as many GPU pods bound as before; what is
-    still short when the time is up (a wave's GPUs come back before the next starts)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        bound = rollout.bound_by_owner(rollout_snapshot(mover.writes.api, ("pods",))["pods"])
-        missing = {o: (bound[o], n) for o, n in before.items() if bound[o] < n}
-        if not missing or time.monotonic() > deadline:
-            return missing
-        time.sleep(mover.poll_s)
-
-
-def _undo(mover: Mover, nodes: list[rollout.NodeView], number: int) -> int:
+def _undo(mover: rollout.Mover, nodes: list[rollout.NodeView], number: int) -> int:
     moved = sorted(n.name for n in nodes if n.wave == number)
     if not moved:
         raise InputError("--wave", f"no node carries wave {number} ({rollout.WAVE})")
-    print(f"undo wave {number}: {', '.join(moved)}" + (" (server-side dry run)" if mover.dry_run else ""))
+    dry = " (server-side dry run: nothing changes)" if mover.dry_run else ""
+    print(f"undo wave {number}: {', '.join(moved)}{dry}")
     for name in moved:
         mover.undo(name)
-    print(f"undo wave {number}: done")
+    return _finished(mover, moved, f"undo wave {number}", dry)
+
+
+def _finished(mover: rollout.Mover, names: list[str], what: str, dry: str) -> int:
+    """Done only once every workload the nodes' evictions touched (a killed run's too) has its
+    pods bound again; else exit 1 naming what is short."""
+    short = mover.finish(names)
+    if short:
+        print(f"{what}: nodes moved, but not every workload it evicted is back after {mover.timeout_s:g} s: "
+              + ", ".join(f"{w} {have}" for w, have in short.items())
+              + ": look at their pending pods; the same command goes on waiting", file=sys.stderr)
+        return 1
+    print(f"{what}: done" + (dry or ", every evicted workload's pods bound again"))
     return 0
 
 
@@ -121,21 +130,24 @@ def _say(line: str) -> None:
     print(f"  {line}", flush=True)
 
 
+BACK = {rollout.DRA_BACK: "DRA", rollout.DRA_AFTER: "DRA on its node, after the move",
+        rollout.PLUGIN_BACK: "device plugin", rollout.PLUGIN_FOR_NOW: "device plugin for now",
+        rollout.LOST: "lost (a bare pod, --force)", None: "no room"}
+
+
 def _print_plan(waves: list[rollout.Wave], output: str) -> int:
     if output == "json":
         sys.stdout.write(json.dumps({"waves": [{
-            "wave": w.number, "done": w.done, "nodes": w.nodes, "gpus": w.gpus, "blockers": w.blockers,
-            "notes": w.notes, "pods": [{"pod": p.key, "owner": p.owner, "comesBackOn": w.back.get(p.key, p.path),
-                                        "belongsOn": p.path, "why": p.why} for p in w.pods]} for w in waves]},
-            indent=2) + "\n")
+            "wave": w.number, "done": w.done, "stopped": w.stuck, "nodes": w.nodes, "gpus": w.gpus,
+            "blockers": w.blockers, "notes": w.notes,
+            "pods": [{"pod": p.key, "owner": p.owner, "comesBackOn": w.back.get(p.key), "belongsOn": p.path,
+                      "why": p.why} for p in w.pods]} for w in waves]}, indent=2) + "\n")
     else:
         for w in waves:
-            state = "done" if w.done else "BLOCKED" if w.blockers else "ready"
+            state = "done" if w.done else "STOPPED" if w.stuck else "BLOCKED" if w.blockers else "ready"
             print(f"wave {w.number} [{state}]: {', '.join(w.nodes)} ({w.gpus} GPUs, {len(w.pods)} GPU pods)")
             for pod in w.pods:
-                back = w.back.get(pod.key)
-                where = {"dra": "DRA", "plugin": "device plugin", "plugin, for now": "device plugin for now",
-                         None: "no room"}[back] if not w.done else "moved"
+                where = BACK[w.back.get(pod.key)] if not (w.done or w.stuck) else "moved"
                 print(f"    {pod.key} ({pod.owner or 'bare pod'}) -> {where} ({pod.why})")
             for blocker in w.blockers:
                 print(f"    blocked: {blocker}")
@@ -143,20 +155,27 @@ def _print_plan(waves: list[rollout.Wave], output: str) -> int:
                 print(f"    note: {note}")
         if not waves:
             print("no GPU node left on the device plugin")
-    return 1 if any(w.blockers for w in waves if not w.done) else 0
+    return 1 if any(w.blockers or w.stuck for w in waves if not w.done) else 0
 
 
-def _status(nodes, pods, output: str) -> int:
-    found = rollout.summary(nodes, pods)
+def _status(nodes, pods, objects: dict, output: str) -> int:
+    """Exit 1 when a GPU pod is in trouble or a GPU workload is short of pods."""
+    workloads = [{"kind": kind, **o} for key, kind in (("deployments", "Deployment"), ("statefulsets", "StatefulSet"),
+                                                       ("jobs", "Job")) for o in objects.get(key, [])]
+    found = rollout.summary(nodes, pods, workloads, rollout.bound_by_owner(objects["pods"]))
     if output == "json":
         sys.stdout.write(json.dumps(found, indent=2) + "\n")
-        return 0
+        return 1 if rollout.in_trouble(found) else 0
     for side, label in (("plugin", "device plugin"), ("moving", "moving"), ("dra", "DRA")):
         names = found["nodes"][side]
         print(f"{label:14s} {len(names):3d} node(s) {found['gpus'][side]:5d} GPU(s)  {', '.join(names)}".rstrip())
     for what, count in found["pods"].items():
-        print(f"pods {what}: {count}")
-    return 0
+        named = found["named"].get(what)
+        print(f"pods {what}: {count}" + (f" ({', '.join(named)}{', ...' if count > len(named) else ''})"
+                                         if named else ""))
+    for workload, have in found["workloads short"].items():
+        print(f"workload short: {workload}: {have}")
+    return 1 if rollout.in_trouble(found) else 0
 
 
 def _label(text: str, flag: str, parts: int) -> tuple[str, ...]:

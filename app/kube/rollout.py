@@ -17,7 +17,9 @@ PATHS = {"nodes": "/api/v1/nodes", "pods": "/api/v1/pods", "namespaces": "/api/v
          "poddisruptionbudgets": "/apis/policy/v1/poddisruptionbudgets",
          "resourceslices": "/apis/resource.k8s.io/v1/resourceslices",
          "resourceclaims": "/apis/resource.k8s.io/v1/resourceclaims",
-         "deviceclasses": "/apis/resource.k8s.io/v1/deviceclasses"}
+         "deviceclasses": "/apis/resource.k8s.io/v1/deviceclasses",
+         "jobs": "/apis/batch/v1/jobs", "deployments": "/apis/apps/v1/deployments",
+         "statefulsets": "/apis/apps/v1/statefulsets"}
 
 
 def snapshot(api: client.ApiClient, kinds=tuple(PATHS), fields: str | None = None) -> dict[str, list[dict]]:
@@ -55,8 +57,12 @@ class NodeWrites:
 
     def judged_on_node(self, name: str) -> dict[str, list[dict]]:
         """A snapshot for one node: its pods and slices, with what judging their paths needs."""
-        return {**snapshot(self.api, ("namespaces", "resourcequotas", "deviceclasses", "resourceclaims")),
+        return {**snapshot(self.api, ("namespaces", "resourcequotas", "deviceclasses", "resourceclaims", "jobs")),
                 **self.on_node(name, "pods", "resourceslices")}
+
+    def pods(self) -> list[dict]:
+        """Every pod (what a workload has bound)."""
+        return snapshot(self.api, ("pods",))["pods"]
 
     def patch_node(self, name: str, patch: dict) -> None:
         try:

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 import orjson
 
 from app import dra
-from app.migration import (MIGRATION_ANNOTATION, Choice, ClusterSharing, Facts, Plan, ShareableDevices, choose_path,
-                           kueue_per_pod,
-                           patch_diff, plan_pod, plugin_nodes, served_resources)
+from app.migration import (MIGRATION_ANNOTATION, Choice, ClusterSharing, Facts, Plan, ShareableDevices, decide,
+                           kueue_per_pod, patch_diff, plan_pod, plugin_nodes, served_resources)
 from app.policy import Effective, MigrationRules, Policy
 
 from . import admission
@@ -189,23 +188,13 @@ def index_facts(index: dra.Index, rules: MigrationRules, judge) -> Facts:
 
 def plan_request(req: admission.Request, policy: Policy, namespace_labels: dict[str, str],
                  cache: PlanCache = _DEFAULT_CACHE, facts: Facts | None = None) -> MutationPlan:
-    """facts: what the cluster serves (paths.Facts); None keeps every pod on the rewrite path."""
+    """facts: what the cluster serves (paths.Facts); None keeps every pod on the rewrite path.
+    The decision is migration.decide's, as every preview takes it."""
     if req.kind != "Pod" or req.operation != "CREATE" or req.obj is None:
         # Pod UPDATE is never mutated: most pod spec fields are immutable after creation.
         return MutationPlan(req, None, Plan("unchanged", reason=f"{req.kind} {req.operation} is not mutated"))
-    settings = policy.for_namespace(req.namespace, namespace_labels)
-    if not settings.migrate:
-        return MutationPlan(req, settings, Plan("unchanged", reason="migration disabled for this namespace"))
-    plan, patch_bytes = cache.plan(req.obj, policy.migration, req.namespace or None,
-                                   facts.sharing if facts is not None else None)
-    if plan.status in ("migrated", "unmigratable") and (facts is not None or settings.path == "legacy"):
-        choice = choose_path(req.obj, plan, policy.migration, settings.path, facts or Facts())
-        if choice.path == "native":
-            return MutationPlan(req, settings, Plan("unchanged", reason=choice.reason), path=choice)
-        if choice.path == "legacy":
-            return MutationPlan(req, settings, Plan("unchanged", reason=choice.reason, warnings=[
-                f"pod left on the device plugin: {choice.reason}"]), path=choice)
-    return MutationPlan(req, settings, plan, patch_bytes)
+    found = decide(req.obj, req.namespace, namespace_labels, policy, facts, planner=cache.plan)
+    return MutationPlan(req, found.settings, found.plan, found.patch, found.path)
 
 
 def respond(mp: MutationPlan, ensure_error: str | None = None) -> dict:

@@ -50,6 +50,10 @@ GRANTED = {
         **{("", r, "list"): "kube.rollout_snapshot (paths: opt-in labels, GPU quotas)"
            for r in ("namespaces", "resourcequotas")},
         ("policy", "poddisruptionbudgets", "list"): "kube.rollout_snapshot (budgets a wave must keep)",
+        ("batch", "jobs", "list"): "kube.rollout_snapshot, NodeWrites.judged_on_node (backoffLimits evictions count "
+                                   "against; Jobs short of pods)",
+        **{("apps", r, "list"): "kube.rollout_snapshot (rollout status: workloads short of pods)"
+           for r in ("deployments", "statefulsets")},
         **{("resource.k8s.io", r, "list"): "kube.rollout_snapshot (published GPUs, held devices, native classes)"
            for r in ("resourceslices", "resourceclaims", "deviceclasses")},
     },

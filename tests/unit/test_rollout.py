@@ -35,14 +35,18 @@ def slices(node_name, mode="publish", description="h100x8.yaml"):
     return render.slices(gpus, node_name, "shadow.gpu.dra-bridge.io", 1, qualify=True, shadow_of="gpu.nvidia.com")
 
 
-def pod(name, node_name, limits, namespace="team-a", owner=None, labels=None, claims=None):
+def pod(name, node_name, limits, namespace="team-a", owner="auto", labels=None, claims=None, **spec_extra):
+    """A running pod; owner "" for a bare pod (by default a ReplicaSet of its own recreates it)."""
     meta = {"name": name, "namespace": namespace, "labels": labels or {}}
+    if owner == "auto":
+        owner = f"ReplicaSet/{name}-rs"
     if owner:
         kind, owner_name = owner.split("/")
         meta["ownerReferences"] = [{"kind": kind, "name": owner_name, "controller": True, "apiVersion": "apps/v1",
                                     "uid": "u"}]
     spec = {"nodeName": node_name, "containers": [{"name": "main", "image": "cuda",
                                                     "resources": {"limits": limits} if limits else {}}]}
+    spec.update(spec_extra)
     status = {"phase": "Running"}
     if claims:
         spec["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "t"}]
@@ -123,9 +127,12 @@ def test_waves_move_nodes_with_fewest_staying_pods_first_and_check_they_fit():
     assert waves[0].back == {"team-a/gpu-2": "plugin, for now"} and not waves[0].blockers
     assert "come back on the device plugin for now" in waves[0].notes[0]
     assert waves[1].back["team-a/ts-0"] == "plugin" and not waves[1].blockers  # beside ts-1's 5 on p1 (8)
-    [blocker] = waves[2].blockers  # the last device-plugin node: the shares have nowhere to go
-    assert blocker.startswith("2 pod(s) would find no room on either side")
-    assert "team-a/ts-0 (3 nvidia.com/gpu.shared): share:" in blocker
+    # The last device-plugin node: the shares have nowhere to go, each named with why.
+    assert len(waves[2].blockers) == 2
+    assert waves[2].blockers[1].startswith("team-a/ts-0 (ReplicaSet/ts-0-rs, 3 nvidia.com/gpu.shared) would find no "
+                                           "room: it stays on the device plugin (share:")
+    assert waves[2].blockers[1].endswith("no node left that takes it has 3 nvidia.com/gpu.shared free on the "
+                                         "device plugin")
     # The GPUs per wave bound the size instead: both 8-GPU nodes fit in 16.
     assert [w.nodes for w in rollout.plan_waves(*views(objects), [], max_gpus=16)][0] == ["p0", "p2"]
 
@@ -137,8 +144,9 @@ def test_pods_come_back_on_dra_only_where_earlier_waves_made_room():
     waves = rollout.plan_waves(*views(objects), [])
     assert waves[0].nodes == ["small"] and not waves[0].blockers
     # Recreated at once, the two pods need 8 GPUs while big moves: DRA has 1 (small), nothing else.
-    assert waves[1].nodes == ["big"] and waves[1].blockers[0].startswith(
-        "2 pod(s) would find no room on either side (DRA has 1 GPU(s) free before this wave publishes")
+    assert waves[1].nodes == ["big"] and waves[1].blockers == [
+        f"team-a/{p} (ReplicaSet/{p}-rs, 4 nvidia.com/gpu) would find no room: no node left that takes it has 4 "
+        "nvidia.com/gpu free on either side" for p in "ab"]
     objects["nodes"].append(node("spare", {"nvidia.com/gpu": "8"}))
     waves = rollout.plan_waves(*views(objects), [])
     assert [w.nodes for w in waves] == [["small"], ["spare"], ["big"]]

@@ -1,0 +1,100 @@
+"""What happens to one pod when it is created: the one decision the webhook (real requests and
+dry runs), `plan`, `audit` and `rollout` all take through `decide`. Pure.
+
+Inputs: the pod, its namespace and that namespace's labels, the policy (its namespace rules
+too), the cluster's facts (paths.Facts) and the opt-in label the webhooks' namespaceSelector
+uses. The webhook is only called in opted-in namespaces, so it passes no opt-in; every preview
+passes the one its webhook configuration has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app.common import InputError
+from app.policy import Effective, Policy
+
+from .paths import Choice, Facts, choose
+from .planner import Plan, plan_pod
+
+OPT_IN_LABEL = "dra-bridge.io/migrate=enabled"  # serve --template-namespace-label, the manifests, the chart
+
+
+@dataclass(frozen=True)
+class OptIn:
+    """The namespace label that sends a namespace's pods to the webhook."""
+
+    key: str
+    value: str
+
+    @classmethod
+    def parse(cls, text: str, flag: str) -> OptIn | None:
+        """KEY=VALUE; "" means every namespace (None)."""
+        if not text:
+            return None
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise InputError(flag, f"expected KEY=VALUE, got {text!r}")
+        return cls(key, value)
+
+    def admits(self, labels: dict | None) -> bool:
+        return (labels or {}).get(self.key) == self.value
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}"
+
+
+DEFAULT_OPT_IN = OptIn(*OPT_IN_LABEL.split("="))
+
+
+@dataclass
+class Decision:
+    """settings: the policy in force for the namespace (None: the webhook is never called);
+    plan: the planner's outcome, `unchanged` where the pod is left as written; patch: the JSON
+    patch of a rewrite; path: the path choice where one was made (native or legacy: left as is)."""
+
+    settings: Effective | None
+    plan: Plan
+    patch: bytes | None = None
+    path: Choice | None = None
+
+    @property
+    def outcome(self) -> str:
+        """native | legacy | rewrite | migrated | unmigratable | unchanged."""
+        return self.path.path if self.path is not None else self.plan.status
+
+    @property
+    def rewritten(self) -> bool:
+        return self.plan.status == "migrated"
+
+
+Planner = Callable[..., tuple[Plan, bytes | None]]  # (pod, rules, namespace, sharing) -> (plan, patch)
+
+
+def plan_only(pod: dict, rules, namespace: str | None, sharing=None) -> tuple[Plan, bytes | None]:
+    """The planner without the patch (what previews that print no patch need)."""
+    return plan_pod(pod, rules, namespace, sharing), None
+
+
+def decide(pod: dict, namespace: str, namespace_labels: dict | None, policy: Policy, facts: Facts | None = None,
+           opt_in: OptIn | None = None, planner: Planner = plan_only) -> Decision:
+    """The decision for a pod being created. facts: what the cluster serves (None keeps every
+    pod on the rewrite path: no inventory); planner: plan_pod, or a cache of it."""
+    if opt_in is not None and not opt_in.admits(namespace_labels):
+        return Decision(None, Plan("unchanged", reason=f"its namespace {namespace or '(none)'} is not opted in "
+                                                       f"({opt_in}): the webhook is not called, the pod is created "
+                                                       "as written"))
+    settings = policy.for_namespace(namespace, namespace_labels or {})
+    if not settings.migrate:
+        return Decision(settings, Plan("unchanged", reason="migration disabled for this namespace (policy "
+                                                           "migrate: false)"))
+    plan, patch = planner(pod, policy.migration, namespace or None, facts.sharing if facts is not None else None)
+    if plan.status in ("migrated", "unmigratable") and (facts is not None or settings.path == "legacy"):
+        choice = choose(pod, plan, policy.migration, settings.path, facts or Facts())
+        if choice.path == "native":
+            return Decision(settings, Plan("unchanged", reason=choice.reason), path=choice)
+        if choice.path == "legacy":
+            return Decision(settings, Plan("unchanged", reason=choice.reason, warnings=[
+                f"pod left on the device plugin: {choice.reason}"]), path=choice)
+    return Decision(settings, plan, patch)

@@ -1,0 +1,271 @@
+"""The steps that move one node across (`rollout run`) or back (`rollout undo`), against a small
+node API (app.kube.NodeWrites in a cluster, a fake in tests): each finished step is written to the
+node's record (record.Step) before the next starts, so the same command continues a stopped one.
+
+run:  cordon, evict its GPU pods, flip the switch labels, wait until NVIDIA's driver publishes
+      what the device plugin advertised, evict its DaemonSet GPU pods (they come back on DRA on
+      this node: they tolerate the cordon), uncordon; then (finish) wait until every workload
+      it evicted has its pods bound again, and only then is the node done.
+undo: cordon, evict its GPU pods, restore the labels, wait until the device plugin advertises
+      again, evict its DaemonSet GPU pods, restore the cordon; finish as run does, then forget.
+Nothing is forced: a budget that refuses an eviction is asked again until the timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from app.common import BridgeError
+from app.policy import Policy
+
+from ..decision import DEFAULT_OPT_IN, OptIn
+from .pods import PodView, bound_by_owner, live, owner_of, pod_views
+from .record import MoveRecord, Step, forget
+from .sides import BEFORE, Switches, before_move, node_view, plugin_advertised, published, slices_ready
+from .waves import Drain, drain_refusals
+
+
+class Stopped(BridgeError):
+    """A move stopped before its end; the same command continues from the step recorded."""
+
+
+class NodeAPI(Protocol):
+    dry_run: bool
+
+    def node(self, name: str) -> dict: ...
+
+    def on_node(self, name: str, *kinds: str) -> dict[str, list[dict]]: ...
+
+    def judged_on_node(self, name: str) -> dict[str, list[dict]]: ...
+
+    def patch_node(self, name: str, patch: dict) -> None: ...
+
+    def evict(self, namespace: str, name: str) -> str | None: ...
+
+    def pods(self) -> list[dict]: ...
+
+
+@dataclass
+class Mover:
+    api: NodeAPI
+    switches: Switches
+    policy: Policy
+    say: Callable[[str], None]
+    timeout_s: float = 600.0
+    poll_s: float = 2.0
+    opt_in: OptIn | None = DEFAULT_OPT_IN
+    drain: Drain = field(default_factory=Drain)
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+    def __post_init__(self):
+        if self.api.dry_run:
+            say = self.say
+            self.say = lambda line: say(f"[dry run] {line}")
+
+    @property
+    def dry_run(self) -> bool:
+        return self.api.dry_run
+
+    # -- run ------------------------------------------------------------------------------
+    def move(self, name: str, wave: int) -> None:
+        """Device plugin -> DRA, up to MOVED (finish takes it to DONE)."""
+        node = self.api.node(name)
+        record = MoveRecord.of(node)
+        if record is not None and record.step.undoing:
+            raise Stopped(f"{name}: being taken back (step {record.step.label}): `rollout undo --wave {record.wave}` "
+                          "continues it")
+        if record is not None and record.step >= Step.MOVED:
+            self.say(f"{name}: moved already (wave {record.wave})")
+            return
+        if record is None:
+            view = node_view(node, self.api.on_node(name, "resourceslices")["resourceslices"], self.switches)
+            if view is None:
+                raise BridgeError(f"node {name}: no GPUs on either side")
+            record = MoveRecord(wave, Step.CORDONED, json.loads(before_move(view, self.switches)))
+            self._write(name, record, {"spec": {"unschedulable": True}})
+            self.say(f"{name}: cordoned ({record.before['gpus']} GPUs on the device plugin)")
+        else:
+            self.say(f"{name}: continuing from step {record.step.label}")
+        if record.step < Step.EVICTED:
+            self._evict(name, record, late=False)
+            self._advance(name, record, Step.EVICTED)
+        if record.step < Step.FLIPPED:
+            s = self.switches
+            record.step = Step.FLIPPED
+            self._write(name, record, {"metadata": {"labels": {s.plugin_label: s.plugin_off, s.dra_label: s.dra_on}}})
+            self.say(f"{name}: labels {s.plugin_label}={s.plugin_off}, {s.dra_label}={s.dra_on}")
+        if record.step < Step.PUBLISHED:
+            self._wait(name, lambda: self._published(name, record.before),
+                       f"NVIDIA's driver to publish the GPUs the device plugin advertised on {name}", record)
+            self._advance(name, record, Step.PUBLISHED)
+        self._evict(name, record, late=True)
+        record.step = Step.MOVED
+        self._write(name, record, {"spec": {"unschedulable": bool(record.before.get("unschedulable"))}})
+        self.say(f"{name}: on DRA, {record.before['gpus']} GPU(s) published"
+                 + ("" if record.before.get("unschedulable") else ", uncordoned"))
+
+    # -- undo -----------------------------------------------------------------------------
+    def undo(self, name: str) -> None:
+        """DRA -> device plugin, up to UNDO_READY (finish forgets the record)."""
+        record = MoveRecord.of(self.api.node(name))
+        if record is None:
+            raise BridgeError(f"node {name}: no wave moved it (annotation {BEFORE} missing)")
+        if record.step >= Step.UNDO_READY:
+            self.say(f"{name}: back on the device plugin already")
+            return
+        if not record.step.undoing:
+            record.step, record.evicted = Step.UNDOING, {}
+            self._write(name, record, {"spec": {"unschedulable": True}})
+            self.say(f"{name}: cordoned")
+        else:
+            self.say(f"{name}: continuing from step {record.step.label}")
+        if record.step < Step.UNDO_EVICTED:
+            self._evict(name, record, late=False)
+            self._advance(name, record, Step.UNDO_EVICTED)
+        if record.step < Step.UNDO_RESTORED:
+            record.step = Step.UNDO_RESTORED
+            self._write(name, record, {"metadata": {"labels": record.before.get("labels") or {}}})
+            restored = (f"{k}={v}" if v is not None else f"{k} removed"
+                        for k, v in sorted((record.before.get("labels") or {}).items()))
+            self.say(f"{name}: labels restored ({', '.join(restored)})")
+        self._wait(name, lambda: self._advertised(name, record.before),
+                   f"the device plugin to advertise {name}'s GPUs again", record)
+        self._evict(name, record, late=True)
+        record.step = Step.UNDO_READY
+        self._write(name, record, {"spec": {"unschedulable": bool(record.before.get("unschedulable"))}})
+        self.say(f"{name}: the device plugin advertises its GPUs again")
+
+    # -- both -----------------------------------------------------------------------------
+    def finish(self, names: list[str]) -> dict[str, str]:
+        """Wait until every workload these nodes' records name has as many pods bound as before
+        its pods were evicted (a killed run's evictions included); then the nodes are done (run)
+        or forgotten (undo). Returns what is still short when the time is up (nodes unchanged)."""
+        records = {n: MoveRecord.of(self.api.node(n)) for n in names}
+        want: dict[str, int] = {}
+        for record in filter(None, records.values()):
+            for workload, count in record.evicted.items():
+                want[workload] = max(want.get(workload, 0), count)
+        short: dict[str, str] = {}
+        if want and not self.dry_run:
+            deadline = self.clock() + self.timeout_s
+            while True:
+                bound = bound_by_owner(self.api.pods())
+                short = {w: f"{bound[w]} of {n} pod(s) bound" for w, n in sorted(want.items()) if bound[w] < n}
+                if not short or self.clock() > deadline:
+                    break
+                self.sleep(self.poll_s)
+        if short:
+            return short
+        for name, record in records.items():
+            if record is None:
+                continue
+            if record.step == Step.MOVED:
+                self._advance(name, record, Step.DONE)
+            elif record.step == Step.UNDO_READY:
+                self.api.patch_node(name, {"metadata": {"annotations": forget()}})
+                self.say(f"{name}: back on the device plugin, its workloads bound again")
+        return {}
+
+    def _evict(self, name: str, record: MoveRecord, late: bool) -> None:
+        """Evict the node's GPU pods (late: the DaemonSet pods that tolerate the cordon, which come
+        back on this node), recording their workloads first; refused evictions are asked again
+        until the timeout. Then wait until they are gone (and, late, bound here again)."""
+        pods = [p for p in self._pods(name) if (p.daemon and p.tolerates_cordon) == late]
+        refusals = drain_refusals(pods, self.drain)
+        if refusals:
+            raise Stopped(f"{name}: {refusals[0]}" + (f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else ""))
+        if not pods:
+            return
+        bound = bound_by_owner(self.api.pods())
+        for pod in pods:
+            if pod.workload:
+                record.evicted[pod.workload] = max(record.evicted.get(pod.workload, 0), bound[pod.workload])
+        self._write(name, record)
+        deadline, waiting = self.clock() + self.timeout_s, list(pods)
+        while waiting:
+            refused = []
+            for pod in waiting:
+                why = self.api.evict(pod.namespace, pod.name)
+                if why is None:
+                    by = f"{pod.owner} recreates it" if pod.owner else "a bare pod: lost (--force)"
+                    self.say(f"{name}: evicted {pod.key} ({by}; it belongs on "
+                             f"{'the device plugin' if pod.path == 'plugin' else 'DRA'})")
+                else:
+                    refused.append((pod, why))
+            waiting = [pod for pod, _why in refused]
+            if refused and (self.dry_run or self.clock() > deadline):
+                pod, why = refused[0]
+                if self.dry_run:  # nothing was evicted: waiting could not change the answer
+                    raise Stopped(f"{name}: eviction of {pod.key} would be refused now: {why}")
+                raise Stopped(f"{name}: eviction of {pod.key} refused for {self.timeout_s:g} s: {why}. Nothing "
+                              "was forced: run the same command again once the budget allows it")
+            if refused:
+                self.sleep(self.poll_s)
+        keys = {p.key for p in pods}
+        self._wait(name, lambda: (not keys & {f"{_meta(p).get('namespace')}/{_meta(p).get('name')}"
+                                              for p in self.api.on_node(name, "pods")["pods"]}, "pods still there"),
+                   f"the evicted pods to leave {name}", record)
+        if late:
+            daemons = {p.workload for p in pods}
+            self._wait(name, lambda: self._back_here(name, daemons),
+                       f"the DaemonSet pods to come back on {name}", record)
+
+    def _pods(self, name: str) -> list[PodView]:
+        objects = self.api.judged_on_node(name)
+        return [p for p in pod_views(objects, self.policy, self.switches, opt_in=self.opt_in) if p.node == name]
+
+    def _back_here(self, name: str, workloads: set[str]) -> tuple[bool, str]:
+        here = {f"{_meta(p).get('namespace')}/{owner_of(_meta(p))}" for p in self.api.on_node(name, "pods")["pods"]
+                if live(p)}
+        missing = sorted(workloads - here)
+        return not missing, f"not bound here yet: {', '.join(missing[:3])}"
+
+    def _published(self, name: str, before: dict) -> tuple[bool, str]:
+        view = published(self.api.node(name), self.api.on_node(name, "resourceslices")["resourceslices"],
+                         self.switches)
+        if view is None:
+            return False, "nothing published yet"
+        if view.advertised:
+            return False, "the device plugin still advertises " + ", ".join(
+                f"{v} {k}" for k, v in sorted(view.advertised.items()))
+        missing = slices_ready(view, before)
+        return missing is None, missing or ""
+
+    def _advertised(self, name: str, before: dict) -> tuple[bool, str]:
+        have = plugin_advertised(self.api.node(name))
+        short = {k: v for k, v in (before.get("advertised") or {}).items() if have.get(k, 0) < v}
+        return not short, ", ".join(f"{have.get(k, 0)} of {v} {k} advertised" for k, v in sorted(short.items()))
+
+    def _wait(self, name: str, check, what: str, record: MoveRecord) -> None:
+        if self.dry_run:
+            return
+        deadline = self.clock() + self.timeout_s
+        while True:
+            done, why = check()
+            if done:
+                return
+            if self.clock() > deadline:
+                again = f"rollout undo --wave {record.wave}" if record.step.undoing else f"rollout run --wave {record.wave}"
+                back = "" if record.step.undoing else f", or `rollout undo --wave {record.wave}` to take it back"
+                raise Stopped(f"{name}: waited {self.timeout_s:g} s for {what}" + (f" ({why})" if why else "")
+                              + f"; `{again}` goes on waiting{back}")
+            self.sleep(self.poll_s)
+
+    def _advance(self, name: str, record: MoveRecord, step: Step) -> None:
+        record.step = step
+        self._write(name, record)
+
+    def _write(self, name: str, record: MoveRecord, extra: dict | None = None) -> None:
+        patch = dict(extra or {})
+        patch["metadata"] = {**(patch.get("metadata") or {}), "annotations": record.annotations()}
+        self.api.patch_node(name, patch)
+
+
+
+def _meta(obj: dict) -> dict:
+    return obj.get("metadata") or {}

@@ -1,0 +1,90 @@
+"""Could the scheduler place this pod on that node? What rollout planning asks before it counts a
+node as room: the pod's node selection (nodeSelector; required node affinity, including the
+metadata.name field DaemonSet pods are pinned by) and its tolerations of the node's taints. Pure.
+Resources are counted by the caller; a cordon is the caller's too (tolerates_cordon)."""
+
+from __future__ import annotations
+
+from .sides import NodeView
+
+
+def unplaceable(spec: dict, node: NodeView) -> str | None:
+    """None when the pod may go to the node; otherwise why not, in the scheduler's terms."""
+    selector = spec.get("nodeSelector") or {}
+    for key, value in sorted(selector.items()) if isinstance(selector, dict) else ():
+        if node.labels.get(key) != value:
+            return f"nodeSelector {key}={value}"
+    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
+              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms"))
+    if isinstance(terms, list) and not any(_term_matches(t, node) for t in terms if isinstance(t, dict)):
+        return "required node affinity " + _describe(terms)
+    for taint in node.taints:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(
+                tolerates(t, taint) for t in spec.get("tolerations") or [] if isinstance(t, dict)):
+            return f"taint {taint.get('key')}{'=' + str(taint['value']) if taint.get('value') else ''}:" \
+                   f"{taint.get('effect')} not tolerated"
+    return None
+
+
+def pinned_node(spec: dict) -> str | None:
+    """The one node a pod can run on, where its node selection names one (a DaemonSet pod's
+    metadata.name field, a kubernetes.io/hostname pin); None otherwise."""
+    hostname = (spec.get("nodeSelector") or {}).get("kubernetes.io/hostname")
+    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
+              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")) or []
+    names = set()
+    for term in terms if isinstance(terms, list) else ():
+        reqs = (term.get("matchFields") or []) + (term.get("matchExpressions") or []) if isinstance(term, dict) else []
+        pin = next((r["values"][0] for r in reqs if r.get("key") in ("metadata.name", "kubernetes.io/hostname")
+                    and r.get("operator") == "In" and len(r.get("values") or []) == 1), None)
+        if pin is None:
+            return hostname  # a term not pinned to one name: the pod may go elsewhere
+        names.add(pin)
+    return names.pop() if len(names) == 1 else hostname
+
+
+def tolerates(toleration: dict, taint: dict) -> bool:
+    """A toleration matches a taint (core/v1 semantics)."""
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return not toleration.get("key") or toleration["key"] == taint.get("key")
+    return toleration.get("key") == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def _term_matches(term: dict, node: NodeView) -> bool:
+    expressions, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
+    if not expressions and not fields:
+        return False  # an empty term selects no node
+    return all(_requirement(r, node.labels.get(r.get("key")), r.get("key") in node.labels) for r in expressions) and \
+        all(_requirement(r, node.name, True) for r in fields if r.get("key") == "metadata.name") and \
+        all(r.get("key") == "metadata.name" for r in fields)
+
+
+def _requirement(req: dict, value, present: bool) -> bool:
+    operator, values = req.get("operator"), [str(v) for v in req.get("values") or []]
+    if operator == "In":
+        return present and value in values
+    if operator == "NotIn":
+        return not present or value not in values
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    if operator in ("Gt", "Lt") and present and len(values) == 1:
+        try:
+            have, bound = int(value), int(values[0])
+        except ValueError:
+            return False
+        return have > bound if operator == "Gt" else have < bound
+    return False
+
+
+def _describe(terms: list) -> str:
+    parts = []
+    for term in terms[:2]:
+        reqs = (term.get("matchExpressions") or []) + (term.get("matchFields") or []) if isinstance(term, dict) else []
+        parts.append(" and ".join(f"{r.get('key')} {r.get('operator')} {','.join(map(str, r.get('values') or []))}"
+                                  .rstrip() for r in reqs[:3]))
+    return " or ".join(f"({p})" for p in parts)

@@ -1,0 +1,202 @@
+"""The GPU pods a rollout touches, and where each belongs when it is recreated. Pure.
+
+Where it belongs is the webhook's own decision (app.migration.decision.decide) for the pod its
+owner creates again: same policy, namespace rules, opt-in label and cluster facts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from app.common import parse_count, quota_map
+from app.policy import Policy
+
+from ..decision import DEFAULT_OPT_IN, OptIn, decide
+from ..paths import Facts, served_resources, tolerates_cordon
+from ..planner import legacy_resources
+from .placement import pinned_node
+from .sides import DRA, MIG_PREFIX, PLUGIN, Switches
+
+# Legacy only while DRA has no room the scheduler can use (all busy, only shadowed or cordoned
+# nodes have such devices): such a pod belongs on DRA and comes back there where a wave made room.
+ROOM_CODES = frozenset({"dra-busy", "dra-shadow", "dra-cordoned"})
+
+
+@dataclass
+class PodView:
+    namespace: str
+    name: str
+    node: str | None
+    owner: str  # Kind/name of what recreates it ("" for a bare pod)
+    labels: dict[str, str]
+    legacy: dict[str, int]  # legacy extended resources it asks for
+    devices: int  # DRA devices its claims hold
+    path: str  # where it comes back when recreated: plugin | dra
+    why: str
+    spec: dict = field(default_factory=dict)  # what placement reads: nodeSelector, affinity, tolerations
+    claims: int = 0  # resource claims it names (allocated or not)
+    empty_dir: bool = False  # emptyDir volumes: their data goes with an eviction
+    evictions_left: int | None = None  # its Job's backoffLimit minus failures (None: not a Job, or no limit)
+    phase: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def workload(self) -> str:
+        """namespace/Kind/name of what recreates it ("" for a bare pod)."""
+        return f"{self.namespace}/{self.owner}" if self.owner else ""
+
+    @property
+    def daemon(self) -> bool:
+        return self.owner.startswith("DaemonSet/")
+
+    @property
+    def tolerates_cordon(self) -> bool:
+        return tolerates_cordon(self.spec)
+
+    @property
+    def pinned(self) -> str | None:
+        return pinned_node(self.spec)
+
+    def dra_need(self) -> Counter:
+        """Devices it takes on DRA: whole GPUs and MIG devices per profile (as NodeView.dra_room)."""
+        need = Counter({"gpu": self.legacy.get("nvidia.com/gpu", 0)})
+        need.update({f"mig:{r[len(MIG_PREFIX):]}": n for r, n in self.legacy.items() if r.startswith(MIG_PREFIX)})
+        if self.devices and not self.legacy:
+            need["gpu"] = self.devices
+        return +need
+
+
+def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches, facts: Facts | None = None,
+              opt_in: OptIn | None = DEFAULT_OPT_IN) -> list[PodView]:
+    """Every live pod that holds GPUs (legacy resources or DRA claims), with the path it takes
+    when recreated, as the webhook decides it. facts: the cluster's (the CLI builds them from the
+    inventory); None: native classes and GPU quotas only. opt_in: the webhooks' namespace label."""
+    namespaces = {(n.get("metadata") or {}).get("name"): (n.get("metadata") or {}).get("labels") or {}
+                  for n in objects.get("namespaces", [])}
+    if facts is None:
+        classes = {(c.get("metadata") or {}).get("name"): c for c in objects.get("deviceclasses", [])}
+        facts = Facts(served=served_resources(classes), quotas=quota_map(objects.get("resourcequotas", [])))
+    held = _claim_devices(objects.get("resourceclaims", []), switches.driver)
+    jobs = {(j.get("metadata") or {}).get("namespace", "") + "/" + (j.get("metadata") or {}).get("name", ""): j
+            for j in objects.get("jobs", [])}
+    out = []
+    for pod in filter(live, objects.get("pods", [])):
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        namespace = meta.get("namespace", "")
+        legacy = _legacy_counts(spec, policy.migration)
+        claims = len(spec.get("resourceClaims") or [])
+        devices = sum(held.get((namespace, c.get("resourceClaimName") or ""), 0)
+                      for c in (pod.get("status") or {}).get("resourceClaimStatuses") or [])
+        if not legacy and not devices and not _gpu_claims(pod, held, namespace):
+            continue
+        path, why = _path(pod, namespace, namespaces.get(namespace), policy, facts, opt_in) if legacy \
+            else (DRA, "on DRA already")
+        owner = owner_of(meta)
+        out.append(PodView(
+            namespace, meta.get("name", ""), spec.get("nodeName"), owner, meta.get("labels") or {}, legacy, devices,
+            path, why, spec={k: spec[k] for k in ("nodeSelector", "affinity", "tolerations") if k in spec},
+            claims=claims, empty_dir=any(isinstance(v, dict) and "emptyDir" in v for v in spec.get("volumes") or []),
+            evictions_left=_evictions_left(jobs.get(f"{namespace}/{owner[4:]}")) if owner.startswith("Job/") else None,
+            phase=(pod.get("status") or {}).get("phase") or ""))
+    return out
+
+
+def _path(pod: dict, namespace: str, labels: dict | None, policy: Policy, facts: Facts,
+          opt_in: OptIn | None) -> tuple[str, str]:
+    """Where the pod its owner creates again belongs: the webhook's decision for it."""
+    meta = pod.get("metadata") or {}
+    again = {"metadata": {"namespace": namespace, **({"annotations": meta["annotations"]}
+                                                    if "annotations" in meta else {})},
+             "spec": {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}}
+    found = decide(again, namespace, labels, policy, facts, opt_in)
+    if found.path is not None and found.path.path == "native":
+        return DRA, f"native: {found.path.reason}"
+    if found.path is not None and found.path.path == "legacy":
+        if found.path.code in ROOM_CODES:
+            return DRA, f"on DRA where a wave made room ({found.path.code}: {found.path.reason})"
+        return PLUGIN, f"{found.path.code}: {found.path.reason}"
+    if found.plan.status == "migrated":
+        return DRA, f"rewritten onto a ResourceClaimTemplate ({found.path.reason if found.path else 'rewrite'})"
+    if found.plan.status == "unmigratable":
+        return PLUGIN, f"cannot be migrated: {found.plan.reason}"
+    return PLUGIN, found.plan.reason or "left as written"
+
+
+def _evictions_left(job: dict | None) -> int | None:
+    """How many more pod failures its Job takes (an eviction counts as one) before it fails with
+    BackoffLimitExceeded; None when evictions do not count (a podFailurePolicy that ignores
+    DisruptionTarget) or the Job is not known."""
+    if job is None:
+        return None
+    spec = job.get("spec") or {}
+    for rule in (spec.get("podFailurePolicy") or {}).get("rules") or []:
+        if rule.get("action") == "Ignore" and any(c.get("type") == "DisruptionTarget"
+                                                  for c in rule.get("onPodConditions") or []):
+            return None
+    limit = spec.get("backoffLimit", 6)
+    failed = (job.get("status") or {}).get("failed") or 0
+    return max(int(limit) - int(failed), 0) if isinstance(limit, int) else None
+
+
+def _gpu_claims(pod: dict, held: dict, namespace: str) -> bool:
+    """Names a claim of our driver's devices, or one not allocated yet (it may wait for GPUs)."""
+    statuses = (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    named = (pod.get("spec") or {}).get("resourceClaims") or []
+    return bool(named) and (len(statuses) < len(named) or any(
+        held.get((namespace, s.get("resourceClaimName") or "")) is None for s in statuses))
+
+
+def bound_by_owner(pods: list[dict]) -> Counter:
+    """Live pods bound to a node, per namespace/Kind/name of what recreates them."""
+    return Counter(f"{(p.get('metadata') or {}).get('namespace', '')}/{owner_of(p.get('metadata') or {})}"
+                   for p in pods if live(p) and (p.get("spec") or {}).get("nodeName"))
+
+
+def live(pod: dict) -> bool:
+    """Neither being deleted nor finished."""
+    return not (pod.get("metadata") or {}).get("deletionTimestamp") and \
+        (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def _legacy_counts(spec: dict, rules) -> dict[str, int]:
+    counts: Counter = Counter()
+    containers = {str(c.get("name")): c for key in ("initContainers", "containers")
+                  for c in spec.get(key) or [] if isinstance(c, dict)}
+    for name, resource in legacy_resources(spec, rules):
+        resources = containers.get(name, {}).get("resources") or {}
+        value = (resources.get("limits") or {}).get(resource, (resources.get("requests") or {}).get(resource))
+        try:
+            counts[resource] += parse_count(value)
+        except (ValueError, TypeError, ArithmeticError):
+            counts[resource] += 1
+    return dict(counts)
+
+
+def _claim_devices(claims: list[dict], driver: str) -> dict[tuple[str, str], int]:
+    """(namespace, claim) -> devices of the driver it holds; unallocated claims are left out."""
+    out = {}
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        allocation = (claim.get("status") or {}).get("allocation")
+        if not allocation:
+            continue
+        results = (allocation.get("devices") or {}).get("results") or []
+        out[(meta.get("namespace", ""), meta.get("name", ""))] = len(
+            {(r.get("pool"), r.get("device")) for r in results if r.get("driver") == driver})
+    return out
+
+
+def owner_of(meta: dict) -> str:
+    """Kind/name of what recreates the pod: its controller (a ReplicaSet's Deployment)."""
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller"):
+            kind, name = ref.get("kind", ""), ref.get("name", "")
+            hash_ = (meta.get("labels") or {}).get("pod-template-hash")
+            if kind == "ReplicaSet" and hash_ and name.endswith(f"-{hash_}"):
+                return f"Deployment/{name[:-len(hash_) - 1]}"
+            return f"{kind}/{name}"
+    return ""

@@ -1,0 +1,88 @@
+"""The record of one node's move, kept on the node, so a run or undo stopped at any step (a
+budget, a timeout, kill -9) is continued from there by the same command. Pure.
+
+Annotations: WAVE (the wave's number), STEP (the last step finished, a name of Step) and BEFORE
+(JSON: the version of this record, what the node was, and the workloads its evictions took pods
+from, with how many pods each had bound before: what must be bound again before the move is done).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from app.common import InputError
+
+from .sides import BEFORE, STEP, WAVE
+
+VERSION = 1
+
+
+class Step(IntEnum):
+    """A move's steps in the order they finish; UNDO_* are taking it back."""
+
+    START = 0
+    CORDONED = 1  # cordoned, the record written
+    EVICTED = 2  # its GPU pods evicted (DaemonSet pods that tolerate the cordon aside) and gone
+    FLIPPED = 3  # switch labels: device plugin off, NVIDIA's kubelet plugin on
+    PUBLISHED = 4  # NVIDIA's driver publishes what the device plugin advertised
+    MOVED = 5  # DaemonSet GPU pods back on DRA, uncordoned; its workloads' pods not all bound yet
+    DONE = 6  # every workload it evicted has its pods bound again
+    UNDOING = 10  # cordoned to go back
+    UNDO_EVICTED = 11
+    UNDO_RESTORED = 12  # switch labels as they were
+    UNDO_READY = 13  # the device plugin advertises again, cordon as it was; workloads not all back yet
+
+    @property
+    def label(self) -> str:
+        return self.name.lower().replace("_", "-")
+
+    @classmethod
+    def parse(cls, text: str | None) -> Step:
+        if not text:
+            return cls.START
+        for step in cls:
+            if step.label == text:
+                return step
+        raise InputError(f"annotation {STEP}", f"unknown rollout step {text!r} (known: "
+                                               f"{', '.join(s.label for s in cls)})")
+
+    @property
+    def undoing(self) -> bool:
+        return self >= Step.UNDOING
+
+
+@dataclass
+class MoveRecord:
+    wave: int | None
+    step: Step
+    before: dict = field(default_factory=dict)  # labels, unschedulable, advertised, gpus, models, mig
+    evicted: dict[str, int] = field(default_factory=dict)  # namespace/Kind/name -> pods bound before
+    version: int = VERSION
+
+    @classmethod
+    def of(cls, node: dict) -> MoveRecord | None:
+        """The node's record; None when no wave touched it."""
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        if BEFORE not in annotations and STEP not in annotations:
+            return None
+        try:
+            data = json.loads(annotations.get(BEFORE) or "{}")
+        except ValueError:
+            raise InputError(f"annotation {BEFORE}", "not JSON: restore it or remove the node's rollout "
+                                                     "annotations by hand") from None
+        wave = annotations.get(WAVE)
+        return cls(int(wave) if str(wave or "").isdigit() else None, Step.parse(annotations.get(STEP)),
+                   {k: v for k, v in data.items() if k not in ("version", "evicted")},
+                   {str(k): int(v) for k, v in (data.get("evicted") or {}).items()}, int(data.get("version", 0)))
+
+    def annotations(self) -> dict[str, str | None]:
+        body = {**self.before, "version": VERSION, "evicted": dict(sorted(self.evicted.items()))}
+        return {WAVE: str(self.wave) if self.wave is not None else None, STEP: self.step.label,
+                BEFORE: json.dumps(body, sort_keys=True)}
+
+
+def forget() -> dict[str, None]:
+    """The merge patch that removes a record."""
+    return {WAVE: None, STEP: None, BEFORE: None}

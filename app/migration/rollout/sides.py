@@ -1,0 +1,163 @@
+"""Which side of the move each GPU node is on, what it has there, and when a moved node is ready. Pure.
+
+A node serves the device plugin or NVIDIA's kubelet plugin, never both. Its side comes from its
+switch labels, what its device plugin advertises (Node status.allocatable) and the slices
+published for it; a node a wave is moving carries the move record (app.migration.rollout.record).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from app.common import extended_allocatable
+
+PLUGIN, DRA, MOVING = "plugin", "dra", "moving"
+WAVE = "dra-bridge.io/rollout-wave"  # node annotations: the wave a node moved in, its step, what it was
+STEP = "dra-bridge.io/rollout-step"
+BEFORE = "dra-bridge.io/rollout-before"
+SHADOW_OF = "dra-bridge.io/shadow-of"
+NVIDIA_DOMAIN = "gpu.nvidia.com"  # shadow slices qualify its attribute names
+MIG_PREFIX = "nvidia.com/mig-"
+
+
+@dataclass(frozen=True)
+class Switches:
+    """The node labels that select the device plugin's and NVIDIA's kubelet plugin's DaemonSets.
+    Defaults: the GPU Operator's device-plugin switch and the label NVIDIA's DRA driver chart is
+    pointed at with `kubeletPlugin.nodeSelector`."""
+
+    plugin_label: str = "nvidia.com/gpu.deploy.device-plugin"
+    plugin_on: str = "true"
+    plugin_off: str = "false"
+    dra_label: str = "nvidia.com/dra-kubelet-plugin"
+    dra_on: str = "true"
+    driver: str = "gpu.nvidia.com"
+
+
+
+@dataclass
+class NodeView:
+    name: str
+    side: str  # plugin | dra | moving
+    gpus: int  # whole GPUs: what the node serves (or will serve) on its side
+    advertised: dict[str, int]  # the device plugin's extended resources (cordoned or not)
+    labels: dict[str, str]
+    models: tuple[str, ...] = ()  # GPU product names, as slices name them
+    mig: dict[str, int] = field(default_factory=dict)  # MIG profile -> devices
+    wave: int | None = None
+    step: str | None = None
+    unschedulable: bool = False
+    taints: tuple[dict, ...] = ()  # spec.taints
+
+    def dra_room(self) -> Counter:
+        """What the node serves on DRA once moved (or now, on the DRA side): whole GPUs and MIG
+        devices per profile, keyed as pods' needs are (app.migration.rollout.pods.dra_need)."""
+        room = Counter({"gpu": self.gpus})
+        mig = self.mig or {r[len(MIG_PREFIX):]: n for r, n in self.advertised.items() if r.startswith(MIG_PREFIX)}
+        room.update({f"mig:{profile}": n for profile, n in mig.items()})
+        return +room
+
+
+def node_view(node: dict, slices: list[dict], switches: Switches) -> NodeView | None:
+    """A GPU node's side; None for a node with no GPU on either side."""
+    meta = node.get("metadata") or {}
+    name, labels = meta.get("name", ""), meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
+    advertised = plugin_advertised(node)
+    own = [s for s in slices if (s.get("spec") or {}).get("nodeName") == name]
+    dra = _devices([s for s in own if s["spec"].get("driver") == switches.driver
+                    and SHADOW_OF not in ((s.get("metadata") or {}).get("labels") or {})])
+    shadow = _devices([s for s in own if ((s.get("metadata") or {}).get("labels") or {}).get(SHADOW_OF)])
+    wave = int(annotations[WAVE]) if str(annotations.get(WAVE, "")).isdigit() else None
+    step = annotations.get(STEP)
+    known = shadow if shadow[0] else dra
+    gpus = known[0] or _count_label(labels) or advertised.get("nvidia.com/gpu", 0) or _time_sliced(labels, advertised)
+    if wave is not None and step != "done":
+        side = MOVING
+    elif labels.get(switches.dra_label) == switches.dra_on or (dra[0] and not advertised):
+        side, gpus = DRA, dra[0]
+        known = dra
+    elif advertised or labels.get(switches.plugin_label) == switches.plugin_on:
+        side = PLUGIN
+    else:
+        return None
+    taints = tuple(t for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, dict))
+    return NodeView(name, side, gpus, advertised, labels, known[1], known[2], wave, step, unschedulable, taints)
+
+
+def plugin_advertised(node: dict) -> dict[str, int]:
+    """NVIDIA's extended resources the node's device plugin advertises, cordoned or not."""
+    return {k: v for k, v in extended_allocatable(node, cordoned_too=True).items() if k.startswith("nvidia.com/")}
+
+
+def published(node: dict, slices: list[dict], switches: Switches) -> NodeView | None:
+    """The node as NVIDIA's driver publishes it: its slices only (our shadow slices aside), the
+    move's annotations aside."""
+    meta = {**(node.get("metadata") or {}), "annotations": {}}
+    theirs = [s for s in slices if SHADOW_OF not in ((s.get("metadata") or {}).get("labels") or {})]
+    return node_view({**node, "metadata": meta}, theirs, switches)
+
+
+def _devices(slices: list[dict]) -> tuple[int, tuple[str, ...], dict[str, int]]:
+    """(whole GPUs, their product names, MIG profile -> devices) the slices publish."""
+    gpus, models, mig = 0, set(), Counter()
+    for device in (d for s in slices for d in (s.get("spec") or {}).get("devices") or []):
+        attributes = device.get("attributes") or {}
+        kind = _string(attributes, "type")
+        if kind == "gpu":
+            gpus += 1
+            if _string(attributes, "productName"):
+                models.add(_string(attributes, "productName"))
+        elif kind == "mig":
+            mig[_string(attributes, "profile")] += 1
+    return gpus, tuple(sorted(models)), dict(mig)
+
+
+def _string(attributes: dict, name: str) -> str:
+    """NVIDIA's attribute, unqualified as its driver publishes it or qualified as shadow slices do."""
+    value = attributes.get(name) or attributes.get(f"{NVIDIA_DOMAIN}/{name}") or {}
+    return value.get("string", "") if isinstance(value, dict) else ""
+
+
+
+def _count_label(labels: dict) -> int:
+    value = labels.get("nvidia.com/gpu.count", "")
+    return int(value) if str(value).isdigit() else 0
+
+
+def _time_sliced(labels: dict, advertised: dict) -> int:
+    replicas = labels.get("nvidia.com/gpu.replicas", "")
+    shared = advertised.get("nvidia.com/gpu.shared", 0)
+    return shared // int(replicas) if shared and str(replicas).isdigit() and int(replicas) else 0
+
+
+def slices_ready(node: NodeView, before: dict) -> str | None:
+    """None once a moved node's DRA side publishes what its device plugin advertised (as many
+    whole GPUs, the same models, the same MIG layout); otherwise what is still missing."""
+    want_gpus = int(before.get("gpus") or 0)
+    if node.gpus < want_gpus:
+        return f"{node.gpus} of {want_gpus} GPUs published"
+    missing = [m for m in before.get("models") or [] if _model(m) not in {_model(x) for x in node.models}]
+    if missing:
+        return f"model {missing[0]} not published (published: {', '.join(node.models) or 'none'})"
+    for profile, count in (before.get("mig") or {}).items():
+        if node.mig.get(profile, 0) < count:
+            return f"MIG {profile}: {node.mig.get(profile, 0)} of {count} devices published"
+    return None
+
+
+def _model(name: str) -> str:
+    """GFD writes `NVIDIA-H100-80GB-HBM3`, NVML `NVIDIA H100 80GB HBM3`: one spelling."""
+    return re.sub(r"[\s_-]+", "-", name.strip().lower()).removesuffix("-shared")
+
+
+def before_move(node: NodeView, switches: Switches) -> str:
+    """What undo restores and what the DRA side must publish: the switch labels as they were, the
+    cordon, and the node's GPUs as the device plugin (or our shadow slices) described them."""
+    return json.dumps({"labels": {k: node.labels.get(k) for k in (switches.plugin_label, switches.dra_label)},
+                       "unschedulable": node.unschedulable, "advertised": node.advertised, "gpus": node.gpus,
+                       "models": list(node.models), "mig": node.mig}, sort_keys=True)

@@ -1,0 +1,84 @@
+"""`rollout status`: nodes and GPUs per side, and every GPU pod counted where it really is. Pure.
+
+Pods in trouble are counted and named, never left out of the totals: Pending with claims not
+allocated, Pending for a legacy resource, on the device plugin of a node that no longer
+advertises what they hold, and workloads with fewer pods bound than they want.
+"""
+
+from __future__ import annotations
+
+from .pods import PodView
+from .sides import DRA, MOVING, PLUGIN, NodeView
+
+NAMED = 5  # pods named per line
+
+
+def summary(nodes: list[NodeView], pods: list[PodView], workloads: list[dict] | None = None,
+            bound: dict | None = None) -> dict:
+    """workloads: Deployments/StatefulSets/Jobs to compare with `bound` (pods.bound_by_owner)."""
+    sides = {side: [n for n in nodes if n.side == side] for side in (PLUGIN, MOVING, DRA)}
+    by_name = {n.name: n for n in nodes}
+    groups: dict[str, list[str]] = {key: [] for key in (
+        "on the device plugin, staying there", "on the device plugin, moving with their node", "on DRA",
+        "on the device plugin of a node that no longer advertises it", "Pending: claims not allocated",
+        "Pending: legacy GPU resources not free")}
+    for pod in pods:
+        node = by_name.get(pod.node or "")
+        if not pod.node:
+            key = "Pending: legacy GPU resources not free" if pod.legacy else "Pending: claims not allocated"
+        elif pod.legacy and (node is None or node.side != PLUGIN or not _advertises(node, pod)):
+            key = "on the device plugin of a node that no longer advertises it"
+        elif pod.legacy:
+            key = "on the device plugin, staying there" if pod.path == PLUGIN else \
+                "on the device plugin, moving with their node"
+        elif pod.claims > pod.devices and pod.phase == "Pending":
+            key = "Pending: claims not allocated"
+        else:
+            key = "on DRA"
+        groups[key].append(pod.key)
+    short = _short(workloads or [], bound or {})
+    return {"nodes": {side: sorted(n.name for n in members) for side, members in sides.items()},
+            "gpus": {side: sum(n.gpus for n in members) for side, members in sides.items()},
+            "pods": {key: len(keys) for key, keys in groups.items()},
+            "named": {key: sorted(keys)[:NAMED] for key, keys in groups.items() if keys and key in TROUBLE},
+            "workloads short": short}
+
+
+TROUBLE = frozenset({"on the device plugin of a node that no longer advertises it", "Pending: claims not allocated",
+                     "Pending: legacy GPU resources not free"})
+
+
+def in_trouble(found: dict) -> bool:
+    return any(found["pods"][k] for k in TROUBLE) or bool(found["workloads short"])
+
+
+def _advertises(node: NodeView, pod: PodView) -> bool:
+    return all(node.advertised.get(r, 0) > 0 for r in pod.legacy)
+
+
+def _short(workloads: list[dict], bound: dict) -> dict[str, str]:
+    """Kind namespace/name -> 'have of want bound' for GPU workloads below their replicas."""
+    out = {}
+    for obj in workloads:
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        kind = obj.get("kind", "")
+        owner = f"{meta.get('namespace', '')}/{kind}/{meta.get('name', '')}"
+        if not _gpu_template(spec):
+            continue
+        want = spec.get("replicas", 1) if kind != "Job" else min(spec.get("parallelism", 1) or 1, max(
+            (spec.get("completions") or 1) - ((obj.get("status") or {}).get("succeeded") or 0), 0))
+        have = bound.get(owner, 0)
+        if isinstance(want, int) and have < want and not (kind == "Job" and _finished(obj)):
+            out[f"{kind} {meta.get('namespace', '')}/{meta.get('name', '')}"] = f"{have} of {want} pod(s) bound"
+    return out
+
+
+def _gpu_template(spec: dict) -> bool:
+    pod = ((spec.get("template") or {}).get("spec") or {})
+    return any("nvidia.com/" in str(((c.get("resources") or {}).get("limits") or {})) or pod.get("resourceClaims")
+               for c in pod.get("containers") or [] if isinstance(c, dict))
+
+
+def _finished(job: dict) -> bool:
+    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+               for c in (job.get("status") or {}).get("conditions") or [])

@@ -1,0 +1,231 @@
+"""Issue 30: the mover's state machine against a fake node API (no cluster): every step resumed
+after a kill, undo from every step, dry runs, refused evictions, timeouts, and a finish that
+checks what a killed run evicted."""
+
+import copy
+
+import pytest
+
+from app.migration import rollout
+from app.migration.rollout.mover import Mover, Stopped
+from app.migration.rollout.record import MoveRecord, Step
+from app.policy import default_policy
+from tests.unit.test_rollout import MIGRATE, SWITCHES, namespace, node, pod, slices
+from tests.unit.test_rollout_fleet import ds_pod
+
+
+class Killed(Exception):
+    """kill -9 at a chosen write."""
+
+
+class FakeCluster:
+    """Nodes, pods and slices; controllers recreate evicted pods (bound where `place` says, or
+    Pending); NVIDIA's driver publishes a node once its label says so; the device plugin
+    advertises while its label is on."""
+
+    def __init__(self, dry_run=False):
+        self.dry_run = dry_run
+        self.nodes = {n["metadata"]["name"]: n for n in (node("p0", {"nvidia.com/gpu": "8"}),
+                                                         node("p1", {"nvidia.com/gpu": "8"}))}
+        for n in self.nodes.values():
+            n["metadata"]["labels"]["nvidia.com/gpu.deploy.device-plugin"] = "true"
+        self.pod_list = [pod("infer-1", "p0", {"nvidia.com/gpu": "1"}), ds_pod("agent-p0", "p0", {"nvidia.com/gpu": "1"})]
+        self.slices, self.log, self.refuse, self.kill_at, self.writes = [], [], {}, None, 0
+        self.place = lambda pod: "p1"  # where a recreated (rewritten) pod is bound; None: Pending
+        self.publishes = True
+
+    # -- the NodeAPI ------------------------------------------------------------------------
+    def node(self, name):
+        self._tick(name)
+        return copy.deepcopy(self.nodes[name])
+
+    def on_node(self, name, *kinds):
+        self._tick(name)
+        out = {}
+        if "pods" in kinds:
+            out["pods"] = [p for p in self.pod_list if p["spec"].get("nodeName") == name]
+        if "resourceslices" in kinds:
+            out["resourceslices"] = [s for s in self.slices if s["spec"].get("nodeName") == name]
+        return copy.deepcopy(out)
+
+    def judged_on_node(self, name):
+        return {"namespaces": [namespace("team-a", MIGRATE)], "resourcequotas": [], "deviceclasses": [],
+                "resourceclaims": [], "jobs": [], **self.on_node(name, "pods", "resourceslices")}
+
+    def pods(self):
+        return copy.deepcopy(self.pod_list)
+
+    def patch_node(self, name, patch):
+        self.writes += 1
+        if self.kill_at is not None and self.writes > self.kill_at:
+            raise Killed(f"killed before write {self.writes}")
+        self.log.append(("patch", name, copy.deepcopy(patch)))
+        if not self.dry_run:
+            _merge(self.nodes[name], patch)
+
+    def evict(self, namespace_, name):
+        if name in self.refuse:
+            return self.refuse[name]
+        self.log.append(("evict", name))
+        if self.dry_run:
+            return None
+        [gone] = [p for p in self.pod_list if p["metadata"]["name"] == name]
+        self.pod_list.remove(gone)
+        if gone["metadata"].get("ownerReferences"):
+            again = copy.deepcopy(gone)
+            again["metadata"]["name"] = name + "-r"
+            again["spec"]["containers"][0]["resources"] = {}  # rewritten onto a claim
+            is_daemon = gone["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet"
+            again["spec"]["nodeName"] = gone["spec"]["nodeName"] if is_daemon else self.place(again)
+            self.pod_list.append(again)
+        return None
+
+    def _tick(self, name):
+        """NVIDIA's driver and the device plugin follow the node's labels."""
+        n = self.nodes[name]
+        labels, allocatable = n["metadata"]["labels"], n["status"]["allocatable"]
+        if labels.get("nvidia.com/dra-kubelet-plugin") == "true":
+            allocatable.pop("nvidia.com/gpu", None)
+            if self.publishes and not any(s["spec"]["nodeName"] == name for s in self.slices):
+                self.slices += slices(name)
+        elif labels.get("nvidia.com/gpu.deploy.device-plugin") == "true":
+            allocatable["nvidia.com/gpu"] = "8"
+            self.slices = [s for s in self.slices if s["spec"]["nodeName"] != name]
+
+
+def _merge(target, patch):
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict):
+            _merge(target.setdefault(key, {}), value)
+        else:
+            target[key] = value
+
+
+def mover(fake, **kw):
+    clock = {"now": 0.0}
+
+    def sleep(s):
+        clock["now"] += s
+    lines = []
+    m = Mover(fake, SWITCHES, default_policy(), lines.append, timeout_s=30, poll_s=1, clock=lambda: clock["now"],
+              sleep=sleep, **kw)
+    m.lines = lines
+    return m
+
+
+def step(fake, name="p0"):
+    record = MoveRecord.of(fake.nodes[name])
+    return record.step if record else None
+
+
+def test_a_move_runs_every_step_and_is_done_only_once_its_workloads_are_bound_again():
+    fake = FakeCluster()
+    m = mover(fake)
+    m.move("p0", 1)
+    assert step(fake) == Step.MOVED and not fake.nodes["p0"]["spec"]["unschedulable"]
+    assert m.finish(["p0"]) == {} and step(fake) == Step.DONE
+    labels = fake.nodes["p0"]["metadata"]["labels"]
+    assert labels["nvidia.com/dra-kubelet-plugin"] == "true" and labels["nvidia.com/gpu.deploy.device-plugin"] == "false"
+    events = [e[1] if e[0] == "evict" else e[2].get("metadata", {}).get("annotations", {}).get(rollout.STEP)
+              for e in fake.log]
+    # The DaemonSet pod leaves only once the node publishes on DRA: it never holds a plugin GPU after the flip.
+    assert events.index("agent-p0") > events.index("published") > events.index("flipped") > events.index("infer-1")
+    record = MoveRecord.of(fake.nodes["p0"])
+    assert record.version == 1 and record.evicted == {"team-a/ReplicaSet/infer-1-rs": 1,
+                                                      "team-a/DaemonSet/gpu-agent": 1}
+
+
+@pytest.mark.parametrize("kill_at", range(0, 7))
+def test_a_move_killed_at_any_write_is_finished_by_the_same_command(kill_at):
+    fake = FakeCluster()
+    fake.kill_at = kill_at
+    with pytest.raises(Killed):
+        mover(fake).move("p0", 1)
+        mover(fake).finish(["p0"])
+    fake.kill_at = None
+    m = mover(fake)
+    m.move("p0", 1)
+    assert m.finish(["p0"]) == {} and step(fake) == Step.DONE
+    assert sorted(p["metadata"]["name"] for p in fake.pod_list) == ["agent-p0-r", "infer-1-r"]
+
+
+def test_a_resumed_run_checks_what_the_killed_run_evicted():
+    fake = FakeCluster()
+    fake.place = lambda pod: None  # its replacement stays Pending
+    fake.kill_at = 2  # killed right after the evictions were recorded and done
+    with pytest.raises(Killed):
+        mover(fake).move("p0", 1)
+    fake.kill_at = None
+    m = mover(fake)
+    m.move("p0", 1)
+    assert m.finish(["p0"]) == {"team-a/ReplicaSet/infer-1-rs": "0 of 1 pod(s) bound"}
+    assert step(fake) == Step.MOVED  # not done: `rollout run` says so and exits 1
+
+
+@pytest.mark.parametrize("kill_at", range(0, 5))
+def test_undo_from_any_step_ends_back_on_the_device_plugin(kill_at):
+    fake = FakeCluster()
+    m = mover(fake)
+    m.move("p0", 1)
+    m.finish(["p0"])
+    fake.place = lambda pod: "p0" if pod["spec"].get("containers")[0]["resources"] else "p1"
+    fake.kill_at = fake.writes + kill_at
+    with pytest.raises(Killed):
+        mover(fake).undo("p0")
+        mover(fake).finish(["p0"])
+    fake.kill_at = None
+    if kill_at:  # the undo started: a run must not pick the node up again
+        with pytest.raises(Stopped, match="being taken back .*`rollout undo --wave 1` continues it"):
+            mover(fake).move("p0", 1)
+    m = mover(fake)
+    m.undo("p0")
+    assert m.finish(["p0"]) == {}
+    meta = fake.nodes["p0"]["metadata"]
+    assert rollout.STEP not in meta["annotations"] and not fake.nodes["p0"]["spec"]["unschedulable"]
+    assert meta["labels"]["nvidia.com/gpu.deploy.device-plugin"] == "true"
+    assert "nvidia.com/dra-kubelet-plugin" not in meta["labels"]
+
+
+def test_a_dry_run_changes_nothing_and_says_so():
+    fake = FakeCluster(dry_run=True)
+    before = copy.deepcopy(fake.nodes)
+    m = mover(fake)
+    m.move("p0", 1)
+    assert m.finish(["p0"]) == {}
+    assert fake.nodes == before and len(fake.pod_list) == 2
+    assert all(line.startswith("[dry run] ") for line in m.lines)
+
+
+def test_a_refused_eviction_stops_the_run_after_the_timeout_and_nothing_is_forced():
+    fake = FakeCluster()
+    fake.refuse["infer-1"] = "Cannot evict pod as it would violate the pod's disruption budget."
+    with pytest.raises(Stopped, match="eviction of team-a/infer-1 refused for 30 s: Cannot evict"):
+        mover(fake).move("p0", 1)
+    assert step(fake) == Step.CORDONED and len(fake.pod_list) == 2
+    assert MoveRecord.of(fake.nodes["p0"]).evicted["team-a/ReplicaSet/infer-1-rs"] == 1
+    del fake.refuse["infer-1"]
+    m = mover(fake)
+    m.move("p0", 1)
+    assert m.finish(["p0"]) == {} and step(fake) == Step.DONE
+
+
+def test_a_driver_that_never_publishes_stops_the_run_and_offers_undo():
+    fake = FakeCluster()
+    fake.publishes = False
+    with pytest.raises(Stopped, match=r"waited 30 s for NVIDIA's driver .* `rollout run --wave 1` goes on waiting, "
+                                      r"or `rollout undo --wave 1` to take it back"):
+        mover(fake).move("p0", 1)
+    assert step(fake) == Step.FLIPPED
+
+
+def test_a_bare_pod_stops_the_move_before_anything_is_evicted_unless_forced():
+    fake = FakeCluster()
+    fake.pod_list.append(pod("bare", "p0", {"nvidia.com/gpu": "1"}, owner=""))
+    with pytest.raises(Stopped, match="team-a/bare is a bare pod"):
+        mover(fake).move("p0", 1)
+    assert not [e for e in fake.log if e[0] == "evict"]
+    m = mover(fake, drain=rollout.Drain(force=True))
+    m.move("p0", 1)
+    assert m.finish(["p0"]) == {} and "bare" not in {p["metadata"]["name"] for p in fake.pod_list}
