@@ -14,10 +14,11 @@ import urllib3
 
 from app import dra, kube
 from app.common import BridgeError, dump_documents
+from app.migration import OptIn
 from app.policy import load_policy
 
 from .inputs import load_inventory, read_some_inputs
-from .plancli import ObjectReport, clip, exit_status, plan_objects
+from .plancli import ObjectReport, clip, exit_status, namespace_labels, plan_objects
 
 # Workloads whose pod templates we read; bare pods are audited, pods owned by these are not.
 WORKLOADS = [("/api/v1", "pods", "Pod"), ("/apis/apps/v1", "deployments", "Deployment"),
@@ -51,10 +52,10 @@ def live_objects(api, namespace: str | None = None) -> tuple[list[tuple[str, lis
     return out, controlled
 
 
-def unmigrated_pods(pods: list[dict], rules, namespace: str, ix) -> list[dict]:
+def unmigrated_pods(pods: list[dict], policy, namespace: str, ix, namespaces=None, opt_in=None) -> list[dict]:
     """Running pods of controllers that still hold legacy GPU requests the webhook would rewrite
     now: admitted while it was unreachable (failurePolicy: Ignore), or before it served them."""
-    result = plan_objects([("cluster:pods", [(0, p) for p in pods])], rules, namespace, ix)
+    result = plan_objects([("cluster:pods", [(0, p) for p in pods])], policy, namespace, ix, namespaces, opt_in)
     out = []
     for pod, report in zip(pods, result.reports):
         if report.status == "migrated" and "rewrite" in report.path:
@@ -133,7 +134,8 @@ def policy_reports(rows: list[dict], checked: bool) -> list[dict]:
 
 
 def run_audit(args) -> int:
-    rules = load_policy(args.policy).migration
+    policy = load_policy(args.policy)
+    opt_in = OptIn.parse(args.opt_in_label, "--opt-in-label")
     found = None
     if not args.filename or args.inventory == "live":
         found = kube.connect(args.kubeconfig, args.context, timeout_retries=False)
@@ -143,17 +145,22 @@ def run_audit(args) -> int:
     controlled: list[dict] = []
     if args.filename:
         inputs = read_some_inputs(args.filename)
+        namespaces = namespace_labels(inputs)
     else:
         inputs, controlled = _from_cluster(found, live_objects, args.namespace)
+        namespaces = _from_cluster(found, lambda api: {
+            (n.get("metadata") or {}).get("name"): (n.get("metadata") or {}).get("labels") or {}
+            for n in kube.list_items(api, "/api/v1/namespaces")})
     ix = None
     if args.inventory == "live":
         ix = dra.build_index(_from_cluster(found, live_inventory))
     elif args.inventory:
         ix = dra.build_index(load_inventory(args.inventory))
     # Objects that name no namespace land in the default one, as kubectl would put them.
-    result = plan_objects(inputs, rules, args.namespace or "default", ix)
+    result = plan_objects(inputs, policy, args.namespace or "default", ix, namespaces, opt_in)
     rows = [_row(r) for r in result.reports if r.status != "unchanged" or r.path != "none"]
-    running = unmigrated_pods(controlled, rules, args.namespace or "default", ix) if controlled else []
+    running = unmigrated_pods(controlled, policy, args.namespace or "default", ix, namespaces, opt_in) \
+        if controlled else []
     if args.output == "json":
         sys.stdout.write(json.dumps({"inventoryChecked": ix is not None, "objects": rows,
                                      "unmigratedPods": running}, indent=2) + "\n")

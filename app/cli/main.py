@@ -78,6 +78,12 @@ def _opt(p, *names: str, env: str | None = None, default=None, shown: str | None
     p.add_argument(*names, default=default, help=f"{kw.pop('help', '')} ({extra})".lstrip(), **kw)
 
 
+def _opt_in(p, elsewhere: str) -> None:
+    _opt(p, "--opt-in-label", default=OPT_IN_LABEL,
+         help="KEY=VALUE: the namespace label the webhooks' namespaceSelector selects (serve's "
+              f"--template-namespace-label); {elsewhere}; '' for every namespace")
+
+
 def _kube_flags(p) -> None:
     _opt(p, "--kubeconfig", env="kubeconfig",
          help="kubeconfig file; else $KUBECONFIG (several paths merged), ~/.kube/config, the in-cluster "
@@ -197,6 +203,7 @@ def _add_audit(sub) -> None:
     _opt(p, "--policy", help="policy file", shown="the bundled policy")
     _opt(p, "-o", "--output", choices=["table", "wide", "json", "policyreport"], default="table",
          help="stdout format (wide: every reason, uncut)")
+    _opt_in(p, "pods of namespaces without it are left as written")
 
 
 def _add_reporter(sub) -> None:
@@ -251,9 +258,7 @@ def _add_rollout(sub) -> None:
     _opt(common, "--driver", default="gpu.nvidia.com", help="the DRA driver whose slices a moved node must publish")
     _opt(common, "--nodes", help="only nodes matching this label selector (k=v, k!=v, k, !k; comma-separated)",
          shown="every GPU node")
-    _opt(common, "--opt-in-label", default=OPT_IN_LABEL,
-         help="KEY=VALUE: the namespace label the webhooks' namespaceSelector selects (serve's "
-              "--template-namespace-label); pods elsewhere are recreated as written; '' for every namespace")
+    _opt_in(common, "pods elsewhere are recreated as written")
     waves = argparse.ArgumentParser(add_help=False)
     size = waves.add_mutually_exclusive_group()
     _opt(size, "--wave-size", type=int, default=1, help="nodes per wave")

@@ -11,8 +11,9 @@ from dataclasses import asdict, dataclass, field
 
 from app import dra
 from app.common import dump_document, dump_documents
-from app.migration import (Facts, choose_path, keep_ray_gpu_count, left_to_admission, is_pod_spec, legacy_resources, plan_pod, pod_templates, quota_additions)
-from app.policy import MigrationRules, load_policy
+from app.migration import (Facts, OptIn, decide, keep_ray_gpu_count, left_to_admission, is_pod_spec, legacy_resources,
+                           pod_templates, quota_additions)
+from app.policy import MigrationRules, Policy, load_policy
 from app.server.mutation import index_facts
 
 from .inputs import load_inventory, read_some_inputs
@@ -101,7 +102,11 @@ def operator_scheduler(obj: object, path: str = "") -> tuple[str, str] | None:
     return None
 
 
-def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.Index | None = None) -> PlanResult:
+def plan_objects(inputs, policy: Policy, namespace: str | None, ix: dra.Index | None = None,
+                 namespaces: dict[str, dict] | None = None, opt_in: OptIn | None = None) -> PlanResult:
+    """namespaces: name -> labels where known (their policy rules and the opt-in label then
+    apply, as for the webhook: migration.decide); opt_in: the webhooks' namespace label."""
+    rules = policy.migration
     result = PlanResult()
     verdicts = dra.TemplateVerdicts(ix) if ix is not None else None
     # Without an inventory every pod is rewritten, as before paths existed.
@@ -152,8 +157,10 @@ def plan_objects(inputs, rules: MigrationRules, namespace: str | None, ix: dra.I
             replicas = (obj.get("spec") or {}).get("replicas") if isinstance(obj.get("spec"), dict) else None
             for path, holder in list(pod_templates(planned)):
                 original = copy.deepcopy(holder)
-                chosen_path = _plan_template(holder, path or "spec", rules, ns, verdicts, report, result, facts,
-                                             replicas if isinstance(replicas, int) and replicas > 1 else 1)
+                labels = (namespaces or {}).get(ns or "")
+                chosen_path = _plan_template(holder, path or "spec", policy, ns, verdicts, report, result, facts,
+                                             replicas if isinstance(replicas, int) and replicas > 1 else 1,
+                                             labels, opt_in if namespaces is not None else None)
                 note = keep_ray_gpu_count(planned, path, original) if chosen_path == "rewrite" else None
                 if note:
                     report.reasons.append(f"{path}: {note}")
@@ -211,19 +218,25 @@ def applyable(obj: dict) -> dict:
     return out
 
 
-def _plan_template(holder, where, rules, ns, verdicts, report, result, facts: Facts, replicas: int = 1) -> str | None:
-    """Plan one pod template in place; the path it takes (None: nothing to migrate)."""
-    plan = plan_pod(holder, rules, ns, facts.sharing)
-    if plan.status in ("migrated", "unmigratable"):
-        choice = choose_path(holder, plan, rules, rules.path, facts)
-        if choice.path in ("native", "legacy"):
-            report.reasons.append(f"{where}: {choice.path}: {choice.reason}")
-            if choice.code in NEEDS_ADMIN:
-                report.status = "needs-attention"
-                if choice.code == "share" and replicas > 1:
-                    report.reasons.append(f"{where}: for {replicas} replicas: {_whole_gpus(plan) * replicas} whole "
-                                          "GPU(s) where the device plugin shared fewer")
-            return choice.path
+def _plan_template(holder, where, policy: Policy, ns, verdicts, report, result, facts: Facts, replicas: int = 1,
+                   labels: dict | None = None, opt_in: OptIn | None = None) -> str | None:
+    """Plan one pod template in place, as the webhook decides its pods (migration.decide); the
+    path it takes (None: nothing to migrate)."""
+    found = decide(holder, ns or "", labels, policy, facts, opt_in)
+    plan, choice = found.planned, found.path
+    if plan is None:  # the webhook leaves the namespace's pods as written
+        if legacy_resources(holder.get("spec") or {}, policy.migration):
+            report.reasons.append(f"{where}: legacy: {found.plan.reason}")
+            return "legacy"
+        return None
+    if choice is not None:  # native or legacy: left as it is
+        report.reasons.append(f"{where}: {choice.path}: {choice.reason}")
+        if choice.code in NEEDS_ADMIN:
+            report.status = "needs-attention"
+            if choice.code == "share" and replicas > 1:
+                report.reasons.append(f"{where}: for {replicas} replicas: {_whole_gpus(plan) * replicas} whole "
+                                      "GPU(s) where the device plugin shared fewer")
+        return choice.path
     if plan.status == "unmigratable":
         report.status = "needs-attention"
         report.reasons.append(f"{where}: {plan.reason}")
@@ -288,9 +301,12 @@ def summary_table(reports: list[ObjectReport], stream, colour: bool, wide: bool 
 
 
 def run_plan(args) -> int:
-    rules = load_policy(args.policy).migration
+    policy = load_policy(args.policy)
     ix = dra.build_index(load_inventory(args.inventory)) if args.inventory else None
-    result = plan_objects(read_some_inputs(args.filename), rules, args.namespace, ix)
+    inputs = read_some_inputs(args.filename)
+    # Manifests are what is proposed: the opt-in label is not judged (audit judges it), but the
+    # policy's namespace rules are, with the labels of Namespace objects given.
+    result = plan_objects(inputs, policy, args.namespace, ix, namespace_labels(inputs))
     out = sys.stdout
     if args.output == "yaml":
         docs = list(result.templates.values()) + [applyable(p) for _o, p in result.objects]
@@ -315,6 +331,14 @@ def run_plan(args) -> int:
     if ix is None:
         sys.stderr.write("satisfiability not checked: pass --inventory FILE (e.g. from `dra-bridge reporter --once`)\n")
     return exit_status([r.status for r in result.reports])
+
+
+def namespace_labels(inputs) -> dict[str, dict] | None:
+    """The labels of the Namespace objects among the inputs (None: none given): their policy
+    rules and the opt-in label then decide, as for the webhook."""
+    found = {(o.get("metadata") or {}).get("name"): (o.get("metadata") or {}).get("labels") or {}
+             for _source, objects in inputs for _line, o in objects if o.get("kind") == "Namespace"}
+    return found or None
 
 
 def exit_status(statuses: list[str]) -> int:

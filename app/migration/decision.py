@@ -58,6 +58,7 @@ class Decision:
     plan: Plan
     patch: bytes | None = None
     path: Choice | None = None
+    planned: Plan | None = None  # the planner's own plan, before the path choice (None: not planned)
 
     @property
     def outcome(self) -> str:
@@ -93,8 +94,8 @@ def decide(pod: dict, namespace: str, namespace_labels: dict | None, policy: Pol
     if plan.status in ("migrated", "unmigratable") and (facts is not None or settings.path == "legacy"):
         choice = choose(pod, plan, policy.migration, settings.path, facts or Facts())
         if choice.path == "native":
-            return Decision(settings, Plan("unchanged", reason=choice.reason), path=choice)
+            return Decision(settings, Plan("unchanged", reason=choice.reason), path=choice, planned=plan)
         if choice.path == "legacy":
             return Decision(settings, Plan("unchanged", reason=choice.reason, warnings=[
-                f"pod left on the device plugin: {choice.reason}"]), path=choice)
-    return Decision(settings, plan, patch)
+                f"pod left on the device plugin: {choice.reason}"]), path=choice, planned=plan)
+    return Decision(settings, plan, patch, planned=plan)

@@ -177,7 +177,8 @@ def test_a_running_cluster_moves_wave_by_wave_and_a_wave_can_be_undone(rolling):
     assert [w["nodes"] for w in waves][-1] == ["rl-2"] and len(waves) == 3  # db's node: most to evict, last
     [db_wave] = [w for w in waves if "rl-2" in w["nodes"]]
     assert any("PodDisruptionBudget roll/db allows no disruption now" in b for b in db_wave["blockers"])
-    assert {p["comesBackOn"] for p in db_wave["pods"]} == {"dra"} and len(db_wave["pods"]) >= 3  # room made earlier
+    # Room made earlier: on DRA, the pods pinned to rl-2 there once it has moved.
+    assert {p["comesBackOn"] for p in db_wave["pods"]} <= {"dra", "dra, after the move"} and len(db_wave["pods"]) >= 3
     assert not any(w["blockers"] for w in waves[:2])
 
     # A server-side dry run changes nothing.

@@ -213,6 +213,9 @@ class FakeKube:
         cluster = _CLUSTER.match(path)
         if cluster:
             return self._cluster(method, cluster["res"], cluster["name"], body, query or {})
+        if path == "/api/v1/namespaces" and method == "GET":
+            return 200, {"apiVersion": "v1", "kind": "NamespaceList", "metadata": {}, "items": [
+                {"metadata": {"name": name, "labels": labels}} for name, labels in sorted(self.namespaces.items())]}
         ns_match = _NAMESPACE.match(path)
         if ns_match and method == "GET":
             name = ns_match["name"]

@@ -13,7 +13,7 @@ RULES = default_policy().migration
 
 
 def reports(name, rules=RULES):
-    result = plan_objects(read_inputs([str(DATA / name)]), rules, "default")
+    result = plan_objects(read_inputs([str(DATA / name)]), default_policy().model_copy(update={"migration": rules}), "default")
     return {f"{r.kind}/{r.name}": r for r in result.reports}, result
 
 
@@ -68,5 +68,5 @@ def test_tolerating_the_gpu_taint_is_not_a_gpu_request(tmp_path):
                       "spec:\n  nodeLabels: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-40GB}\n"
                       "  nodeTaints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]\n"
                       "  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n")
-    result = plan_objects(read_inputs([str(flavor)]), RULES, "default")
+    result = plan_objects(read_inputs([str(flavor)]), default_policy(), "default")
     assert result.reports[0].status == "unchanged" and result.reports[0].path == "none"

@@ -15,7 +15,7 @@ def template(gpus=2):
 
 
 def plan_one(obj):
-    result = plan_objects([("test.yaml", [(1, obj)])], RULES, "team-a")
+    result = plan_objects([("test.yaml", [(1, obj)])], default_policy(), "team-a")
     [(original, planned)] = result.objects
     [report] = result.reports
     return original, planned, report

@@ -60,7 +60,7 @@ def test_plan_yaml_of_whole_corpus_validates(corpus):
             return False
 
     rules = default_policy().migration.model_copy(update={"fractional": "wholeDevice"})  # every share rewritten
-    result = plan_objects(read_inputs([str(corpus)]), rules, "team-a")
+    result = plan_objects(read_inputs([str(corpus)]), default_policy().model_copy(update={"migration": rules}), "team-a")
     checked = 0
     for original, planned in result.objects:
         if original != planned and valid(original):
@@ -107,6 +107,7 @@ def test_audit_live_cluster_lists_workloads_and_bare_pods_only(tmp_path):
         bare["metadata"] = {"name": "notebook", "namespace": "research"}
         fake.add_cluster_object("pods", owned)
         fake.add_cluster_object("pods", bare)
+        fake.namespaces.update(serving={"dra-bridge.io/migrate": "enabled"}, research={"dra-bridge.io/migrate": "enabled"})
         for line, obj in read_objects(str(INVENTORY)):
             fake.add_cluster_object("resourceslices" if obj["kind"] == "ResourceSlice" else "deviceclasses", obj)
         result = run("audit", "--kubeconfig", fake.kubeconfig(tmp_path / "kc"), "--inventory", "live", "-o", "json")

@@ -1,0 +1,100 @@
+"""Issue 30: one decision. The webhook (its plan_request, real and dry run), `plan`, `audit` and
+`rollout` decide a pod through migration.decide: for the same pod, policy and cluster they agree,
+on every path and on every policy setting that changes the outcome."""
+
+import orjson
+import pytest
+
+from app import dra
+from app.cli import plan_objects
+from app.migration import rollout
+from app.policy import default_policy, parse_policy
+from app.server import admission
+from app.server.mutation import PlanCache, index_facts, plan_request
+from tests.helpers import review
+from tests.unit.test_mixed_cluster import plugin_node
+from tests.unit.test_shadow import CLASSES, real_slices
+
+OPTED = {"dra-bridge.io/migrate": "enabled"}
+POLICIES = {
+    "default": "{}",
+    "legacy everywhere": None,  # migration.path: legacy
+    "namespace off": "namespaces:\n- names: [team-a]\n  migrate: false\n",
+    "selector native": "namespaces:\n- selector: {matchLabels: {tier: gold}}\n  path: native\n",
+    "namespace rewrite": "namespaces:\n- names: [team-a]\n  path: rewrite\n",
+}
+PODS = {
+    "whole": {"nvidia.com/gpu": 2},
+    "model": {"nvidia.com/gpu": 1},  # with a GFD product selector: rewrite, not native
+    "share": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 8000},
+    "mig": {"nvidia.com/mig-1g.10gb": 1},
+    "too many": {"nvidia.com/gpu": 64},
+}
+
+
+def gpu_pod(name, limits):
+    spec = {"containers": [{"name": "c", "image": "cuda", "resources": {"limits": limits}}]}
+    if name == "model":
+        spec["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "team-a"}, "spec": spec}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    native = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu-native"},
+              "spec": {"extendedResourceName": "nvidia.com/gpu", "selectors": CLASSES["gpu.nvidia.com"]["spec"]
+                       ["selectors"]}}
+    objects = [(0, o) for o in real_slices("h100x8", "dra-1") + list(CLASSES.values()) + [native] +
+               [plugin_node("dp-1", 8, **{"nvidia.com/mig-1g.10gb": "7"}),
+                {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "dra-1", "labels": {}}, "spec": {},
+                 "status": {"allocatable": {"cpu": "8"}}}]]
+    return dra.build_index(dra.inventory_from_objects(objects, "test"))
+
+
+def load(name):
+    if POLICIES[name] is None:
+        base = default_policy()
+        return base.model_copy(update={"migration": base.migration.model_copy(update={"path": "legacy"})})
+    return parse_policy(POLICIES[name])
+
+
+def webhook_path(pod, policy, labels, facts, dry_run):
+    req = admission.parse_review(orjson.dumps(review(pod, dry_run=dry_run)))
+    mp = plan_request(req, policy, labels, PlanCache(), facts)
+    return {"migrated": "rewrite", "unchanged": "legacy"}.get(mp.outcome, mp.outcome)
+
+
+@pytest.mark.parametrize("policy_name", sorted(POLICIES))
+@pytest.mark.parametrize("pod_name", sorted(PODS))
+@pytest.mark.parametrize("labels", [OPTED, {**OPTED, "tier": "gold"}], ids=["opted", "gold"])
+def test_webhook_dry_run_plan_audit_and_rollout_take_the_same_decision(cluster, policy_name, pod_name, labels):
+    policy = load(policy_name)
+    facts = index_facts(cluster, policy.migration, dra.TemplateVerdicts(cluster).dra)
+    pod = gpu_pod(pod_name, PODS[pod_name])
+    real = webhook_path(pod, policy, labels, facts, dry_run=False)
+    assert webhook_path(pod, policy, labels, facts, dry_run=True) == real
+    result = plan_objects([("pod.yaml", [(1, pod)])], policy, "team-a", cluster, {"team-a": labels})
+    report = result.reports[0]
+    if real == "unmigratable":  # admitted as written (or denied): plan says it needs someone
+        assert report.status == "needs-attention", report.reasons
+    else:
+        assert (report.path if report.path != "none" else "legacy") == real, report.reasons
+    bound = {**pod, "spec": {**pod["spec"], "nodeName": "dp-1"}, "status": {"phase": "Running"}}
+    objects = {"pods": [bound], "namespaces": [{"metadata": {"name": "team-a", "labels": labels}}]}
+    [view] = rollout.pod_views(objects, policy, rollout.Switches(), facts)
+    room = any(code in view.why for code in rollout.ROOM_CODES)
+    assert (view.path == "dra") == (real in ("rewrite", "native") or room), view.why
+
+
+def test_a_namespace_not_opted_in_is_left_as_written_by_audit_and_rollout_alike(cluster):
+    policy = parse_policy("{}")
+    facts = index_facts(cluster, policy.migration, dra.TemplateVerdicts(cluster).dra)
+    pod = gpu_pod("whole", PODS["whole"])
+    result = plan_objects([("pod.yaml", [(1, pod)])], policy, "team-a", cluster, {"team-a": {}},
+                          rollout.pods.DEFAULT_OPT_IN)
+    assert result.reports[0].path == "legacy"
+    assert "not opted in (dra-bridge.io/migrate=enabled)" in result.reports[0].reasons[0]
+    objects = {"pods": [{**pod, "spec": {**pod["spec"], "nodeName": "dp-1"}}],
+               "namespaces": [{"metadata": {"name": "team-a", "labels": {}}}]}
+    [view] = rollout.pod_views(objects, policy, rollout.Switches(), facts)
+    assert view.path == "plugin" and "not opted in" in view.why
