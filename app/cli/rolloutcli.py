@@ -118,7 +118,8 @@ def _finished(mover: rollout.Mover, names: list[str], what: str, dry: str) -> in
     pods bound again; else exit 1 naming what is short."""
     short = mover.finish(names)
     if short:
-        print(f"{what}: nodes moved, but not every workload it evicted is back after {mover.timeout_s:g} s: "
+        print(f"{what}: nodes {'moved back' if what.startswith('undo') else 'moved'}, but not every workload it "
+              f"evicted is back after {mover.timeout_s:g} s: "
               + ", ".join(f"{w} {have}" for w, have in short.items())
               + ": look at their pending pods; the same command goes on waiting", file=sys.stderr)
         return 1

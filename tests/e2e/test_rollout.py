@@ -63,8 +63,8 @@ EXPECTED = {"infer": 2, "train": 1, "db": 1}
 class Kubelets:
     """What the device plugin, NVIDIA's kubelet plugin and the kubelet would do, from the labels."""
 
-    def __init__(self, plane):
-        self.plane, self.stop = plane, threading.Event()
+    def __init__(self, plane, nodes=NODES, namespace=NS):
+        self.plane, self.stop, self.nodes, self.namespace = plane, threading.Event(), nodes, namespace
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.errors: list[str] = []
 
@@ -77,7 +77,7 @@ class Kubelets:
 
     def once(self):
         plane = self.plane
-        for node in (plane.json("node", n) for n in NODES):
+        for node in (plane.json("node", n) for n in self.nodes):
             name, labels = node["metadata"]["name"], node["metadata"].get("labels", {})
             advertised = "nvidia.com/gpu" in (node.get("status", {}).get("allocatable") or {})
             if labels.get(PLUGIN_LABEL) == "true" and not advertised:
@@ -89,10 +89,11 @@ class Kubelets:
                 assert report(plane, name, "publish").returncode == 0
             elif labels.get(DRA_LABEL) != "true" and published["items"]:
                 plane.kubectl("delete", "resourceslices", f"--field-selector=spec.nodeName={name},spec.driver=gpu.nvidia.com")
-        for pod in plane.json("pods", "-n", NS)["items"]:
+        for pod in plane.json("pods", "-n", self.namespace)["items"]:
             ready = any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions") or [])
             if pod["spec"].get("nodeName") and not ready and not pod["metadata"].get("deletionTimestamp"):
-                plane.kubectl("patch", "pod", pod["metadata"]["name"], "-n", NS, "--subresource=status", "--type=merge",
+                plane.kubectl("patch", "pod", pod["metadata"]["name"], "-n", self.namespace, "--subresource=status",
+                              "--type=merge",
                               "-p", json.dumps({"status": {"phase": "Running", "conditions": [
                                   {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}}),
                               check=False)
@@ -135,9 +136,9 @@ def rolling(binaries, tmp_path_factory):
         plane.stop()
 
 
-def rollout(plane, *args) -> subprocess.CompletedProcess:
+def rollout(plane, *args, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "app", "rollout", *args, "--kubeconfig", plane.mover],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+                          capture_output=True, text=True, timeout=300, cwd=ROOT, **kw)
 
 
 def bound(plane) -> list[dict] | None:

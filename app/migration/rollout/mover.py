@@ -193,8 +193,9 @@ class Mover:
                 why = self.api.evict(pod.namespace, pod.name)
                 if why is None:
                     by = f"{pod.owner} recreates it" if pod.owner else "a bare pod: lost (--force)"
-                    self.say(f"{name}: evicted {pod.key} ({by}; it belongs on "
-                             f"{'the device plugin' if pod.path == 'plugin' else 'DRA'})")
+                    where = "" if record.step.undoing or not pod.owner else \
+                        f"; it belongs on {'the device plugin' if pod.path == 'plugin' else 'DRA'}"
+                    self.say(f"{name}: evicted {pod.key} ({by}{where})")
                 else:
                     refused.append((pod, why))
             waiting = [pod for pod, _why in refused]

@@ -1,0 +1,173 @@
+"""Issue 30: a rollout on a fleet that differs from the happy path, on a control plane of its own:
+a GPU DaemonSet, a bare pod, a Job that takes no retry, a run killed mid-wave, and the rollback
+of the only DRA node (the pilot). After every command: no pod lost its owner would not recreate
+(unless forced), none bound to a node lacking what it asks, none Pending, and `status` agrees.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.e2e.cluster import ControlPlane, kubeconfig
+from tests.e2e.conftest import INSTALLED_KINDS, NVIDIA_CLASSES, Webhook, rendered_manifests, wait_for
+from tests.e2e.test_brownfield import report, set_allocatable
+from tests.e2e.test_rollout import DRA_LABEL, PLUGIN_LABEL, PRODUCT, Kubelets, rollout, workload
+
+pytestmark = pytest.mark.timeout(900)
+NODES = ("fl-0", "fl-1")
+NS = "fleet"
+PILOT = ["--nodes", "kubernetes.io/hostname=fl-0"]
+
+
+def fleet_workload(kind, name, replicas, gpus, node=None, **extra):
+    obj = workload(kind, name, replicas, gpus, node)
+    obj["metadata"]["namespace"] = NS
+    obj["spec"].update(extra)
+    return obj
+
+
+AGENT = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": NS},
+         "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {
+             "metadata": {"labels": {"app": "agent"}},
+             "spec": {"terminationGracePeriodSeconds": 0, "nodeSelector": PRODUCT, "containers": [
+                 {"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
+BARE = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "scratch", "namespace": NS, "labels": {"app": "scratch"}},
+        "spec": {"terminationGracePeriodSeconds": 0, "nodeSelector": {"kubernetes.io/hostname": "fl-0"},
+                 "containers": [{"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+ONESHOT = fleet_workload("Job", "oneshot", 1, 1, node="fl-0", backoffLimit=0)
+
+
+@pytest.fixture(scope="module")
+def fleet(binaries, tmp_path_factory):
+    plane = ControlPlane(tmp_path_factory.mktemp("fleet"), binaries).start()
+    webhook, kubelets = None, None
+    try:
+        plane.apply([d for d in rendered_manifests(plane) if d["kind"] in INSTALLED_KINDS])
+        plane.apply([{"apiVersion": "v1", "kind": "Namespace",
+                      "metadata": {"name": NS, "labels": {"dra-bridge.io/migrate": "enabled"}}}])
+        plane.apply([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": {
+            "kubernetes.io/hostname": n, PLUGIN_LABEL: "true", **PRODUCT}}} for n in NODES])
+        for node in NODES:
+            set_allocatable(plane, node, {"nvidia.com/gpu": "8"})
+            assert report(plane, node, "shadow").returncode == 0
+        plane.apply(NVIDIA_CLASSES)
+        webhook = Webhook(plane, "--template-gc-interval", "3600").start()
+        plane.apply(webhook.configurations())
+        kubelets = Kubelets(plane, NODES, NS)
+        kubelets.thread.start()
+        plane.apply([{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "mover", "namespace": "default"}},
+                     {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                      "metadata": {"name": "dra-bridge-rollout-mover"},
+                      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": "dra-bridge-rollout"},
+                      "subjects": [{"kind": "ServiceAccount", "name": "mover", "namespace": "default"}]}])
+        token = plane.kubectl("create", "token", "mover", "-n", "default", "--duration=2h").stdout.strip()
+        plane.mover = kubeconfig(plane.dir / "mover.kubeconfig", plane.server, plane.ca, token)
+        plane.kubelets = kubelets
+        yield plane
+    finally:
+        if kubelets is not None:
+            kubelets.stop.set()
+        if webhook is not None:
+            webhook.stop()
+        plane.stop()
+
+
+def live_pods(plane) -> list[dict]:
+    return [p for p in plane.json("pods", "-n", NS)["items"] if not p["metadata"].get("deletionTimestamp")
+            and p["status"].get("phase") not in ("Succeeded", "Failed")]
+
+
+def settled(plane, expected: dict[str, int]) -> list[dict] | None:
+    """Every pod bound and Ready, as many per app as expected (None while one waits)."""
+    pods, counts = live_pods(plane), {}
+    for p in pods:
+        ready = any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or [])
+        if p["spec"].get("nodeName") and ready:
+            counts[p["metadata"]["labels"]["app"]] = counts.get(p["metadata"]["labels"]["app"], 0) + 1
+    return pods if counts == expected and len(pods) == sum(expected.values()) else None
+
+
+def check(plane, phase, expected):
+    pods = wait_for(lambda: settled(plane, expected), 120, f"{phase}: every pod bound and ready")
+    nodes = {n: plane.json("node", n) for n in NODES}
+    for p in pods:
+        node = nodes[p["spec"]["nodeName"]]
+        if p["spec"].get("resourceClaims"):
+            assert node["metadata"]["labels"].get(DRA_LABEL) == "true", f"{phase}: {p['metadata']['name']} holds " \
+                f"a claim on device-plugin node {node['metadata']['name']}"
+        else:
+            assert "nvidia.com/gpu" in node["status"]["allocatable"], \
+                f"{phase}: {p['metadata']['name']} asks the device plugin on {node['metadata']['name']}, which has none"
+    for name, node in nodes.items():
+        annotations = node["metadata"].get("annotations") or {}
+        if not node["spec"].get("unschedulable"):
+            continue
+        assert annotations.get("dra-bridge.io/rollout-step") not in (None, "done"), f"{phase}: {name} left cordoned"
+    status = rollout(plane, "status", "-o", "json")
+    assert status.returncode == 0, f"{phase}: status says something is in trouble: {status.stdout}"
+    assert not plane.kubelets.errors, plane.kubelets.errors[:3]
+    return pods, json.loads(status.stdout)
+
+
+def test_a_mixed_fleet_moves_without_stranding_a_pod_and_the_pilot_rolls_back(fleet):
+    plane = fleet
+    plane.apply([fleet_workload("Deployment", "infer", 2, 1), AGENT, BARE, ONESHOT])
+    check(plane, "before", {"infer": 2, "agent": 2, "scratch": 1, "oneshot": 1})
+
+    # kubectl drain's conventions and the Job that takes no retry: named before anything moves.
+    planned = rollout(plane, "plan", *PILOT)
+    assert planned.returncode == 1, planned.stdout + planned.stderr
+    assert "fleet/scratch is a bare pod" in planned.stdout and "pass --force" in planned.stdout
+    assert "Job/oneshot in fleet: evicting 1 of its pod(s) would exceed its backoffLimit" in planned.stdout
+    assert "fleet/agent-" in planned.stdout and "-> DRA on its node, after the move" in planned.stdout
+    refused = rollout(plane, "run", "--wave", "1", *PILOT, "--force", "--timeout", "60")
+    assert refused.returncode == 1 and "would exceed its backoffLimit" in refused.stderr, refused.stderr
+    assert not plane.json("node", "fl-0")["spec"].get("unschedulable")  # nothing was touched
+    plane.kubectl("delete", "job", "oneshot", "-n", NS, "--cascade=foreground", "--wait=true")
+
+    # The run is killed right after the labels flip; the same command finishes it.
+    run = subprocess.Popen([sys.executable, "-m", "app", "rollout", "run", "--wave", "1", *PILOT, "--force",
+                            "--timeout", "90", "--kubeconfig", plane.mover], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    seen = []
+    for line in run.stdout:
+        seen.append(line)
+        if "fl-0: labels " in line:
+            run.send_signal(signal.SIGKILL)
+            break
+    run.wait(30)
+    assert any("evicted fleet/scratch (a bare pod: lost (--force)" in line for line in seen), seen
+    assert plane.json("node", "fl-0")["metadata"]["annotations"]["dra-bridge.io/rollout-step"] == "flipped"
+    again = rollout(plane, "run", "--wave", "1", *PILOT, "--force", "--timeout", "90")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "fl-0: continuing from step flipped" in again.stdout
+    assert "wave 1: done, every evicted workload's pods bound again" in again.stdout
+    pods, status = check(plane, "after the pilot", {"infer": 2, "agent": 2})
+    [agent] = [p for p in pods if p["spec"]["nodeName"] == "fl-0" and p["metadata"]["labels"]["app"] == "agent"]
+    assert agent["spec"].get("resourceClaims"), "the DaemonSet pod on the moved node holds a device-plugin GPU"
+    assert status["nodes"]["dra"] == ["fl-0"]
+
+    # A workload that starts on the pilot runs on DRA there (pinned to it, as with local storage).
+    plane.apply([fleet_workload("Deployment", "local", 2, 1, node="fl-0")])
+    pods, _ = check(plane, "a workload on the pilot", {"infer": 2, "agent": 2, "local": 2})
+    assert all(p["spec"].get("resourceClaims") for p in pods if p["metadata"]["labels"]["app"] == "local")
+
+    # Roll the pilot back: it is the only DRA node, so its pods must come back on the device plugin
+    # (the webhook counts no cordoned node as room), not onto claims of a node leaving DRA.
+    undone = rollout(plane, "undo", "--wave", "1", "--timeout", "90")
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert "undo wave 1: done, every evicted workload's pods bound again" in undone.stdout
+    pods, status = check(plane, "after the rollback", {"infer": 2, "agent": 2, "local": 2})
+    assert not any(p["spec"].get("resourceClaims") for p in pods)  # nothing left on a node that left DRA
+    assert status["nodes"]["plugin"] == list(NODES) and not status["nodes"]["dra"]
+    node = plane.json("node", "fl-0")
+    assert node["metadata"]["labels"][PLUGIN_LABEL] == "true" and DRA_LABEL not in node["metadata"]["labels"]
+    assert not node["spec"].get("unschedulable") and "dra-bridge.io/rollout-step" not in node["metadata"].get(
+        "annotations", {})
