@@ -63,7 +63,8 @@ def gpu_fields_outside_pods(obj: object, rules: MigrationRules, path: str = "", 
                 found.append(child)
             elif isinstance(value, str) and rules.rule_for(value):
                 found.append(f"{child}={value}")
-            elif counts and isinstance(key, str) and "gpu" in key.lower() and _positive(value):
+            # A domain-qualified name no rule knows (amd.com/gpu) is another vendor's: not ours to judge.
+            elif counts and isinstance(key, str) and "/" not in key and "gpu" in key.lower() and _positive(value):
                 found.append(f"{child}={value}")
             else:
                 found.extend(gpu_fields_outside_pods(value, rules, child, counts))

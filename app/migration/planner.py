@@ -223,6 +223,8 @@ def _keep_extended_resource_tolerations(spec: dict, removed: list[str]) -> None:
 SCHEDULER_POLICY_ANNOTATIONS = ("hami.io/gpu-scheduler-policy", "hami.io/node-scheduler-policy",
                                 "hami.io/device-scoring-weights")
 HAMI_MODE = "nvidia.com/vgpu-mode"
+# Pins to GPU indexes on the node: NVIDIA's driver publishes no index, so a claim cannot keep them.
+HAMI_INDEX_PINS = ("nvidia.com/use-gpuindexes", "nvidia.com/nouse-gpuindexes")
 KAI_ANNOTATIONS = ("gpu-fraction", "gpu-memory", "gpu-fraction-num-devices")
 
 
@@ -269,6 +271,11 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None,
     constraints = translate(spec, rules)
     notes.extend(constraints.notes)
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    pinned = [k for k in HAMI_INDEX_PINS if isinstance(annotations, dict) and k in annotations]
+    if pinned:
+        raise _Unmigratable(f"annotation {pinned[0]}={annotations[pinned[0]]!s:.40} pins the pod to GPU indexes on its "
+                            "node: NVIDIA's DRA driver publishes no index, so a claim would lose the pin (left on the "
+                            "device plugin)")
     for key in SCHEDULER_POLICY_ANNOTATIONS:
         if isinstance(annotations, dict) and key in annotations and annotations[key] != "topology-aware":
             notes.append(f"annotation {key}={annotations[key]!s:.40}: HAMi's placement policy has no DRA "

@@ -87,3 +87,24 @@ def test_odd_kinds_do_not_break_planning():
     odd = {"apiVersion": "v1", "kind": {"not": "a string"}, "metadata": {"name": "x"},
            "spec": {"template": {"spec": {"containers": [container("c", {"nvidia.com/gpu": 1})]}}}}
     assert plan_one(odd)[2].path == "rewrite"
+
+
+def test_a_custom_resource_asking_only_another_vendors_gpus_is_not_ours_to_judge():
+    """Issue 30: a KServe LLMInferenceService asking only amd.com/gpu was reported needs-attention."""
+    service = {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "LLMInferenceService",
+               "metadata": {"name": "llm", "namespace": "team-a"},
+               "spec": {"template": {"containers": [{"name": "main", "image": "vllm", "resources": {
+                   "limits": {"amd.com/gpu": "1"}, "requests": {"amd.com/gpu": "1"}}}]}}}
+    _original, _planned, report = plan_one(service)
+    assert (report.status, report.path, report.reasons) == ("unchanged", "none", [])
+    service["spec"]["template"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1"
+    assert plan_one(service)[2].status == "needs-attention"  # NVIDIA's: the operator renders its pods
+
+
+def test_a_hami_pin_to_gpu_indexes_is_kept_on_the_device_plugin_and_named():
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "namespace": "team-a", "annotations": {"nvidia.com/use-gpuindexes": "0,1"}},
+           "spec": {"containers": [container("c", {"nvidia.com/gpu": 2})]}}
+    original, planned, report = plan_one(pod)
+    assert planned == original and report.status == "needs-attention"
+    assert "annotation nvidia.com/use-gpuindexes=0,1 pins the pod to GPU indexes" in report.reasons[0]
