@@ -20,7 +20,7 @@ from app.common import extended_allocatable, parse_quantity
 
 from . import cel, shadow
 from .inventory import Inventory, allocated_capacity, allocated_devices, apply_taint_rules, shared_devices
-from .nodes import node_matches
+from app.common import node_matches
 
 IDENTITY_ATTRIBUTES = frozenset({"uuid", "index", "minor", "pciBusID", "pcieRoot", "parentUUID", "parentIndex",
                                  "parentMinor", "numaNode"})

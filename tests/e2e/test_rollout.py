@@ -10,6 +10,7 @@ again, pods on moved nodes hold DRA devices there, no pod is bound to a node wit
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -99,23 +100,26 @@ class Kubelets:
                               check=False)
 
 
-@pytest.fixture(scope="module")
-def rolling(binaries, tmp_path_factory):
-    plane = ControlPlane(tmp_path_factory.mktemp("rollout"), binaries).start()
+@contextlib.contextmanager
+def moving_plane(workdir, binaries, nodes=NODES, namespace=NS):
+    """A control plane with dra-bridge installed, `nodes` on the device plugin (shadowed by our
+    reporter), the harness's kubelets, and `plane.mover`: a kubeconfig bound only to the rollout
+    ClusterRole."""
+    plane = ControlPlane(workdir, binaries).start()
     webhook, kubelets = None, None
     try:
         plane.apply([d for d in rendered_manifests(plane) if d["kind"] in INSTALLED_KINDS])
         plane.apply([{"apiVersion": "v1", "kind": "Namespace",
-                      "metadata": {"name": NS, "labels": {"dra-bridge.io/migrate": "enabled"}}}])
+                      "metadata": {"name": namespace, "labels": {"dra-bridge.io/migrate": "enabled"}}}])
         plane.apply([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": {
-            "kubernetes.io/hostname": n, PLUGIN_LABEL: "true", **PRODUCT}}} for n in NODES])
-        for node in NODES:
+            "kubernetes.io/hostname": n, PLUGIN_LABEL: "true", **PRODUCT}}} for n in nodes])
+        for node in nodes:
             set_allocatable(plane, node, {"nvidia.com/gpu": "8"})
             assert report(plane, node, "shadow").returncode == 0
         plane.apply(NVIDIA_CLASSES)
         webhook = Webhook(plane, "--template-gc-interval", "3600").start()
         plane.apply(webhook.configurations())
-        kubelets = Kubelets(plane)
+        kubelets = Kubelets(plane, nodes, namespace)
         kubelets.thread.start()
         # The admin who moves nodes: bound to the rollout ClusterRole and nothing else.
         plane.apply([{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "mover", "namespace": "default"}},
@@ -134,6 +138,12 @@ def rolling(binaries, tmp_path_factory):
         if webhook is not None:
             webhook.stop()
         plane.stop()
+
+
+@pytest.fixture(scope="module")
+def rolling(binaries, tmp_path_factory):
+    with moving_plane(tmp_path_factory.mktemp("rollout"), binaries) as plane:
+        yield plane
 
 
 def rollout(plane, *args, **kw) -> subprocess.CompletedProcess:

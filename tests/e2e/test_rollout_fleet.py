@@ -14,10 +14,8 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.cluster import ControlPlane, kubeconfig
-from tests.e2e.conftest import INSTALLED_KINDS, NVIDIA_CLASSES, Webhook, rendered_manifests, wait_for
-from tests.e2e.test_brownfield import report, set_allocatable
-from tests.e2e.test_rollout import DRA_LABEL, PLUGIN_LABEL, PRODUCT, Kubelets, rollout, workload
+from tests.e2e.conftest import wait_for
+from tests.e2e.test_rollout import DRA_LABEL, PLUGIN_LABEL, PRODUCT, moving_plane, rollout, workload
 
 pytestmark = pytest.mark.timeout(900)
 NODES = ("fl-0", "fl-1")
@@ -45,38 +43,8 @@ ONESHOT = fleet_workload("Job", "oneshot", 1, 1, node="fl-0", backoffLimit=0)
 
 @pytest.fixture(scope="module")
 def fleet(binaries, tmp_path_factory):
-    plane = ControlPlane(tmp_path_factory.mktemp("fleet"), binaries).start()
-    webhook, kubelets = None, None
-    try:
-        plane.apply([d for d in rendered_manifests(plane) if d["kind"] in INSTALLED_KINDS])
-        plane.apply([{"apiVersion": "v1", "kind": "Namespace",
-                      "metadata": {"name": NS, "labels": {"dra-bridge.io/migrate": "enabled"}}}])
-        plane.apply([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": {
-            "kubernetes.io/hostname": n, PLUGIN_LABEL: "true", **PRODUCT}}} for n in NODES])
-        for node in NODES:
-            set_allocatable(plane, node, {"nvidia.com/gpu": "8"})
-            assert report(plane, node, "shadow").returncode == 0
-        plane.apply(NVIDIA_CLASSES)
-        webhook = Webhook(plane, "--template-gc-interval", "3600").start()
-        plane.apply(webhook.configurations())
-        kubelets = Kubelets(plane, NODES, NS)
-        kubelets.thread.start()
-        plane.apply([{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "mover", "namespace": "default"}},
-                     {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                      "metadata": {"name": "dra-bridge-rollout-mover"},
-                      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                  "name": "dra-bridge-rollout"},
-                      "subjects": [{"kind": "ServiceAccount", "name": "mover", "namespace": "default"}]}])
-        token = plane.kubectl("create", "token", "mover", "-n", "default", "--duration=2h").stdout.strip()
-        plane.mover = kubeconfig(plane.dir / "mover.kubeconfig", plane.server, plane.ca, token)
-        plane.kubelets = kubelets
+    with moving_plane(tmp_path_factory.mktemp("fleet"), binaries, NODES, NS) as plane:
         yield plane
-    finally:
-        if kubelets is not None:
-            kubelets.stop.set()
-        if webhook is not None:
-            webhook.stop()
-        plane.stop()
 
 
 def live_pods(plane) -> list[dict]:

@@ -5,6 +5,8 @@ Resources are counted by the caller; a cordon is the caller's too (tolerates_cor
 
 from __future__ import annotations
 
+from app.common import node_matches
+
 from .sides import NodeView
 
 
@@ -16,7 +18,7 @@ def unplaceable(spec: dict, node: NodeView) -> str | None:
             return f"nodeSelector {key}={value}"
     terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
               .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms"))
-    if isinstance(terms, list) and not any(_term_matches(t, node) for t in terms if isinstance(t, dict)):
+    if isinstance(terms, list) and not node_matches({"nodeSelectorTerms": terms}, node.name, node.labels):
         return "required node affinity " + _describe(terms)
     for taint in node.taints:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(
@@ -51,34 +53,6 @@ def tolerates(toleration: dict, taint: dict) -> bool:
     if operator == "Exists":
         return not toleration.get("key") or toleration["key"] == taint.get("key")
     return toleration.get("key") == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
-
-
-def _term_matches(term: dict, node: NodeView) -> bool:
-    expressions, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
-    if not expressions and not fields:
-        return False  # an empty term selects no node
-    return all(_requirement(r, node.labels.get(r.get("key")), r.get("key") in node.labels) for r in expressions) and \
-        all(_requirement(r, node.name, True) for r in fields if r.get("key") == "metadata.name") and \
-        all(r.get("key") == "metadata.name" for r in fields)
-
-
-def _requirement(req: dict, value, present: bool) -> bool:
-    operator, values = req.get("operator"), [str(v) for v in req.get("values") or []]
-    if operator == "In":
-        return present and value in values
-    if operator == "NotIn":
-        return not present or value not in values
-    if operator == "Exists":
-        return present
-    if operator == "DoesNotExist":
-        return not present
-    if operator in ("Gt", "Lt") and present and len(values) == 1:
-        try:
-            have, bound = int(value), int(values[0])
-        except ValueError:
-            return False
-        return have > bound if operator == "Gt" else have < bound
-    return False
 
 
 def _describe(terms: list) -> str:

@@ -1,4 +1,5 @@
-"""Node selection as upstream's nodeaffinity evaluates a ResourceSlice's NodeSelector. Pure."""
+"""Node selection as upstream's nodeaffinity evaluates a v1 NodeSelector (a ResourceSlice's, a
+pod's required node affinity). Pure."""
 
 from __future__ import annotations
 
