@@ -15,6 +15,7 @@ from app.kube import NodeWrites, rollout_snapshot
 from app.migration import Facts, OptIn, rollout
 from app.policy import load_policy
 from app.server.mutation import index_facts
+from app.server.validation import template_refusal
 
 KINDS = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "ResourceQuota": "resourcequotas",
          "PodDisruptionBudget": "poddisruptionbudgets", "ResourceSlice": "resourceslices",
@@ -49,7 +50,7 @@ def run_rollout(args) -> int:
                 raise
             raise kube.unreachable(found[1], exc) from None
     nodes = [v for v in (rollout.node_view(n, objects["resourceslices"], switches) for n in objects["nodes"]) if v]
-    pods = rollout.pod_views(objects, policy, switches, cluster_facts(objects, policy), opt_in)
+    pods = rollout.pod_views(objects, policy, switches, cluster_facts(objects, policy), opt_in, template_refusal)
     if args.action == "status":
         return _status(nodes, pods, objects, args.output)
     drain = rollout.Drain(args.force, args.delete_emptydir_data)

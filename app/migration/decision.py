@@ -59,6 +59,7 @@ class Decision:
     patch: bytes | None = None
     path: Choice | None = None
     planned: Plan | None = None  # the planner's own plan, before the path choice (None: not planned)
+    refused: str | None = None  # why the generated template would be refused (policy): onTemplateError decides
 
     @property
     def outcome(self) -> str:
@@ -67,7 +68,8 @@ class Decision:
 
     @property
     def rewritten(self) -> bool:
-        return self.plan.status == "migrated"
+        """The pod is created rewritten (its template accepted)."""
+        return self.plan.status == "migrated" and self.refused is None
 
 
 Planner = Callable[..., tuple[Plan, bytes | None]]  # (pod, rules, namespace, sharing) -> (plan, patch)
@@ -78,10 +80,14 @@ def plan_only(pod: dict, rules, namespace: str | None, sharing=None) -> tuple[Pl
     return plan_pod(pod, rules, namespace, sharing), None
 
 
+Refusal = Callable[[dict, Effective], "str | None"]  # (template, settings) -> why /validate denies it
+
+
 def decide(pod: dict, namespace: str, namespace_labels: dict | None, policy: Policy, facts: Facts | None = None,
-           opt_in: OptIn | None = None, planner: Planner = plan_only) -> Decision:
+           opt_in: OptIn | None = None, planner: Planner = plan_only, refuse: Refusal | None = None) -> Decision:
     """The decision for a pod being created. facts: what the cluster serves (None keeps every
-    pod on the rewrite path: no inventory); planner: plan_pod, or a cache of it."""
+    pod on the rewrite path: no inventory); planner: plan_pod, or a cache of it; refuse: the
+    validating webhook's verdict on a generated template (None: not judged)."""
     if opt_in is not None and not opt_in.admits(namespace_labels):
         return Decision(None, Plan("unchanged", reason=f"its namespace {namespace or '(none)'} is not opted in "
                                                        f"({opt_in}): the webhook is not called, the pod is created "
@@ -98,4 +104,6 @@ def decide(pod: dict, namespace: str, namespace_labels: dict | None, policy: Pol
         if choice.path == "legacy":
             return Decision(settings, Plan("unchanged", reason=choice.reason, warnings=[
                 f"pod left on the device plugin: {choice.reason}"]), path=choice, planned=plan)
-    return Decision(settings, plan, patch, planned=plan)
+    refused = next(filter(None, (refuse(t, settings) for t in plan.templates)), None) \
+        if refuse is not None and plan.status == "migrated" else None
+    return Decision(settings, plan, patch, planned=plan, refused=refused)

@@ -17,7 +17,7 @@ from app.migration import (MIGRATION_ANNOTATION, Choice, ClusterSharing, Facts, 
                            kueue_per_pod, patch_diff, plan_pod, plugin_nodes, served_resources)
 from app.policy import Effective, MigrationRules, Policy
 
-from . import admission
+from . import admission, validation
 
 
 @dataclass
@@ -27,10 +27,11 @@ class MutationPlan:
     plan: Plan
     patch: bytes | None = None
     path: Choice | None = None  # native or legacy: the pod is left as it is
+    refused: str | None = None  # /validate would deny the generated template: onTemplateError answers
 
     @property
     def templates(self) -> list[dict]:
-        return self.plan.templates if self.plan.status == "migrated" else []
+        return self.plan.templates if self.plan.status == "migrated" and self.refused is None else []
 
     @property
     def outcome(self) -> str:
@@ -189,17 +190,20 @@ def index_facts(index: dra.Index, rules: MigrationRules, judge) -> Facts:
 def plan_request(req: admission.Request, policy: Policy, namespace_labels: dict[str, str],
                  cache: PlanCache = _DEFAULT_CACHE, facts: Facts | None = None) -> MutationPlan:
     """facts: what the cluster serves (paths.Facts); None keeps every pod on the rewrite path.
-    The decision is migration.decide's, as every preview takes it."""
+    The decision is migration.decide's, as every preview takes it; a template /validate would
+    refuse is answered by onTemplateError here, real request or dry run alike."""
     if req.kind != "Pod" or req.operation != "CREATE" or req.obj is None:
         # Pod UPDATE is never mutated: most pod spec fields are immutable after creation.
         return MutationPlan(req, None, Plan("unchanged", reason=f"{req.kind} {req.operation} is not mutated"))
-    found = decide(req.obj, req.namespace, namespace_labels, policy, facts, planner=cache.plan)
-    return MutationPlan(req, found.settings, found.plan, found.patch, found.path)
+    found = decide(req.obj, req.namespace, namespace_labels, policy, facts, planner=cache.plan,
+                   refuse=validation.template_refusal)
+    return MutationPlan(req, found.settings, found.plan, found.patch, found.path, found.refused)
 
 
 def respond(mp: MutationPlan, ensure_error: str | None = None) -> dict:
     """The AdmissionReview response; `ensure_error` says the template could not be created."""
     req, plan, settings = mp.request, mp.plan, mp.settings
+    ensure_error = ensure_error or mp.refused
     if plan.status == "unchanged":
         audit = {"path": f"{mp.path.path}: {mp.path.reason}"[:1000]} if mp.path is not None else None
         return admission.response(req.uid, True, warnings=plan.warnings or None, audit=audit)

@@ -52,6 +52,20 @@ def _policy_rules(parsed: dra.ClaimSpec, settings: Effective) -> list[Finding]:
     return out
 
 
+def template_refusal(template: dict, settings: Effective) -> str | None:
+    """Why /validate would deny creating this generated ResourceClaimTemplate (a policy rule, in
+    enforce mode); None when it would be created. The mutation asks before it writes, so a dry
+    run answers as the real request does (migration.decide's `refuse`)."""
+    if settings.mode != "enforce":
+        return None
+    try:
+        parsed = dra.parse_claim_object(template)
+    except dra.ClaimError as exc:
+        return str(exc)
+    violations = [f.message for f in _policy_rules(parsed, settings) if f.severity == "violation"]
+    return f"the policy refuses the generated template: {violations[0]}" if violations else None
+
+
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 
 

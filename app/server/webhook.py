@@ -210,7 +210,7 @@ def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict | _Pendin
             and not policy.needs_namespace_labels:
         key = mutation.shape_key(req.obj, req.namespace or None)
         if key is not None:  # filed under the facts it was decided with
-            state.decisions.put(key, policy, facts, (mp.settings, mp.plan, mp.patch, mp.path))
+            state.decisions.put(key, policy, facts, (mp.settings, mp.plan, mp.patch, mp.path, mp.refused))
     return _after_plan(state, req, mp)
 
 
@@ -262,6 +262,11 @@ async def _templates_ready(state: ServiceState, pending: _Pending, arrived: floa
 def _answer_mutate(state: ServiceState, req: admission.Request, mp: mutation.MutationPlan,
                    failure: TemplateEnsureError | None) -> tuple[dict, str]:
     outcome, error = mp.outcome, None
+    if failure is None and mp.refused is not None:  # not written: /validate would deny it
+        outcome = "template_error"
+        if not req.dry_run:  # a dry run leaves no trace beyond its answer
+            state.metrics.template_errors.inc()
+            log.warning("template for pod %s/%s not created: %s", _safe(req.namespace), _safe(req.name), mp.refused)
     if failure is not None:
         error, outcome = str(failure), "template_error"
         state.metrics.template_errors.inc()

@@ -63,3 +63,29 @@ def test_a_claim_no_node_could_ever_hold_keeps_the_pod_on_the_device_plugin(coun
         assert any("left on the device plugin: the planned claim could never be satisfied here" in w
                    for w in resp["warnings"])
         assert 'dra_bridge_migrations_total{result="legacy"} 1.0' in client.get("/metrics").text
+
+
+def test_a_template_the_policy_refuses_is_answered_alike_for_a_dry_run_and_the_real_request(tmp_path, fake_kube):
+    """Issue 30: the generated template broke an enforce rule; the dry run showed a rewritten pod
+    while the real create (the template refused by /validate) admitted it unmigrated."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("namespaces:\n- names: [team-a]\n  mode: enforce\n  maxDevicesPerClaim: 1\n")
+    metrics = Metrics()
+    state = ServiceState(policy=PolicyHolder(str(policy), metrics),
+                         templates=kube.TemplateStore(kube.api_client_for_host(fake_kube.url)),
+                         namespace_labels=kube.NamespaceLabels(None), metrics=metrics, inventory=build_inventory())
+    typed = pod([container("main", {"nvidia.com/gpu": 2})])
+    typed["metadata"]["annotations"] = {"nvidia.com/use-gputype": "H100"}  # rewritten, not native
+    with TestClient(create_app(state)) as client:
+        dry = client.post("/mutate", content=orjson.dumps(review(typed, dry_run=True))).json()["response"]
+        real = client.post("/mutate", content=orjson.dumps(review(typed))).json()["response"]
+        assert dry == real and real["allowed"] and "patch" not in real
+        assert real["warnings"] == ["dra-bridge: pod admitted unmigrated: could not create ResourceClaimTemplate (the policy "
+                                    "refuses the generated template: spec: 2 devices exceed the limit of 1 per claim)"]
+        assert not [w for w in fake_kube.writes() if "resourceclaimtemplates" in w.path]  # never tried
+        assert "dra_bridge_template_ensure_errors_total 1.0" in client.get("/metrics").text  # the real one only
+        policy.write_text(policy.read_text() + "  onTemplateError: deny\n")
+        assert state.policy.check()
+        denied = client.post("/mutate", content=orjson.dumps(review(typed, dry_run=True))).json()["response"]
+        assert not denied["allowed"] and "2 devices exceed the limit of 1 per claim" in denied["status"]["message"]
+        assert client.post("/mutate", content=orjson.dumps(review(typed))).json()["response"] == denied

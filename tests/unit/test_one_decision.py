@@ -10,7 +10,8 @@ from app.cli import plan_objects
 from app.migration import rollout
 from app.policy import default_policy, parse_policy
 from app.server import admission
-from app.server.mutation import PlanCache, index_facts, plan_request
+from app.server.mutation import PlanCache, index_facts, plan_request, respond
+from app.server.validation import template_refusal
 from tests.helpers import review
 from tests.unit.test_mixed_cluster import plugin_node
 from tests.unit.test_shadow import CLASSES, real_slices
@@ -22,10 +23,15 @@ POLICIES = {
     "namespace off": "namespaces:\n- names: [team-a]\n  migrate: false\n",
     "selector native": "namespaces:\n- selector: {matchLabels: {tier: gold}}\n  path: native\n",
     "namespace rewrite": "namespaces:\n- names: [team-a]\n  path: rewrite\n",
+    # the generated template breaks an enforce rule: /validate would refuse it
+    "limit, allow": "namespaces:\n- names: [team-a]\n  mode: enforce\n  maxDevicesPerClaim: 1\n",
+    "limit, deny": "namespaces:\n- names: [team-a]\n  mode: enforce\n  maxDevicesPerClaim: 1\n"
+                   "  onTemplateError: deny\n",
 }
 PODS = {
     "whole": {"nvidia.com/gpu": 2},
-    "model": {"nvidia.com/gpu": 1},  # with a GFD product selector: rewrite, not native
+    "model": {"nvidia.com/gpu": 1},  # with a GFD product selector
+    "typed pair": {"nvidia.com/gpu": 2},  # HAMi's use-gputype narrows the devices: rewritten onto 2 of them
     "share": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 8000},
     "mig": {"nvidia.com/mig-1g.10gb": 1},
     "too many": {"nvidia.com/gpu": 64},
@@ -34,9 +40,12 @@ PODS = {
 
 def gpu_pod(name, limits):
     spec = {"containers": [{"name": "c", "image": "cuda", "resources": {"limits": limits}}]}
+    meta = {"name": name.replace(" ", "-"), "namespace": "team-a"}
     if name == "model":
         spec["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "team-a"}, "spec": spec}
+    if name == "typed pair":
+        meta["annotations"] = {"nvidia.com/use-gputype": "H100"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +68,15 @@ def load(name):
 
 
 def webhook_path(pod, policy, labels, facts, dry_run):
+    """What the webhook's answer does to the pod, and the answer itself."""
     req = admission.parse_review(orjson.dumps(review(pod, dry_run=dry_run)))
     mp = plan_request(req, policy, labels, PlanCache(), facts)
-    return {"migrated": "rewrite", "unchanged": "legacy"}.get(mp.outcome, mp.outcome)
+    answer = respond(mp)["response"]
+    if not answer["allowed"]:
+        return "denied", answer
+    if mp.refused:
+        return "legacy", answer
+    return {"migrated": "rewrite", "unchanged": "legacy"}.get(mp.outcome, mp.outcome), answer
 
 
 @pytest.mark.parametrize("policy_name", sorted(POLICIES))
@@ -71,19 +86,20 @@ def test_webhook_dry_run_plan_audit_and_rollout_take_the_same_decision(cluster, 
     policy = load(policy_name)
     facts = index_facts(cluster, policy.migration, dra.TemplateVerdicts(cluster).dra)
     pod = gpu_pod(pod_name, PODS[pod_name])
-    real = webhook_path(pod, policy, labels, facts, dry_run=False)
-    assert webhook_path(pod, policy, labels, facts, dry_run=True) == real
+    real, answer = webhook_path(pod, policy, labels, facts, dry_run=False)
+    assert webhook_path(pod, policy, labels, facts, dry_run=True) == (real, answer)  # byte for byte
     result = plan_objects([("pod.yaml", [(1, pod)])], policy, "team-a", cluster, {"team-a": labels})
     report = result.reports[0]
-    if real == "unmigratable":  # admitted as written (or denied): plan says it needs someone
+    if real in ("unmigratable", "denied"):  # admitted as written, or denied: plan says it needs someone
         assert report.status == "needs-attention", report.reasons
     else:
         assert (report.path if report.path != "none" else "legacy") == real, report.reasons
     bound = {**pod, "spec": {**pod["spec"], "nodeName": "dp-1"}, "status": {"phase": "Running"}}
     objects = {"pods": [bound], "namespaces": [{"metadata": {"name": "team-a", "labels": labels}}]}
-    [view] = rollout.pod_views(objects, policy, rollout.Switches(), facts)
+    [view] = rollout.pod_views(objects, policy, rollout.Switches(), facts, refuse=template_refusal)
     room = any(code in view.why for code in rollout.ROOM_CODES)
     assert (view.path == "dra") == (real in ("rewrite", "native") or room), view.why
+    assert (view.path == "denied") == (real == "denied"), view.why
 
 
 def test_a_namespace_not_opted_in_is_left_as_written_by_audit_and_rollout_alike(cluster):

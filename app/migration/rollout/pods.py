@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from app.common import parse_count, quota_map
 from app.policy import Policy
 
-from ..decision import DEFAULT_OPT_IN, OptIn, decide
+from ..decision import DEFAULT_OPT_IN, OptIn, Refusal, decide
 from ..paths import Facts, served_resources, tolerates_cordon
 from ..planner import legacy_resources
 from .placement import pinned_node
-from .sides import DRA, MIG_PREFIX, PLUGIN, Switches
+from .sides import DENIED, DRA, MIG_PREFIX, PLUGIN, Switches
 
 # Legacy only while DRA has no room the scheduler can use (all busy, only shadowed or cordoned
 # nodes have such devices): such a pod belongs on DRA and comes back there where a wave made room.
@@ -71,10 +71,11 @@ class PodView:
 
 
 def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches, facts: Facts | None = None,
-              opt_in: OptIn | None = DEFAULT_OPT_IN) -> list[PodView]:
+              opt_in: OptIn | None = DEFAULT_OPT_IN, refuse: Refusal | None = None) -> list[PodView]:
     """Every live pod that holds GPUs (legacy resources or DRA claims), with the path it takes
     when recreated, as the webhook decides it. facts: the cluster's (the CLI builds them from the
-    inventory); None: native classes and GPU quotas only. opt_in: the webhooks' namespace label."""
+    inventory); None: native classes and GPU quotas only. opt_in: the webhooks' namespace label;
+    refuse: /validate's verdict on a generated template (decide's)."""
     namespaces = {(n.get("metadata") or {}).get("name"): (n.get("metadata") or {}).get("labels") or {}
                   for n in objects.get("namespaces", [])}
     if facts is None:
@@ -93,7 +94,7 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
                       for c in (pod.get("status") or {}).get("resourceClaimStatuses") or [])
         if not legacy and not devices and not _gpu_claims(pod, held, namespace):
             continue
-        path, why = _path(pod, namespace, namespaces.get(namespace), policy, facts, opt_in) if legacy \
+        path, why = _path(pod, namespace, namespaces.get(namespace), policy, facts, opt_in, refuse) if legacy \
             else (DRA, "on DRA already")
         owner = owner_of(meta)
         out.append(PodView(
@@ -106,13 +107,17 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
 
 
 def _path(pod: dict, namespace: str, labels: dict | None, policy: Policy, facts: Facts,
-          opt_in: OptIn | None) -> tuple[str, str]:
+          opt_in: OptIn | None, refuse: Refusal | None) -> tuple[str, str]:
     """Where the pod its owner creates again belongs: the webhook's decision for it."""
     meta = pod.get("metadata") or {}
     again = {"metadata": {"namespace": namespace, **({"annotations": meta["annotations"]}
                                                     if "annotations" in meta else {})},
              "spec": {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}}
-    found = decide(again, namespace, labels, policy, facts, opt_in)
+    found = decide(again, namespace, labels, policy, facts, opt_in, refuse=refuse)
+    if found.refused is not None:
+        if found.settings.onTemplateError == "deny":
+            return DENIED, f"the webhook would deny it: {found.refused} (onTemplateError: deny)"
+        return PLUGIN, f"template_error: {found.refused} (onTemplateError: allow)"
     if found.path is not None and found.path.path == "native":
         return DRA, f"native: {found.path.reason}"
     if found.path is not None and found.path.path == "legacy":

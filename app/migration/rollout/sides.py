@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from app.common import extended_allocatable
 
 PLUGIN, DRA, MOVING = "plugin", "dra", "moving"
+DENIED = "denied"  # a pod's path when the webhook would deny its owner's new pod
 WAVE = "dra-bridge.io/rollout-wave"  # node annotations: the wave a node moved in, its step, what it was
 STEP = "dra-bridge.io/rollout-step"
 BEFORE = "dra-bridge.io/rollout-before"

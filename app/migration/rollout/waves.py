@@ -22,7 +22,7 @@ from app.policy import LabelSelector
 
 from .placement import unplaceable
 from .pods import PodView
-from .sides import DRA, PLUGIN, NodeView
+from .sides import DENIED, DRA, PLUGIN, NodeView
 
 DRA_BACK, DRA_AFTER, PLUGIN_BACK, PLUGIN_FOR_NOW, LOST = "dra", "dra, after the move", "plugin", "plugin, for now", "lost"
 
@@ -140,6 +140,8 @@ def _place(wave: Wave, members: list[NodeView], room: _Room, placed: dict, drain
 def _back(pod: PodView, names: set[str], after: dict, room: _Room, placed: dict):
     """Where the pod comes back (a wave.back value, its room taken), or (why not,)."""
     pin = pod.pinned
+    if pod.path == DENIED:
+        return (pod.why,)
     if pod.daemon and pod.tolerates_cordon:  # evicted once its node publishes: back on its own node
         node = pin or pod.node
         if pod.path != DRA:
