@@ -156,3 +156,15 @@ def test_status_counts_and_names_every_pod_in_trouble():
     assert found["named"]["Pending: claims not allocated"] == ["team-a/claimed"]
     assert found["workloads short"] == {"Deployment team-a/infer": "1 of 3 pod(s) bound"}
     assert rollout.in_trouble(found)
+
+
+def test_a_wave_stopped_midway_is_listed_as_stopped_with_the_command_that_continues_it():
+    objects = cluster(nodes=[node("u0", {"nvidia.com/gpu": "8"}, annotations={
+                                 rollout.WAVE: "1", rollout.STEP: "undo-evicted", rollout.BEFORE: "{}"}),
+                             node("r0", {"nvidia.com/gpu": "8"}, annotations={
+                                 rollout.WAVE: "2", rollout.STEP: "flipped", rollout.BEFORE: "{}"})])
+    undoing, running = plan(objects)[:2]
+    assert undoing.stuck and not undoing.done
+    assert undoing.notes == ["u0: stopped at step undo-evicted: `rollout undo --wave 1` continues it"]
+    assert running.notes == ["r0: stopped at step flipped: `rollout run --wave 2` continues it, `rollout undo "
+                             "--wave 2` takes it back"]

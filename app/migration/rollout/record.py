@@ -52,6 +52,11 @@ class Step(IntEnum):
     def undoing(self) -> bool:
         return self >= Step.UNDOING
 
+    @classmethod
+    def undo_label(cls, text: str | None) -> bool:
+        """Is this recorded step one of an undo (an unknown one is not)?"""
+        return any(step.label == text and step.undoing for step in cls)
+
 
 @dataclass
 class MoveRecord:

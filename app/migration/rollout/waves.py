@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from app.policy import LabelSelector
 
 from .placement import unplaceable
+from .record import Step
 from .pods import PodView
 from .sides import DENIED, DRA, PLUGIN, NodeView
 
@@ -221,7 +222,7 @@ def _done_waves(nodes: list[NodeView], pods: list[PodView]) -> list[Wave]:
         wave.pods += [p for p in pods if p.node == node.name]
         if node.step != "done":
             wave.stuck = True
-            how = "`rollout undo --wave {n}` continues it" if node.step == "undoing" else \
+            how = "`rollout undo --wave {n}` continues it" if Step.undo_label(node.step) else \
                 "`rollout run --wave {n}` continues it, `rollout undo --wave {n}` takes it back"
             wave.notes.append(f"{node.name}: stopped at step {node.step or 'start'}: " + how.format(n=node.wave))
     return [out[k] for k in sorted(out)]
