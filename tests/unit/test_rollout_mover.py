@@ -32,7 +32,7 @@ class FakeCluster:
         self.pod_list = [pod("infer-1", "p0", {"nvidia.com/gpu": "1"}), ds_pod("agent-p0", "p0", {"nvidia.com/gpu": "1"})]
         self.slices, self.log, self.refuse, self.kill_at, self.writes = [], [], {}, None, 0
         self.place = lambda pod: "p1"  # where a recreated (rewritten) pod is bound; None: Pending
-        self.publishes = True
+        self.publishes, self.withdraws = True, True
 
     # -- the NodeAPI ------------------------------------------------------------------------
     def node(self, name):
@@ -90,7 +90,8 @@ class FakeCluster:
                 self.slices += slices(name)
         elif labels.get("nvidia.com/gpu.deploy.device-plugin") == "true":
             allocatable["nvidia.com/gpu"] = "8"
-            self.slices = [s for s in self.slices if s["spec"]["nodeName"] != name]
+            if self.withdraws:
+                self.slices = [s for s in self.slices if s["spec"]["nodeName"] != name]
 
 
 def _merge(target, patch):
@@ -229,3 +230,18 @@ def test_a_bare_pod_stops_the_move_before_anything_is_evicted_unless_forced():
     m = mover(fake, drain=rollout.Drain(force=True))
     m.move("p0", 1)
     assert m.finish(["p0"]) == {} and "bare" not in {p["metadata"]["name"] for p in fake.pod_list}
+
+
+def test_undo_moves_daemonset_pods_only_once_nvidias_driver_has_withdrawn_the_node():
+    fake = FakeCluster()
+    m = mover(fake)
+    m.move("p0", 1)
+    m.finish(["p0"])
+    fake.withdraws = False  # the kubelet plugin's slices linger
+    with pytest.raises(Stopped, match="NVIDIA's driver to withdraw its slices .*8 device.s. still published"):
+        mover(fake).undo("p0")
+    assert "agent-p0-r" in {p["metadata"]["name"] for p in fake.pod_list}  # not evicted onto leaving devices
+    fake.withdraws = True
+    m = mover(fake)
+    m.undo("p0")
+    assert m.finish(["p0"]) == {}

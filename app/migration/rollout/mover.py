@@ -134,7 +134,8 @@ class Mover:
                         for k, v in sorted((record.before.get("labels") or {}).items()))
             self.say(f"{name}: labels restored ({', '.join(restored)})")
         self._wait(name, lambda: self._advertised(name, record.before),
-                   f"the device plugin to advertise {name}'s GPUs again", record)
+                   f"the device plugin to advertise {name}'s GPUs again and NVIDIA's driver to withdraw its slices",
+                   record)
         self._evict(name, record, late=True)
         record.step = Step.UNDO_READY
         self._write(name, record, {"spec": {"unschedulable": bool(record.before.get("unschedulable"))}})
@@ -238,9 +239,16 @@ class Mover:
         return missing is None, missing or ""
 
     def _advertised(self, name: str, before: dict) -> tuple[bool, str]:
+        """The device plugin advertises what it did before, and NVIDIA's driver publishes nothing
+        for the node (DaemonSet pods evicted next must not be rewritten onto devices leaving)."""
         have = plugin_advertised(self.api.node(name))
         short = {k: v for k, v in (before.get("advertised") or {}).items() if have.get(k, 0) < v}
-        return not short, ", ".join(f"{have.get(k, 0)} of {v} {k} advertised" for k, v in sorted(short.items()))
+        if short:
+            return False, ", ".join(f"{have.get(k, 0)} of {v} {k} advertised" for k, v in sorted(short.items()))
+        view = published({"metadata": {"name": name}}, self.api.on_node(name, "resourceslices")["resourceslices"],
+                         self.switches)
+        left = view.gpus + sum(view.mig.values()) if view is not None else 0
+        return not left, f"{left} device(s) still published by {self.switches.driver}" if left else ""
 
     def _wait(self, name: str, check, what: str, record: MoveRecord) -> None:
         if self.dry_run:
