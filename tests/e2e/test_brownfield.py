@@ -97,10 +97,10 @@ def set_allocatable(plane, node, extended: dict) -> None:
     plane.kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", json.dumps({"status": status}))
 
 
-def report(plane, node, mode) -> subprocess.CompletedProcess:
+def report(plane, node, mode, description="h100x8.yaml") -> subprocess.CompletedProcess:
     config = reporter_kubeconfig(plane, node)
     return subprocess.run([sys.executable, "-m", "app", "reporter", "--backend",
-                           f"fake:{ROOT / 'app' / 'data' / 'fake' / 'h100x8.yaml'}", "--node-name", node,
+                           f"fake:{ROOT / 'app' / 'data' / 'fake' / description}", "--node-name", node,
                            "--mode", mode, "--kubeconfig", config, "--max-rounds", "1", "--health-port", "0",
                            *(["--shareable"] if mode == "publish" and node in SHAREABLE else [])],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)

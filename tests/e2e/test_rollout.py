@@ -64,8 +64,9 @@ EXPECTED = {"infer": 2, "train": 1, "db": 1}
 class Kubelets:
     """What the device plugin, NVIDIA's kubelet plugin and the kubelet would do, from the labels."""
 
-    def __init__(self, plane, nodes=NODES, namespace=NS):
+    def __init__(self, plane, nodes=NODES, namespace=NS, hardware=None):
         self.plane, self.stop, self.nodes, self.namespace = plane, threading.Event(), nodes, namespace
+        self.hardware = hardware or {}  # node -> (what its device plugin advertises, fake GPU description)
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.errors: list[str] = []
 
@@ -80,14 +81,15 @@ class Kubelets:
         plane = self.plane
         for node in (plane.json("node", n) for n in self.nodes):
             name, labels = node["metadata"]["name"], node["metadata"].get("labels", {})
-            advertised = "nvidia.com/gpu" in (node.get("status", {}).get("allocatable") or {})
+            resources, description = self.gear(name)
+            advertised = bool(set(resources) & set(node.get("status", {}).get("allocatable") or {}))
             if labels.get(PLUGIN_LABEL) == "true" and not advertised:
-                set_allocatable(plane, name, {"nvidia.com/gpu": "8"})
+                set_allocatable(plane, name, resources)
             elif labels.get(PLUGIN_LABEL) != "true" and advertised:
                 set_allocatable(plane, name, {})
             published = plane.json("resourceslices", f"--field-selector=spec.nodeName={name},spec.driver=gpu.nvidia.com")
             if labels.get(DRA_LABEL) == "true" and not published["items"]:
-                assert report(plane, name, "publish").returncode == 0
+                assert report(plane, name, "publish", description).returncode == 0
             elif labels.get(DRA_LABEL) != "true" and published["items"]:
                 plane.kubectl("delete", "resourceslices", f"--field-selector=spec.nodeName={name},spec.driver=gpu.nvidia.com")
         for pod in plane.json("pods", "-n", self.namespace)["items"]:
@@ -99,9 +101,12 @@ class Kubelets:
                                   {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}}),
                               check=False)
 
+    def gear(self, node) -> tuple[dict, str]:
+        return self.hardware.get(node, ({"nvidia.com/gpu": "8"}, "h100x8.yaml"))
+
 
 @contextlib.contextmanager
-def moving_plane(workdir, binaries, nodes=NODES, namespace=NS):
+def moving_plane(workdir, binaries, nodes=NODES, namespace=NS, hardware=None):
     """A control plane with dra-bridge installed, `nodes` on the device plugin (shadowed by our
     reporter), the harness's kubelets, and `plane.mover`: a kubeconfig bound only to the rollout
     ClusterRole."""
@@ -113,13 +118,14 @@ def moving_plane(workdir, binaries, nodes=NODES, namespace=NS):
                       "metadata": {"name": namespace, "labels": {"dra-bridge.io/migrate": "enabled"}}}])
         plane.apply([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": {
             "kubernetes.io/hostname": n, PLUGIN_LABEL: "true", **PRODUCT}}} for n in nodes])
+        kubelets = Kubelets(plane, nodes, namespace, hardware)
         for node in nodes:
-            set_allocatable(plane, node, {"nvidia.com/gpu": "8"})
-            assert report(plane, node, "shadow").returncode == 0
+            resources, description = kubelets.gear(node)
+            set_allocatable(plane, node, resources)
+            assert report(plane, node, "shadow", description).returncode == 0
         plane.apply(NVIDIA_CLASSES)
         webhook = Webhook(plane, "--template-gc-interval", "3600").start()
         plane.apply(webhook.configurations())
-        kubelets = Kubelets(plane, nodes, namespace)
         kubelets.thread.start()
         # The admin who moves nodes: bound to the rollout ClusterRole and nothing else.
         plane.apply([{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "mover", "namespace": "default"}},

@@ -18,7 +18,10 @@ from tests.e2e.conftest import wait_for
 from tests.e2e.test_rollout import DRA_LABEL, PLUGIN_LABEL, PRODUCT, moving_plane, rollout, workload
 
 pytestmark = pytest.mark.timeout(900)
-NODES = ("fl-0", "fl-1")
+NODES = ("fl-0", "fl-1", "fl-2")
+# fl-2: 8 A100s, two of them split into MIG devices (its device plugin's mixed strategy).
+HARDWARE = {"fl-2": ({"nvidia.com/gpu": "6", "nvidia.com/mig-1g.10gb": "8", "nvidia.com/mig-2g.20gb": "1",
+                      "nvidia.com/mig-3g.40gb": "1"}, "a100-mig.yaml")}
 NS = "fleet"
 PILOT = ["--nodes", "kubernetes.io/hostname=fl-0"]
 
@@ -43,7 +46,7 @@ ONESHOT = fleet_workload("Job", "oneshot", 1, 1, node="fl-0", backoffLimit=0)
 
 @pytest.fixture(scope="module")
 def fleet(binaries, tmp_path_factory):
-    with moving_plane(tmp_path_factory.mktemp("fleet"), binaries, NODES, NS) as plane:
+    with moving_plane(tmp_path_factory.mktemp("fleet"), binaries, NODES, NS, HARDWARE) as plane:
         yield plane
 
 
@@ -71,8 +74,10 @@ def check(plane, phase, expected):
             assert node["metadata"]["labels"].get(DRA_LABEL) == "true", f"{phase}: {p['metadata']['name']} holds " \
                 f"a claim on device-plugin node {node['metadata']['name']}"
         else:
-            assert "nvidia.com/gpu" in node["status"]["allocatable"], \
-                f"{phase}: {p['metadata']['name']} asks the device plugin on {node['metadata']['name']}, which has none"
+            asked = {r for c in p["spec"]["containers"] for r in (c.get("resources") or {}).get("limits") or {}
+                     if r.startswith("nvidia.com/")}
+            assert asked <= set(node["status"]["allocatable"]), \
+                f"{phase}: {p['metadata']['name']} asks the device plugin on {node['metadata']['name']} for {asked}"
     for name, node in nodes.items():
         annotations = node["metadata"].get("annotations") or {}
         if not node["spec"].get("unschedulable"):
@@ -86,8 +91,10 @@ def check(plane, phase, expected):
 
 def test_a_mixed_fleet_moves_without_stranding_a_pod_and_the_pilot_rolls_back(fleet):
     plane = fleet
-    plane.apply([fleet_workload("Deployment", "infer", 2, 1), AGENT, BARE, ONESHOT])
-    check(plane, "before", {"infer": 2, "agent": 2, "scratch": 1, "oneshot": 1})
+    mig = fleet_workload("Deployment", "mig", 1, 1)
+    mig["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-1g.10gb": "1"}
+    plane.apply([fleet_workload("Deployment", "infer", 2, 1), AGENT, BARE, ONESHOT, mig])
+    check(plane, "before", {"infer": 2, "agent": 3, "scratch": 1, "oneshot": 1, "mig": 1})
 
     # kubectl drain's conventions and the Job that takes no retry: named before anything moves.
     planned = rollout(plane, "plan", *PILOT)
@@ -117,14 +124,19 @@ def test_a_mixed_fleet_moves_without_stranding_a_pod_and_the_pilot_rolls_back(fl
     assert again.returncode == 0, again.stdout + again.stderr
     assert "fl-0: continuing from step flipped" in again.stdout
     assert "wave 1: done, every evicted workload's pods bound again" in again.stdout
-    pods, status = check(plane, "after the pilot", {"infer": 2, "agent": 2})
+    pods, status = check(plane, "after the pilot", {"infer": 2, "agent": 3, "mig": 1})
     [agent] = [p for p in pods if p["spec"]["nodeName"] == "fl-0" and p["metadata"]["labels"]["app"] == "agent"]
     assert agent["spec"].get("resourceClaims"), "the DaemonSet pod on the moved node holds a device-plugin GPU"
     assert status["nodes"]["dra"] == ["fl-0"]
+    # The MIG pod can come back only where a 1g.10gb MIG device is: not on the H100s fl-0 publishes.
+    mig_wave = json.loads(rollout(plane, "plan", "-o", "json", "--nodes", "kubernetes.io/hostname=fl-2").stdout)
+    [wave] = [w for w in mig_wave["waves"] if w["nodes"] == ["fl-2"]]
+    assert any(b.startswith("fleet/mig-") and b.endswith("no node left that takes it has 1 nvidia.com/mig-1g.10gb "
+                                                         "free on either side") for b in wave["blockers"]), wave
 
     # A workload that starts on the pilot runs on DRA there (pinned to it, as with local storage).
     plane.apply([fleet_workload("Deployment", "local", 2, 1, node="fl-0")])
-    pods, _ = check(plane, "a workload on the pilot", {"infer": 2, "agent": 2, "local": 2})
+    pods, _ = check(plane, "a workload on the pilot", {"infer": 2, "agent": 3, "mig": 1, "local": 2})
     assert all(p["spec"].get("resourceClaims") for p in pods if p["metadata"]["labels"]["app"] == "local")
 
     # Roll the pilot back: it is the only DRA node, so its pods must come back on the device plugin
@@ -132,7 +144,7 @@ def test_a_mixed_fleet_moves_without_stranding_a_pod_and_the_pilot_rolls_back(fl
     undone = rollout(plane, "undo", "--wave", "1", "--timeout", "90")
     assert undone.returncode == 0, undone.stdout + undone.stderr
     assert "undo wave 1: done, every evicted workload's pods bound again" in undone.stdout
-    pods, status = check(plane, "after the rollback", {"infer": 2, "agent": 2, "local": 2})
+    pods, status = check(plane, "after the rollback", {"infer": 2, "agent": 3, "mig": 1, "local": 2})
     assert not any(p["spec"].get("resourceClaims") for p in pods)  # nothing left on a node that left DRA
     assert status["nodes"]["plugin"] == list(NODES) and not status["nodes"]["dra"]
     node = plane.json("node", "fl-0")
