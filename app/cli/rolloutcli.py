@@ -50,12 +50,13 @@ def run_rollout(args) -> int:
                 raise
             raise kube.unreachable(found[1], exc) from None
     nodes = [v for v in (rollout.node_view(n, objects["resourceslices"], switches) for n in objects["nodes"]) if v]
-    pods = rollout.pod_views(objects, policy, switches, cluster_facts(objects, policy), opt_in, template_refusal)
+    facts, fits = cluster_facts(objects, policy)
+    pods = rollout.pod_views(objects, policy, switches, facts, opt_in, template_refusal)
     if args.action == "status":
         return _status(nodes, pods, objects, args.output)
     drain = rollout.Drain(args.force, args.delete_emptydir_data)
     waves = rollout.plan_waves(nodes, pods, objects["poddisruptionbudgets"], args.wave_size,
-                               args.max_unavailable_gpus, lambda n: chosen(n.labels), drain)
+                               args.max_unavailable_gpus, lambda n: chosen(n.labels), drain, fits)
     if args.action == "plan":
         return _print_plan(waves, args.output)
     mover = rollout.Mover(NodeWrites(api, dry_run=args.dry_run == "server"), switches, policy, _say, args.timeout,
@@ -67,16 +68,34 @@ def run_rollout(args) -> int:
         return 1
 
 
-def cluster_facts(objects: dict[str, list[dict]], policy) -> Facts:
-    """What the webhook's path choice reads, from the snapshot: the same facts it builds from its
-    live inventory (devices, classes, allocations, Nodes and their cordons, GPU quotas). With no
-    device published or shadowed anywhere yet, nothing can say which claims DRA will serve: the
-    claim is not judged (waves then count whole GPUs and MIG profiles)."""
+def cluster_facts(objects: dict[str, list[dict]], policy):
+    """(What the webhook's path choice reads, from the snapshot: the same facts it builds from its
+    live inventory (devices, classes, allocations, Nodes and their cordons, GPU quotas); whether a
+    node's devices, published or shadowed, could ever serve a pod's claims.) With no device
+    published or shadowed anywhere yet, nothing can say which claims DRA will serve: the claim is
+    not judged (waves then count whole GPUs and MIG profiles)."""
     tagged = [(0, {"kind": kind, "apiVersion": version, **obj}) for key, kind, version in INVENTORY
               for obj in objects.get(key, [])]
     index = dra.build_index(dra.inventory_from_objects(tagged, "cluster"))
     facts = index_facts(index, policy.migration, dra.TemplateVerdicts(index).dra)
-    return facts if index.device_count else dataclasses.replace(facts, dra=None)
+    if not index.device_count:
+        return dataclasses.replace(facts, dra=None), None
+    known, seen = frozenset(index.views), {}
+
+    def fits(pod: rollout.PodView, node: str) -> bool:
+        """Our feasibility check on that node's devices alone (allocations aside: the plan counts
+        room); a node whose devices nobody publishes or shadows is not known to lack any."""
+        if node not in known:
+            return True
+        for template in pod.templates:
+            key = (template["metadata"]["name"], node)
+            if key not in seen:
+                spec = dra.parse_claim_spec(template["spec"]["spec"], "spec")
+                seen[key] = dra.check(spec, index, skip=known - {node}).status not in ("never", "invalid")
+            if not seen[key]:
+                return False
+        return True
+    return facts, fits
 
 
 def _run(mover: rollout.Mover, waves: list[rollout.Wave], nodes: list[rollout.NodeView], args) -> int:

@@ -168,3 +168,25 @@ def test_a_wave_stopped_midway_is_listed_as_stopped_with_the_command_that_contin
     assert undoing.notes == ["u0: stopped at step undo-evicted: `rollout undo --wave 1` continues it"]
     assert running.notes == ["r0: stopped at step flipped: `rollout run --wave 2` continues it, `rollout undo "
                              "--wave 2` takes it back"]
+
+
+def test_a_pod_comes_back_on_dra_only_on_a_node_whose_devices_our_feasibility_check_says_serve_it():
+    from app.cli.rolloutcli import cluster_facts
+    from app.reporter import render
+    d0, d0_slices = dra_node("d0")  # H100s on DRA, room for it by count
+    typed = pod("a100", "p0", {"nvidia.com/gpu": "1"})
+    typed["metadata"]["annotations"] = {"nvidia.com/use-gputype": "A100"}
+    objects = cluster(nodes=[d0, node("p0", {"nvidia.com/gpu": "8"}), node("p1", {"nvidia.com/gpu": "8"})],
+                      namespaces=[namespace("team-a", MIGRATE)], deviceclasses=render.device_classes(),
+                      resourceslices=d0_slices + slices("p0", "shadow", "a100-mig.yaml")
+                      + slices("p1", "shadow", "a100-mig.yaml"), pods=[typed])
+    policy = default_policy()
+    facts, fits = cluster_facts(objects, policy)
+    nodes, _ = views(objects)
+    pods = rollout.pod_views(objects, policy, SWITCHES, facts)
+    assert pods[0].path == "dra" and pods[0].templates  # belongs on DRA (only shadowed nodes have A100s now)
+    [counted] = rollout.plan_waves(nodes, pods, [], chosen=lambda n: n.name == "p0")
+    assert counted.back == {"team-a/a100": "dra"}  # by count alone, d0's H100s would take it
+    [checked] = rollout.plan_waves(nodes, pods, [], chosen=lambda n: n.name == "p0", fits=fits)
+    assert checked.back == {"team-a/a100": "plugin, for now"}  # d0 has no A100: p1's device plugin for now
+    assert fits(pods[0], "p1") and not fits(pods[0], "d0")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from app.common import parse_count, quota_map
 from app.policy import Policy
 
-from ..decision import DEFAULT_OPT_IN, OptIn, Refusal, decide
+from ..decision import DEFAULT_OPT_IN, Decision, OptIn, Refusal, decide
 from ..paths import Facts, served_resources, tolerates_cordon
 from ..planner import legacy_resources
 from .placement import pinned_node
@@ -39,6 +39,7 @@ class PodView:
     empty_dir: bool = False  # emptyDir volumes: their data goes with an eviction
     evictions_left: int | None = None  # its Job's backoffLimit minus failures (None: not a Job, or no limit)
     phase: str = ""
+    templates: list = field(default_factory=list)  # the claim templates the webhook would give it
 
     @property
     def key(self) -> str:
@@ -94,26 +95,33 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
                       for c in (pod.get("status") or {}).get("resourceClaimStatuses") or [])
         if not legacy and not devices and not _gpu_claims(pod, held, namespace):
             continue
-        path, why = _path(pod, namespace, namespaces.get(namespace), policy, facts, opt_in, refuse) if legacy \
-            else (DRA, "on DRA already")
+        path, why, templates = _path(pod, namespace, namespaces.get(namespace), policy, facts, opt_in, refuse) \
+            if legacy else (DRA, "on DRA already", [])
         owner = owner_of(meta)
         out.append(PodView(
             namespace, meta.get("name", ""), spec.get("nodeName"), owner, meta.get("labels") or {}, legacy, devices,
             path, why, spec={k: spec[k] for k in ("nodeSelector", "affinity", "tolerations") if k in spec},
             claims=claims, empty_dir=any(isinstance(v, dict) and "emptyDir" in v for v in spec.get("volumes") or []),
             evictions_left=_evictions_left(jobs.get(f"{namespace}/{owner[4:]}")) if owner.startswith("Job/") else None,
-            phase=(pod.get("status") or {}).get("phase") or ""))
+            phase=(pod.get("status") or {}).get("phase") or "", templates=templates))
     return out
 
 
 def _path(pod: dict, namespace: str, labels: dict | None, policy: Policy, facts: Facts,
-          opt_in: OptIn | None, refuse: Refusal | None) -> tuple[str, str]:
-    """Where the pod its owner creates again belongs: the webhook's decision for it."""
+          opt_in: OptIn | None, refuse: Refusal | None) -> tuple[str, str, list]:
+    """Where the pod its owner creates again belongs (the webhook's decision for it), why, and the
+    claim templates it would get there."""
     meta = pod.get("metadata") or {}
     again = {"metadata": {"namespace": namespace, **({"annotations": meta["annotations"]}
                                                     if "annotations" in meta else {})},
              "spec": {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}}
     found = decide(again, namespace, labels, policy, facts, opt_in, refuse=refuse)
+    path, why = _where(found)
+    templates = found.planned.templates if found.planned is not None and found.planned.status == "migrated" else []
+    return path, why, templates if path == DRA else []
+
+
+def _where(found: Decision) -> tuple[str, str]:
     if found.refused is not None:
         if found.settings.onTemplateError == "deny":
             return DENIED, f"the webhook would deny it: {found.refused} (onTemplateError: deny)"
@@ -125,7 +133,7 @@ def _path(pod: dict, namespace: str, labels: dict | None, policy: Policy, facts:
             return DRA, f"on DRA where a wave made room ({found.path.code}: {found.path.reason})"
         return PLUGIN, f"{found.path.code}: {found.path.reason}"
     if found.plan.status == "migrated":
-        return DRA, f"rewritten onto a ResourceClaimTemplate ({found.path.reason if found.path else 'rewrite'})"
+        return DRA, "rewritten onto a ResourceClaimTemplate (rewrite)"
     if found.plan.status == "unmigratable":
         return PLUGIN, f"cannot be migrated: {found.plan.reason}"
     return PLUGIN, found.plan.reason or "left as written"

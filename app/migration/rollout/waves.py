@@ -14,6 +14,7 @@ allows nothing blocks its wave, named with the reason.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -49,10 +50,14 @@ class Wave:
     stuck: bool = False  # a node of it stopped mid-move
 
 
+Fits = Callable[[PodView, str], bool]  # could the node's devices ever serve the pod's claims?
+
+
 class _Room:
     """What each side has left for recreated pods, node by node."""
 
-    def __init__(self, nodes: list[NodeView], pods: list[PodView]):
+    def __init__(self, nodes: list[NodeView], pods: list[PodView], fits: Fits | None = None):
+        self.fits = fits or (lambda pod, node: True)
         self.view = {n.name: n for n in nodes}
         self.plugin = {n.name: Counter(n.advertised) for n in nodes if n.side == PLUGIN and not n.unschedulable}
         self.dra = {n.name: n.dra_room() for n in nodes if n.side == DRA and not n.unschedulable}
@@ -64,7 +69,8 @@ class _Room:
 
     def dra_for(self, pod: PodView, among) -> str | None:
         need = pod.dra_need()
-        fits = [n for n in among if _covers(self.dra.get(n), need) and unplaceable(pod.spec, self.view[n]) is None]
+        fits = [n for n in among if _covers(self.dra.get(n), need) and unplaceable(pod.spec, self.view[n]) is None
+                and self.fits(pod, n)]
         return max(fits, key=lambda n: (sum(self.dra[n].values()), n), default=None)
 
     def plugin_for(self, pod: PodView) -> str | None:
@@ -78,12 +84,14 @@ def _covers(room: Counter | None, need: Counter) -> bool:
 
 
 def plan_waves(nodes: list[NodeView], pods: list[PodView], budgets: list[dict], wave_size: int | None = 1,
-               max_gpus: int | None = None, chosen=lambda node: True, drain: Drain = Drain()) -> list[Wave]:
+               max_gpus: int | None = None, chosen=lambda node: True, drain: Drain = Drain(),
+               fits: Fits | None = None) -> list[Wave]:
     """Device-plugin nodes in waves, fewest pods that must stay on the device plugin first, then
-    fewest pods to evict; each wave checked against the cluster as the waves before leave it."""
+    fewest pods to evict; each wave checked against the cluster as the waves before leave it.
+    fits: our feasibility check of a pod's claims on one node's devices (None: counts only)."""
     waves = _done_waves(nodes, pods)
     number = max((n.wave for n in nodes if n.wave is not None), default=0)
-    room = _Room(nodes, pods)
+    room = _Room(nodes, pods, fits)
     staying = Counter(p.node for p in pods if p.path == PLUGIN)
     evictions = Counter(p.node for p in pods)
     queue = sorted((n for n in nodes if n.side == PLUGIN and chosen(n)),
@@ -149,7 +157,7 @@ def _back(pod: PodView, names: set[str], after: dict, room: _Room, placed: dict)
             return (f"a DaemonSet pod comes back only on {node}, which leaves the device plugin, and the webhook "
                     f"keeps it there ({pod.why})",)
         if node in names:
-            if not _covers(after.get(node), pod.dra_need()):
+            if not _covers(after.get(node), pod.dra_need()) or not room.fits(pod, node):
                 return (f"a DaemonSet pod comes back only on {node}, whose DRA side has no room for it",)
             after[node].subtract(pod.dra_need())
             return DRA_AFTER
@@ -160,7 +168,7 @@ def _back(pod: PodView, names: set[str], after: dict, room: _Room, placed: dict)
         if not any(_covers(r, pod.dra_need()) for r in room.dra.values()):
             return (f"pinned to {pin}: recreated while {pin} is cordoned, the webhook would keep it on the device "
                     "plugin (no open DRA node has such devices), which leaves that node",)
-        if not _covers(after.get(pin), pod.dra_need()):
+        if not _covers(after.get(pin), pod.dra_need()) or not room.fits(pod, pin):
             return (f"pinned to {pin}, whose DRA side has no room for it",)
         after[pin].subtract(pod.dra_need())
         return DRA_AFTER
