@@ -130,6 +130,10 @@ def _add_serve(sub) -> None:
          help="open connections and requests in flight; more are answered 503")
     _opt(p, "--reload-interval", env="reload_interval", default=5.0, type=float,
          help="seconds between checks for rotated certificates and a changed policy file")
+    _opt(p, "--drain-seconds", env="drain_seconds", default=100.0, type=float,
+         help="on SIGTERM, keep answering (not ready, each answer closing its connection) until the API server "
+              "has closed every connection, at most this long: longer than its 90 s idle timeout, inside "
+              "terminationGracePeriodSeconds; 0: stop at once")
 
 
 def _add_certs(sub) -> None:

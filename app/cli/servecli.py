@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import sys
+import time
 
 import uvicorn
 
@@ -102,7 +103,8 @@ def run_serve(args) -> int:
     servers = [_Started(config, lambda address: log.info(
         "dra-bridge %s listening on https://%s (policy: %s; inventory: %s; kubernetes: %s)", __version__, address,
         args.policy or "bundled default", inventory_text,
-        "none (demo mode)" if api is None else "unreachable at start" if api_down else "reachable"))]
+        "none (demo mode)" if api is None else "unreachable at start" if api_down else "reachable"),
+        args.drain_seconds, state)]
     if args.health_port:
         health = uvicorn.Config(create_health_app(state), host=args.host, port=args.health_port, log_config=None,
                                 access_log=False, http=DeadlineHttpProtocol, limit_concurrency=64)
@@ -136,11 +138,37 @@ def _namespace_gate(label: str, labels):
 
 
 class _Started(uvicorn.Server):
-    """Says where it listens once it does: the address really bound (the port of `--port 0`)."""
+    """Says where it listens once it does: the address really bound (the port of `--port 0`).
 
-    def __init__(self, config, on_started):
+    With a drain window, SIGTERM does not stop it at once: readiness goes false, every answer
+    carries `Connection: close`, and it stops once no connection is left open (each was closed by
+    the API server, after an answer or when idle) or the window ends. Closing a connection the
+    API server may be reusing would fail that admission POST, which is not retried
+    (kubernetes#127335): the pod would be admitted unmigrated. A second SIGTERM, or SIGINT, stops
+    at once."""
+
+    def __init__(self, config, on_started, drain_s: float = 0.0, state: ServiceState | None = None):
         super().__init__(config)
         self.on_started = on_started
+        self.drain_s, self.state, self.drain_until = drain_s, state, None
+
+    def handle_exit(self, sig, frame) -> None:
+        if sig == signal.SIGTERM and self.drain_s > 0 and self.drain_until is None and self.state is not None:
+            self.drain_until = time.monotonic() + self.drain_s
+            self.state.draining = True
+            log.info("SIGTERM: draining: not ready, every answer closes its connection; stopping once the %d open "
+                     "connection(s) are closed, at most %.0fs", len(self.server_state.connections), self.drain_s)
+            return
+        super().handle_exit(sig, frame)
+
+    async def on_tick(self, counter: int) -> bool:
+        if self.drain_until is not None and not self.should_exit:
+            left = len(self.server_state.connections)
+            if not left or time.monotonic() >= self.drain_until:
+                log.info("drained: %s", "no connection left open" if not left else
+                         f"{left} connection(s) still open after {self.drain_s:.0f}s")
+                self.should_exit = True
+        return await super().on_tick(counter)
 
     async def startup(self, sockets=None) -> None:
         await super().startup(sockets)

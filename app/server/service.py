@@ -78,6 +78,9 @@ class ServiceState:
     review_workers: int = 4
     executors: dict = field(default_factory=dict)
     decisions: object = field(default_factory=lambda: Decisions())  # mutation.Decisions
+    # SIGTERM: not ready (endpoints drop this replica), every answer closes its connection, so
+    # the API server moves to another replica by itself (serve's drain).
+    draining: bool = False
 
     def __post_init__(self) -> None:
         for endpoint in ("mutate", "validate"):
@@ -143,6 +146,8 @@ class ServiceState:
         }
         if self.template_watch is not None:  # a fresh replica knows the templates that exist first
             checks["templates"] = self.template_watch.synced.is_set()
+        if self.draining:
+            checks["serving"] = False  # leaving: no new connections should come here
         return all(checks.values()), checks
 
     def tick(self) -> None:

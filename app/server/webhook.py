@@ -59,6 +59,7 @@ def create_app(state: ServiceState) -> FastAPI:
 
     app = FastAPI(title="dra-bridge", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.service = state
+    app.add_middleware(CloseWhileDraining, state=state)
     metrics = state.metrics
 
     def review_endpoint(endpoint: str, handler):
@@ -98,6 +99,26 @@ def create_app(state: ServiceState) -> FastAPI:
 
     _probes(app, state)
     return app
+
+
+class CloseWhileDraining:
+    """While the replica drains (SIGTERM), every answer says `Connection: close`: its client opens
+    the next connection elsewhere, and no connection is closed under a request it is sending."""
+
+    def __init__(self, app, state: ServiceState):
+        self.app, self.state = app, state
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or not self.state.draining:
+            await self.app(scope, receive, send)
+            return
+
+        async def closing(message):
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"connection"]
+                message = {**message, "headers": [*headers, (b"connection", b"close")]}
+            await send(message)
+        await self.app(scope, receive, closing)
 
 
 def _probes(app: FastAPI, state: ServiceState) -> None:

@@ -62,7 +62,7 @@ def start(tmp_path, *args: str, certs: bool = True) -> RunningServer:
     log_path = str(tmp_path / "server.log")
     cmd = [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port),
            "--tls-cert", f"{cert_dir}/tls.crt", "--tls-key", f"{cert_dir}/tls.key",
-           "--reload-interval", "0.2", *args]
+           "--reload-interval", "0.2", *(() if "--drain-seconds" in args else ("--drain-seconds", "0")), *args]
     env = clean_env(tmp_path)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,

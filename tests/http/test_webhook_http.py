@@ -3,6 +3,7 @@
 import base64
 import json
 import os
+import signal
 import socket
 import ssl
 import subprocess
@@ -495,3 +496,47 @@ def whole_response(conn) -> bytes:
         assert chunk, "connection closed mid-body"
         body += chunk
     return head + b"\r\n\r\n" + body
+
+
+REVIEW = orjson.dumps(review(pod([container("main", {"nvidia.com/gpu": 1})])))
+
+
+def test_sigterm_drains_without_closing_a_connection_the_api_server_may_reuse(tmp_path):
+    """Issue 32: a replica leaving closed keep-alive connections the API server was about to reuse
+    (the admission POST failed, the pod passed unmigrated). On SIGTERM: not ready at once, every
+    answer closes its connection, an idle connection is never closed by us, and the process stops
+    once none is left."""
+    health = srv.free_port()
+    running = srv.start(tmp_path, "--drain-seconds", "30", "--health-port", str(health))
+    try:
+        context = ssl.create_default_context(cafile=running.ca)
+        port = int(running.url.rsplit(":", 1)[1])
+        request = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        busy = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
+                                   server_hostname="localhost")
+        idle = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
+                                   server_hostname="localhost")
+        for conn in (busy, idle):
+            conn.sendall(request)
+            assert whole_response(conn).startswith(b"HTTP/1.1 200")
+        running.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        with httpx.Client(base_url=f"http://127.0.0.1:{health}", timeout=5) as plain:
+            ready = plain.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["checks"]["serving"] is False
+        busy.sendall(b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: " + str(len(REVIEW)).encode() + b"\r\n\r\n" + REVIEW)
+        answer = whole_response(busy)
+        assert answer.startswith(b"HTTP/1.1 200") and b"connection: close" in answer.lower()
+        assert busy.recv(1) == b""  # closed after its answer: the API server opens its next one elsewhere
+        time.sleep(1.0)
+        assert running.proc.poll() is None  # the idle connection is still open: ours to keep
+        idle.sendall(request)  # and still answers, telling its client to go
+        assert b"connection: close" in whole_response(idle).lower()
+        idle.close()
+        busy.close()
+        assert running.proc.wait(10) == 0
+        assert "drained: no connection left open" in running.log()
+    finally:
+        if running.proc.poll() is None:
+            running.proc.kill()
