@@ -21,6 +21,8 @@ MONITORING = pathlib.Path(__file__).resolve().parents[2] / "manifests" / "monito
 RULE = yaml.safe_load((MONITORING / "prometheusrule.yaml").read_text())
 DASHBOARD = json.loads((MONITORING / "grafana-dashboard.json").read_text())
 DAY = 86400
+# The API server's own series an alert reads (kube-apiserver metrics), with their labels.
+API_SERVER = {"apiserver_admission_webhook_fail_open_count": {"name", "type"}}
 # Labels Prometheus adds to every scraped series (the ServiceMonitor's target labels), and le.
 TARGET_LABELS = {"namespace", "pod", "instance", "job", "service", "endpoint", "container", "le"}
 
@@ -88,6 +90,16 @@ SCENARIOS = [
             "DraBridgeTemplateConflicts", "warning",
             "Templates with dra-bridge's generated names hold content it did not generate.",
             namespace="dra-bridge")])]),
+    ("the API server failed open on our webhook", [
+        ("apiserver_admission_webhook_fail_open_count{job='apiserver', name='mutate.dra-bridge.io', type='admit'}",
+         "0 0 2 2"),
+        ("apiserver_admission_webhook_fail_open_count{job='apiserver', name='other.example.com', type='admit'}",
+         "0 5 9 9")], [
+        ("1m", "DraBridgeWebhookFailedOpen", []),  # another webhook's failures are not ours
+        ("3m", "DraBridgeWebhookFailedOpen", [fired(
+            "DraBridgeWebhookFailedOpen", "warning",
+            "The API server failed open on mutate.dra-bridge.io 2 time(s) in 10 minutes.",
+            name="mutate.dra-bridge.io", type="admit")])]),
     ("pods left on the device plugin", [("dra_bridge_migrations_total{%s, result='legacy'}", "0 4 4"),
                                         ("dra_bridge_migrations_total{%s, result='migrated'}", "0 9 9")], [
         ("2m", "DraBridgePodsLeftUnmigrated", [fired(
@@ -198,6 +210,7 @@ def test_every_series_read_is_exported_with_the_labels_grouped_by(source):
         for name in set(re.findall(r"\bdra_bridge_[a-z_]+", expr)):
             assert name in known, (name, expr)
         series_labels = set().union(*(known[n] for n in re.findall(r"\bdra_bridge_[a-z_]+", expr))) | TARGET_LABELS
+        series_labels |= set().union(*(labels for name, labels in API_SERVER.items() if name in expr))
         for group in re.findall(r"\bby \(([^)]*)\)", expr):
             for label in (g.strip() for g in group.split(",")):
                 assert label in series_labels, (label, expr)
