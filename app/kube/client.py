@@ -112,8 +112,12 @@ def why_failed(exc: Exception) -> str:
     """A failed call's cause in a few words (urllib3 and ApiException wrap it in their own text)."""
     if isinstance(exc, ApiException):
         return f"HTTP {exc.status} {exc.reason or ''}".strip()
-    reason = getattr(exc, "reason", None) or exc  # urllib3 wraps the cause, prefixed by its object
-    return str(reason).split(": ", 1)[-1] if isinstance(reason, Exception) else str(reason)
+    reason = getattr(exc, "reason", None) or exc  # urllib3 wraps the cause
+    if not isinstance(reason, Exception):
+        return str(reason)
+    # Its message, not the repr of its arguments (a ProtocolError's is the message and the cause again).
+    text = reason.args[0] if reason.args and isinstance(reason.args[0], str) else str(reason)
+    return text.split(": ", 1)[-1] if text.startswith("<") else text  # "<HTTPConnection object at ...>: why"
 
 
 def api_client_for_host(host: str) -> client.ApiClient:

@@ -263,8 +263,8 @@ class TemplateWatch:
             try:
                 if not version:
                     version = self.list_once()
+                    failures.recovered("template watch works again")  # said once listing works, not when a watch ends
                 version = self.watch_once(version)
-                failures.recovered("template watch works again")
                 self.backoff.reset()
             except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
                 failures.failed("template watch failed (%s); listing again in up to %.0fs", why_failed(exc),

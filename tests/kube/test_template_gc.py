@@ -173,3 +173,31 @@ def test_a_broken_watch_lists_again_and_forgets_what_it_missed(fake_kube):
         assert store.cached(kept)
     finally:
         watch.stop()
+
+
+def test_a_failed_watch_names_its_cause_in_words():
+    """Issue 32: the cause read `IncompleteRead(0 bytes read, 2 more expected)', IncompleteRead(...)))`."""
+    import urllib3
+
+    from app.kube.client import why_failed
+    broken = urllib3.exceptions.ProtocolError("Connection broken: IncompleteRead(0 bytes read, 2 more expected)",
+                                              ValueError("IncompleteRead(0 bytes read, 2 more expected)"))
+    assert why_failed(broken) == "Connection broken: IncompleteRead(0 bytes read, 2 more expected)"
+    refused = urllib3.exceptions.MaxRetryError(None, "/apis", urllib3.exceptions.NewConnectionError(
+        object(), "Failed to establish a new connection: [Errno 111] Connection refused"))
+    assert why_failed(refused).endswith("[Errno 111] Connection refused")
+
+
+def test_the_template_watch_says_when_it_works_again_after_an_outage(fake_kube, caplog):
+    """Issue 32: it logged the failure but never the recovery (only a watch that ended said so)."""
+    from tests.kube.fakeapi import Fault
+    caplog.set_level("INFO", logger="dra_bridge")
+    fake_kube.faults.append(Fault(status=503, times=2, method="GET", path_contains="resourceclaimtemplates"))
+    store = TemplateStore(api_client_for_host(fake_kube.url))
+    watch = TemplateWatch(api_client_for_host(fake_kube.url), store, timeout_s=30, backoff_s=0.05).start()
+    try:
+        assert watch.synced.wait(5)
+        wait_until(lambda: "template watch works again" in caplog.text)
+        assert "template watch failed (HTTP 503" in caplog.text
+    finally:
+        watch.stop()
