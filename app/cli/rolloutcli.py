@@ -6,13 +6,11 @@ import dataclasses
 import json
 import re
 import sys
-import time
-from collections import Counter
 
 from app import dra, kube
 from app.common import BridgeError, InputError, read_objects
 from app.kube import NodeWrites, rollout_snapshot
-from app.migration import Facts, OptIn, rollout
+from app.migration import OptIn, rollout
 from app.policy import load_policy
 from app.server.mutation import index_facts
 from app.server.validation import template_refusal

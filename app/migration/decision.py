@@ -61,16 +61,6 @@ class Decision:
     planned: Plan | None = None  # the planner's own plan, before the path choice (None: not planned)
     refused: str | None = None  # why the generated template would be refused (policy): onTemplateError decides
 
-    @property
-    def outcome(self) -> str:
-        """native | legacy | rewrite | migrated | unmigratable | unchanged."""
-        return self.path.path if self.path is not None else self.plan.status
-
-    @property
-    def rewritten(self) -> bool:
-        """The pod is created rewritten (its template accepted)."""
-        return self.plan.status == "migrated" and self.refused is None
-
 
 Planner = Callable[..., tuple[Plan, bytes | None]]  # (pod, rules, namespace, sharing) -> (plan, patch)
 

@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 
-import pytest
 import yaml
 
 from app.migration import rollout
