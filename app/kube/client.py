@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import concurrent.futures
 import os
 from dataclasses import dataclass
@@ -108,6 +110,10 @@ def probe(api: client.ApiClient, timeout_s: float = 3.0) -> str | None:
     return None
 
 
+# urllib3 names the connection first: "<...HTTPConnection object at 0x...>: " or "HTTPSConnection(host=..., port=...): ".
+_CONNECTION_PREFIX = re.compile(r"^(<[^>]*>|\w+\([^)]*\)): ")
+
+
 def why_failed(exc: Exception) -> str:
     """A failed call's cause in a few words (urllib3 and ApiException wrap it in their own text)."""
     if isinstance(exc, ApiException):
@@ -117,7 +123,7 @@ def why_failed(exc: Exception) -> str:
         return str(reason)
     # Its message, not the repr of its arguments (a ProtocolError's is the message and the cause again).
     text = reason.args[0] if reason.args and isinstance(reason.args[0], str) else str(reason)
-    return text.split(": ", 1)[-1] if text.startswith("<") else text  # "<HTTPConnection object at ...>: why"
+    return _CONNECTION_PREFIX.sub("", text)
 
 
 def api_client_for_host(host: str) -> client.ApiClient:

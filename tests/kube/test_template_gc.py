@@ -186,6 +186,12 @@ def test_a_failed_watch_names_its_cause_in_words():
     refused = urllib3.exceptions.MaxRetryError(None, "/apis", urllib3.exceptions.NewConnectionError(
         object(), "Failed to establish a new connection: [Errno 111] Connection refused"))
     assert why_failed(refused).endswith("[Errno 111] Connection refused")
+    class Connection:  # as urllib3 2.x names it
+        def __str__(self):
+            return "HTTPSConnection(host='127.0.0.1', port=1)"
+    named = urllib3.exceptions.NewConnectionError(Connection(), "Failed to establish a new connection: [Errno 111] "
+                                                                "Connection refused")
+    assert why_failed(named) == "Failed to establish a new connection: [Errno 111] Connection refused"
 
 
 def test_the_template_watch_says_when_it_works_again_after_an_outage(fake_kube, caplog):
