@@ -69,14 +69,20 @@ class _Room:
 
     def dra_for(self, pod: PodView, among) -> str | None:
         need = pod.dra_need()
-        fits = [n for n in among if _covers(self.dra.get(n), need) and unplaceable(pod.spec, self.view[n]) is None
-                and self.fits(pod, n)]
-        return max(fits, key=lambda n: (sum(self.dra[n].values()), n), default=None)
+        return _most_room(self.dra, among, lambda n: _covers(self.dra.get(n), need) and
+                          unplaceable(pod.spec, self.view[n]) is None and self.fits(pod, n))
 
     def plugin_for(self, pod: PodView) -> str | None:
-        fits = [n for n, room in self.plugin.items() if _covers(room, Counter(pod.legacy))
-                and unplaceable(pod.spec, self.view[n]) is None]
-        return max(fits, key=lambda n: (sum(self.plugin[n].values()), n), default=None)
+        need = Counter(pod.legacy)
+        return _most_room(self.plugin, self.plugin, lambda n: _covers(self.plugin[n], need) and
+                          unplaceable(pod.spec, self.view[n]) is None)
+
+
+def _most_room(room: dict[str, Counter], among, takes) -> str | None:
+    """The node with the most room left (then the last name) that takes the pod: nodes are tried
+    in that order, so the costly checks stop at the first that passes."""
+    ranked = sorted(((sum(room[n].values()), n) for n in among if n in room), reverse=True)
+    return next((n for _free, n in ranked if takes(n)), None)
 
 
 def _covers(room: Counter | None, need: Counter) -> bool:
