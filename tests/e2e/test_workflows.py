@@ -257,7 +257,9 @@ def test_kubectl_plugin_with_the_built_kubectl(cluster, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "kind: ResourceClaimTemplate" in result.stdout
     # kubectl's --context and -n, against the real API server.
-    cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "plugin-audit"}},
+    # Opted in: audit judges the webhooks' opt-in label as the webhook configuration does (issue 30).
+    cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {
+                       "name": "plugin-audit", "labels": {"dra-bridge.io/migrate": "enabled"}}},
                    {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "old-gpus",
                                                                                 "namespace": "plugin-audit"},
                     "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "old"}}, "template": {
