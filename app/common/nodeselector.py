@@ -1,5 +1,5 @@
 """Node selection as upstream's nodeaffinity evaluates a v1 NodeSelector (a ResourceSlice's, a
-pod's required node affinity). Pure."""
+pod's required node affinity), and a toleration against a taint. Pure."""
 
 from __future__ import annotations
 
@@ -48,3 +48,13 @@ def node_matches(selector, name: str, labels: dict) -> bool:
     if not isinstance(selector, dict):
         return False
     return any(_term_holds(t, name, labels) for t in selector.get("nodeSelectorTerms") or [] if isinstance(t, dict))
+
+
+def tolerates(toleration: dict, taint: dict) -> bool:
+    """A toleration matches a taint (core/v1 semantics)."""
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return not toleration.get("key") or toleration["key"] == taint.get("key")
+    return toleration.get("key") == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")

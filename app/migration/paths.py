@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from app.common import tolerates
 from app.policy import MigrationRules
 
 from .planner import Plan, legacy_resources
@@ -162,14 +163,8 @@ UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 def tolerates_cordon(spec: dict) -> bool:
     """Whether the scheduler places this pod on a cordoned node (its NodeUnschedulable filter):
     a toleration of node.kubernetes.io/unschedulable:NoSchedule, as DaemonSet pods carry."""
-    for toleration in spec.get("tolerations") or []:
-        if not isinstance(toleration, dict) or toleration.get("effect") not in (None, "", "NoSchedule"):
-            continue
-        key, operator = toleration.get("key"), toleration.get("operator") or "Equal"
-        if (operator == "Exists" and key in (None, "", UNSCHEDULABLE_TAINT)) or \
-                (key == UNSCHEDULABLE_TAINT and operator == "Equal" and not toleration.get("value")):
-            return True
-    return False
+    cordon = {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
+    return any(tolerates(t, cordon) for t in spec.get("tolerations") or [] if isinstance(t, dict))
 
 
 def _classes(plan: Plan) -> set[str]:

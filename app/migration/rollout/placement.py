@@ -5,7 +5,7 @@ Resources are counted by the caller; a cordon is the caller's too (tolerates_cor
 
 from __future__ import annotations
 
-from app.common import node_matches
+from app.common import node_matches, tolerates
 
 from .sides import NodeView
 
@@ -43,16 +43,6 @@ def pinned_node(spec: dict) -> str | None:
             return hostname  # a term not pinned to one name: the pod may go elsewhere
         names.add(pin)
     return names.pop() if len(names) == 1 else hostname
-
-
-def tolerates(toleration: dict, taint: dict) -> bool:
-    """A toleration matches a taint (core/v1 semantics)."""
-    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return not toleration.get("key") or toleration["key"] == taint.get("key")
-    return toleration.get("key") == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
 
 
 def _describe(terms: list) -> str:
