@@ -51,7 +51,7 @@ def run_rollout(args) -> int:
     facts, fits = cluster_facts(objects, policy)
     pods = rollout.pod_views(objects, policy, switches, facts, opt_in, template_refusal)
     if args.action == "status":
-        return _status(nodes, pods, objects, args.output)
+        return _status(nodes, pods, objects, policy, args.output)
     drain = rollout.Drain(args.force, args.delete_emptydir_data)
     waves = rollout.plan_waves(nodes, pods, objects["poddisruptionbudgets"], args.wave_size,
                                args.max_unavailable_gpus, lambda n: chosen(n.labels), drain, fits)
@@ -177,11 +177,11 @@ def _print_plan(waves: list[rollout.Wave], output: str) -> int:
     return 1 if any(w.blockers or w.stuck for w in waves if not w.done) else 0
 
 
-def _status(nodes, pods, objects: dict, output: str) -> int:
+def _status(nodes, pods, objects: dict, policy, output: str) -> int:
     """Exit 1 when a GPU pod is in trouble or a GPU workload is short of pods."""
     workloads = [{"kind": kind, **o} for key, kind in (("deployments", "Deployment"), ("statefulsets", "StatefulSet"),
                                                        ("jobs", "Job")) for o in objects.get(key, [])]
-    found = rollout.summary(nodes, pods, workloads, rollout.bound_by_owner(objects["pods"]))
+    found = rollout.summary(nodes, pods, workloads, rollout.bound_by_owner(objects["pods"]), policy.migration)
     if output == "json":
         sys.stdout.write(json.dumps(found, indent=2) + "\n")
         return 1 if rollout.in_trouble(found) else 0

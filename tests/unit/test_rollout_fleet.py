@@ -149,7 +149,8 @@ def test_status_counts_and_names_every_pod_in_trouble():
                       resourceclaims=[{"metadata": {"name": "c-1", "namespace": "team-a"}, "status": {}}])
     objects["pods"][3]["status"] = {"phase": "Pending"}
     nodes, pods = views(objects)
-    found = rollout.summary(nodes, pods, [deployment], rollout.bound_by_owner(objects["pods"]))
+    found = rollout.summary(nodes, pods, [deployment], rollout.bound_by_owner(objects["pods"]),
+                            default_policy().migration)
     assert found["pods"]["on the device plugin of a node that no longer advertises it"] == 1
     assert found["named"]["on the device plugin of a node that no longer advertises it"] == ["team-a/stale"]
     assert found["named"]["Pending: legacy GPU resources not free"] == ["team-a/waiting"]

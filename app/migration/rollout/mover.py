@@ -23,7 +23,7 @@ from app.common import BridgeError
 from app.policy import Policy
 
 from ..decision import DEFAULT_OPT_IN, OptIn
-from .pods import PodView, bound_by_owner, live, owner_of, pod_views
+from .pods import PodView, bound_by_owner, pod_views
 from .record import MoveRecord, Step, forget
 from .sides import BEFORE, Switches, before_move, node_view, plugin_advertised, published, slices_ready
 from .waves import Drain, drain_refusals
@@ -222,9 +222,7 @@ class Mover:
         return [p for p in pod_views(objects, self.policy, self.switches, opt_in=self.opt_in) if p.node == name]
 
     def _back_here(self, name: str, workloads: set[str]) -> tuple[bool, str]:
-        here = {f"{_meta(p).get('namespace')}/{owner_of(_meta(p))}" for p in self.api.on_node(name, "pods")["pods"]
-                if live(p)}
-        missing = sorted(workloads - here)
+        missing = sorted(workloads - set(bound_by_owner(self.api.on_node(name, "pods")["pods"])))
         return not missing, f"not bound here yet: {', '.join(missing[:3])}"
 
     def _published(self, name: str, before: dict) -> tuple[bool, str]:

@@ -7,15 +7,19 @@ advertises what they hold, and workloads with fewer pods bound than they want.
 
 from __future__ import annotations
 
+from app.policy import MigrationRules
+
+from ..planner import legacy_resources
 from .pods import PodView
 from .sides import DRA, MOVING, PLUGIN, NodeView
 
 NAMED = 5  # pods named per line
 
 
-def summary(nodes: list[NodeView], pods: list[PodView], workloads: list[dict] | None = None,
-            bound: dict | None = None) -> dict:
-    """workloads: Deployments/StatefulSets/Jobs to compare with `bound` (pods.bound_by_owner)."""
+def summary(nodes: list[NodeView], pods: list[PodView], workloads: list[dict], bound: dict,
+            rules: MigrationRules) -> dict:
+    """workloads: Deployments/StatefulSets/Jobs to compare with `bound` (pods.bound_by_owner);
+    rules: the policy's migration rules, which say what a legacy GPU resource is."""
     sides = {side: [n for n in nodes if n.side == side] for side in (PLUGIN, MOVING, DRA)}
     by_name = {n.name: n for n in nodes}
     groups: dict[str, list[str]] = {key: [] for key in (
@@ -36,7 +40,7 @@ def summary(nodes: list[NodeView], pods: list[PodView], workloads: list[dict] | 
         else:
             key = "on DRA"
         groups[key].append(pod.key)
-    short = _short(workloads or [], bound or {})
+    short = _short(workloads, bound, rules)
     return {"nodes": {side: sorted(n.name for n in members) for side, members in sides.items()},
             "gpus": {side: sum(n.gpus for n in members) for side, members in sides.items()},
             "pods": {key: len(keys) for key, keys in groups.items()},
@@ -56,14 +60,15 @@ def _advertises(node: NodeView, pod: PodView) -> bool:
     return all(node.advertised.get(r, 0) > 0 for r in pod.legacy)
 
 
-def _short(workloads: list[dict], bound: dict) -> dict[str, str]:
+def _short(workloads: list[dict], bound: dict, rules: MigrationRules) -> dict[str, str]:
     """Kind namespace/name -> 'have of want bound' for GPU workloads below their replicas."""
     out = {}
     for obj in workloads:
         meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
         kind = obj.get("kind", "")
         owner = f"{meta.get('namespace', '')}/{kind}/{meta.get('name', '')}"
-        if not _gpu_template(spec):
+        pod_spec = (spec.get("template") or {}).get("spec") or {}
+        if not (pod_spec.get("resourceClaims") or legacy_resources(pod_spec, rules)):
             continue
         want = spec.get("replicas", 1) if kind != "Job" else min(spec.get("parallelism", 1) or 1, max(
             (spec.get("completions") or 1) - ((obj.get("status") or {}).get("succeeded") or 0), 0))
@@ -71,12 +76,6 @@ def _short(workloads: list[dict], bound: dict) -> dict[str, str]:
         if isinstance(want, int) and have < want and not (kind == "Job" and _finished(obj)):
             out[f"{kind} {meta.get('namespace', '')}/{meta.get('name', '')}"] = f"{have} of {want} pod(s) bound"
     return out
-
-
-def _gpu_template(spec: dict) -> bool:
-    pod = ((spec.get("template") or {}).get("spec") or {})
-    return any("nvidia.com/" in str(((c.get("resources") or {}).get("limits") or {})) or pod.get("resourceClaims")
-               for c in pod.get("containers") or [] if isinstance(c, dict))
 
 
 def _finished(job: dict) -> bool:
