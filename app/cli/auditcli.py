@@ -13,7 +13,7 @@ import time
 import urllib3
 
 from app import dra, kube
-from app.common import BridgeError, dump_documents
+from app.common import BridgeError, dump_documents, labels_by_name
 from app.migration import OptIn
 from app.policy import load_policy
 
@@ -148,9 +148,7 @@ def run_audit(args) -> int:
         namespaces = namespace_labels(inputs)
     else:
         inputs, controlled = _from_cluster(found, live_objects, args.namespace)
-        namespaces = _from_cluster(found, lambda api: {
-            (n.get("metadata") or {}).get("name"): (n.get("metadata") or {}).get("labels") or {}
-            for n in kube.list_items(api, "/api/v1/namespaces")})
+        namespaces = _from_cluster(found, lambda api: labels_by_name(kube.list_items(api, "/api/v1/namespaces")))
     ix = None
     if args.inventory == "live":
         ix = dra.build_index(_from_cluster(found, live_inventory))

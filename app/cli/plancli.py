@@ -10,7 +10,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 
 from app import dra
-from app.common import dump_document, dump_documents
+from app.common import dump_document, dump_documents, labels_by_name
 from app.migration import (Facts, OptIn, decide, keep_ray_gpu_count, left_to_admission, is_pod_spec, legacy_resources,
                            pod_templates, quota_additions)
 from app.policy import MigrationRules, Policy, load_policy
@@ -344,9 +344,8 @@ def run_plan(args) -> int:
 def namespace_labels(inputs) -> dict[str, dict] | None:
     """The labels of the Namespace objects among the inputs (None: none given): their policy
     rules and the opt-in label then decide, as for the webhook."""
-    found = {(o.get("metadata") or {}).get("name"): (o.get("metadata") or {}).get("labels") or {}
-             for _source, objects in inputs for _line, o in objects if o.get("kind") == "Namespace"}
-    return found or None
+    return labels_by_name(o for _source, objects in inputs for _line, o in objects
+                          if o.get("kind") == "Namespace") or None
 
 
 def exit_status(statuses: list[str]) -> int:

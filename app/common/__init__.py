@@ -4,11 +4,11 @@ manifest documents (YAML/JSON streams and Lists). Imports nothing else of ours."
 from . import deadline
 from .retry import Backoff, Throttled
 from .deadline import DeadlineExceeded
-from .documents import dump_document, dump_documents, parse_objects, read_objects
+from .documents import dump_document, dump_documents, labels_by_name, parse_objects, read_objects
 from .errors import BridgeError, InputError, PolicyError, TemplateEnsureError
 from .nodes import add_quota, device_quota, extended_allocatable, quota_map
 from .nodeselector import node_matches, tolerates
 from .quantity import format_mebibytes, parse_count, parse_quantity
 
 __all__ = ["Backoff", "Throttled", "BridgeError", "DeadlineExceeded", "deadline", "InputError", "PolicyError", "TemplateEnsureError", "add_quota", "device_quota", "extended_allocatable", "node_matches", "quota_map", "tolerates", "format_mebibytes", "parse_count",
-           "dump_document", "dump_documents", "parse_objects", "parse_quantity", "read_objects"]
+           "dump_document", "dump_documents", "labels_by_name", "parse_objects", "parse_quantity", "read_objects"]

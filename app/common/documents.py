@@ -105,3 +105,12 @@ def dump_documents(docs) -> str:
 
 def dump_document(doc) -> str:
     return dump_documents([doc])
+
+
+def labels_by_name(objects) -> dict[str, dict]:
+    """name -> labels of these objects (Namespaces, as the opt-in label and namespace rules read them)."""
+    out = {}
+    for obj in objects:
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        out[meta.get("name")] = meta.get("labels") or {}
+    return out

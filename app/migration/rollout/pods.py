@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from app.common import parse_count, quota_map
+from app.common import labels_by_name, parse_count, quota_map
 from app.policy import Policy
 
 from ..decision import DEFAULT_OPT_IN, Decision, OptIn, Refusal, decide
@@ -77,8 +77,7 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
     when recreated, as the webhook decides it. facts: the cluster's (the CLI builds them from the
     inventory); None: native classes and GPU quotas only. opt_in: the webhooks' namespace label;
     refuse: /validate's verdict on a generated template (decide's)."""
-    namespaces = {(n.get("metadata") or {}).get("name"): (n.get("metadata") or {}).get("labels") or {}
-                  for n in objects.get("namespaces", [])}
+    namespaces = labels_by_name(objects.get("namespaces", []))
     if facts is None:
         classes = {(c.get("metadata") or {}).get("name"): c for c in objects.get("deviceclasses", [])}
         facts = Facts(served=served_resources(classes), quotas=quota_map(objects.get("resourcequotas", [])))
