@@ -67,21 +67,21 @@ class _Room:
             elif pod.node in self.dra:
                 self.dra[pod.node].subtract(pod.dra_need())
 
-    def dra_for(self, pod: PodView, among) -> str | None:
+    def dra_for(self, pod: PodView) -> str | None:
         need = pod.dra_need()
-        return _most_room(self.dra, among, lambda n: _covers(self.dra.get(n), need) and
+        return _most_room(self.dra, lambda n: _covers(self.dra[n], need) and
                           unplaceable(pod.spec, self.view[n]) is None and self.fits(pod, n))
 
     def plugin_for(self, pod: PodView) -> str | None:
         need = Counter(pod.legacy)
-        return _most_room(self.plugin, self.plugin, lambda n: _covers(self.plugin[n], need) and
+        return _most_room(self.plugin, lambda n: _covers(self.plugin[n], need) and
                           unplaceable(pod.spec, self.view[n]) is None)
 
 
-def _most_room(room: dict[str, Counter], among, takes) -> str | None:
+def _most_room(room: dict[str, Counter], takes) -> str | None:
     """The node with the most room left (then the last name) that takes the pod: nodes are tried
     in that order, so the costly checks stop at the first that passes."""
-    ranked = sorted(((sum(room[n].values()), n) for n in among if n in room), reverse=True)
+    ranked = sorted(((sum(free.values()), n) for n, free in room.items()), reverse=True)
     return next((n for _free, n in ranked if takes(n)), None)
 
 
@@ -141,7 +141,7 @@ def _place(wave: Wave, members: list[NodeView], room: _Room, placed: dict, drain
             wave.back[pod.key] = where
         else:
             unplaced.append((pod, where[0]))
-    room.dra.update({n: r for n, r in after.items()})
+    room.dra.update(after)
     for pod, why in unplaced[:5]:
         wave.blockers.append(f"{pod.key} ({pod.owner}, {_asks(pod)}) would find no room: {why}")
     if len(unplaced) > 5:
@@ -179,7 +179,7 @@ def _back(pod: PodView, names: set[str], after: dict, room: _Room, placed: dict)
         after[pin].subtract(pod.dra_need())
         return DRA_AFTER
     if pod.path == DRA:
-        node = room.dra_for(pod, list(room.dra))
+        node = room.dra_for(pod)
         if node is not None:
             room.dra[node].subtract(pod.dra_need())
             return DRA_BACK
