@@ -16,6 +16,7 @@ from app import dra, kube
 from app.common import BridgeError, dump_documents, labels_by_name
 from app.migration import OptIn
 from app.policy import load_policy
+from app.server import scan
 
 from .inputs import load_inventory, read_some_inputs
 from .plancli import ObjectReport, clip, exit_status, namespace_labels, plan_objects
@@ -104,9 +105,10 @@ def _row(report: ObjectReport) -> dict:
             "path": report.path, "templates": report.templates, "reasons": report.reasons, "source": report.source}
 
 
-def policy_reports(rows: list[dict], checked: bool) -> list[dict]:
+def policy_reports(rows: list[dict], checked: bool, violations: list | None = None) -> list[dict]:
+    """The migration status of each workload, and a result per admin-rule violation found."""
     now = {"seconds": int(time.time()), "nanos": 0}
-    by_namespace: dict[str, list[dict]] = {}
+    by_namespace: dict[str, list[dict]] = scan.report_results(violations or [], now)
     for row in rows:
         # native: DRA serves it as it is; rewrite: admission migrates it; legacy and the rest: work left.
         # quota: a Kueue quota on GPUs, reported for what it means to migrated pods.
@@ -159,11 +161,18 @@ def run_audit(args) -> int:
     rows = [_row(r) for r in result.reports if r.status != "unchanged" or r.path != "none"]
     running = unmigrated_pods(controlled, policy, args.namespace or "default", ix, namespaces, opt_in) \
         if controlled else []
+    existing = [o for _s, objs in inputs for _l, o in objs] + controlled
+    if not args.filename:
+        existing += _from_cluster(found, claim_objects, args.namespace)
+    violations = _violations(existing, policy, ix, namespaces, args.namespace or "default")
     if args.output == "json":
-        sys.stdout.write(json.dumps({"inventoryChecked": ix is not None, "objects": rows,
-                                     "unmigratedPods": running}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"inventoryChecked": ix is not None, "objects": rows, "unmigratedPods": running,
+                                     "violations": [{"kind": v.kind, "namespace": v.namespace, "name": v.name,
+                                                     "rule": v.violation.rule, "actions": list(v.violation.actions),
+                                                     "message": v.violation.message} for v in violations]},
+                                    indent=2) + "\n")
     elif args.output == "policyreport":
-        sys.stdout.write(dump_documents(policy_reports(rows, ix is not None)))
+        sys.stdout.write(dump_documents(policy_reports(rows, ix is not None, violations)))
     else:
         width = max([len(f"{r['kind']}/{r['name']}") for r in rows] + [6])
         sys.stdout.write(f"{'NAMESPACE':16s} {'OBJECT':{width}s} {'STATUS':16s} {'PATH':14s} DETAIL\n")
@@ -176,4 +185,33 @@ def run_audit(args) -> int:
                          f"{'' if ix is not None else ' (satisfiability not checked: pass --inventory)'}\n")
         if running:
             sys.stdout.write(_unmigrated_line(running))
-    return exit_status([r["status"] for r in rows])
+        for v in violations[:20] if wide else violations[:5]:
+            sys.stdout.write(f"violation: {v.kind} {v.namespace}/{v.name}: {clip(v.violation.message, 300)}\n")
+        if violations:
+            sys.stdout.write(f"{len(violations)} existing object(s) break the policy's rules (-o policyreport "
+                             "lists each)\n")
+    return max(exit_status([r["status"] for r in rows]), 1 if violations else 0)
+
+
+CLAIM_PATHS = [("/apis/resource.k8s.io/v1", "resourceclaims", "ResourceClaim"),
+               ("/apis/resource.k8s.io/v1", "resourceclaimtemplates", "ResourceClaimTemplate")]
+
+
+def claim_objects(api, namespace: str | None = None) -> list[dict]:
+    scope = f"/namespaces/{namespace}" if namespace else ""
+    out = []
+    for prefix, resource, kind in CLAIM_PATHS:
+        for item in kube.list_items(api, f"{prefix}{scope}/{resource}"):
+            item.setdefault("kind", kind)
+            out.append(item)
+    return out
+
+
+def _violations(objects: list[dict], policy, ix, namespaces: dict | None, default_namespace: str) -> list:
+    """The admin rules on what exists now (a background scan); claims pods name are read from the same set."""
+    for obj in objects:
+        meta = obj.setdefault("metadata", {}) if isinstance(obj.get("metadata", {}), dict) else {}
+        meta.setdefault("namespace", default_namespace)
+    claims = {(o["metadata"]["namespace"], o.get("kind"), o["metadata"].get("name")): o for o in objects
+              if o.get("kind") in dra.CLAIM_KINDS and isinstance(o.get("metadata"), dict)}
+    return scan.scan(objects, policy, ix, namespaces or {}, lambda ns, kind, name: claims.get((ns, kind, name)))

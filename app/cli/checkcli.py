@@ -7,6 +7,9 @@ import sys
 
 from app import dra
 from app.common import InputError
+from app.policy import load_policy
+from app.server.chain import answer
+from app.server.mutation import index_facts
 from app.server.validation import admin_label_rule
 
 from .inputs import load_inventory, read_inputs
@@ -33,16 +36,25 @@ def run_check(args) -> int:
                          "not your cluster: pass --inventory FILE (kubectl get resourceslices,deviceclasses,"
                          "resourceclaims,devicetaintrules,nodes,namespaces -A -o yaml)\n")
     ix = dra.build_index(inventory)
+    inputs = read_inputs(args.filename)
+    judge = _policy_judge(args.policy, ix, inputs, inventory.namespaces or {}) if args.policy else None
     rows = []
-    for source, objects in read_inputs(args.filename):
+    for source, objects in inputs:
         for line, obj in objects:
-            if obj.get("kind") not in dra.CLAIM_KINDS:
+            if obj.get("kind") not in dra.CLAIM_KINDS and not (judge and obj.get("kind") == "Pod"):
                 continue
             meta = obj.get("metadata") or {}
-            verdict = check_object(obj, ix, inventory.namespaces)
-            rows.append({"source": f"{source}:{line}", "kind": obj["kind"], "name": meta.get("name", "?"),
-                         "status": verdict.status, "message": verdict.message, "closest": verdict.closest,
-                         "warnings": verdict.errors, "notes": verdict.notes})
+            row = {"source": f"{source}:{line}", "kind": obj["kind"], "name": meta.get("name", "?"),
+                   "status": "pod", "message": "judged by the policy's rules (feasibility: its claims)", "closest": [],
+                   "warnings": [], "notes": []}
+            if obj["kind"] != "Pod":
+                verdict = check_object(obj, ix, inventory.namespaces)
+                row.update(status=verdict.status, message=verdict.message, closest=verdict.closest,
+                           warnings=verdict.errors, notes=verdict.notes)
+            if judge is not None:
+                found = judge(obj)
+                row["policy"], row["policyMessages"] = found.result, found.messages
+            rows.append(row)
     if args.output == "json":
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
     else:
@@ -52,7 +64,27 @@ def run_check(args) -> int:
                 sys.stdout.write(f"{'':18s}   closest: {hint}\n")
             for note in row["notes"]:
                 sys.stdout.write(f"{'':18s}   note: {note}\n")
+            if "policy" in row:
+                sys.stdout.write(f"{'':18s}   policy: {row['policy']}\n")
+                for said in row["policyMessages"] if row["policy"] != "allow" else []:
+                    sys.stdout.write(f"{'':18s}     {said[:400]}\n")
     if not rows:
         raise InputError(" ".join(args.filename), "no ResourceClaim or ResourceClaimTemplate to check "
                                                    "(pods and workloads: `dra-bridge plan`)")
-    return 0 if all(r["status"] == "satisfiable" for r in rows) else 1
+    fine = all(r["status"] in ("satisfiable", "pod") and r.get("policy") != "deny" for r in rows)
+    return 0 if fine else 1
+
+
+def _policy_judge(path: str, ix: dra.Index, inputs, namespaces: dict):
+    """What the webhooks answer for each object under the policy (server.chain): claims a pod
+    names are read from the same input."""
+    policy = load_policy(path)
+    facts = index_facts(ix, policy.migration, dra.TemplateVerdicts(ix).dra) if ix.device_count else None
+    claims = {((o.get("metadata") or {}).get("namespace") or "default", o.get("kind"), (o.get("metadata") or {})
+               .get("name")): o for _s, objects in inputs for _l, o in objects if o.get("kind") in dra.CLAIM_KINDS}
+
+    def judge(obj: dict):
+        namespace = (obj.get("metadata") or {}).get("namespace") or "default"
+        return answer(obj, namespace, namespaces.get(namespace, {}), policy, ix, facts,
+                      lambda ns, kind, name: claims.get((ns, kind, name)))
+    return judge

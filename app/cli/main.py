@@ -105,6 +105,9 @@ def _add_serve(sub) -> None:
     _opt(p, "--client-ca", env="client_ca", help="require client certificates signed by this CA")
     _opt(p, "--policy", env="policy", help="policy file (YAML or JSON), watched for changes",
          shown="the bundled policy")
+    _opt(p, "--policy-configmap", env="policy_configmap", default="",
+         help="NAMESPACE/NAME of the ConfigMap the policy file comes from: a reload it refuses (or takes again) "
+              "is an Event there", shown="no Events")
     _opt(p, "--inventory", env="inventory", help="'live' (list and watch the cluster) or a file of ResourceSlices "
                                                  "and DeviceClasses", shown="the bundled example inventory")
     _kube_flags(p)
@@ -184,6 +187,8 @@ def _add_check(sub) -> None:
                        "input, or no ResourceClaim or ResourceClaimTemplate in the input" + OFFLINE)
     _inputs(p)
     _opt(p, "--inventory", help="ResourceSlices + DeviceClasses file", shown="the bundled example inventory")
+    _opt(p, "--policy", help="policy file: also judge claims, templates and pods by its rules, as the webhooks "
+                             "would (exit 1 when one is denied)", shown="rules not judged")
     _opt(p, "-o", "--output", choices=["text", "json"], default="text", help="stdout format")
 
 
@@ -297,6 +302,20 @@ def _add_rollout(sub) -> None:
     status.set_defaults(wave_size=1, max_unavailable_gpus=None)
 
 
+def _add_policy(sub) -> None:
+    p = sub.add_parser("policy", help="test a policy offline before it is applied",
+                       epilog="exit codes: those of its action (policy test --help)" + OFFLINE)
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    test = actions.add_parser("test", help="run PolicyTest files: each resource through the webhooks' own chain",
+                              epilog="A PolicyTest names `policy`, optional `inventory`, `resources` (files of pods, "
+                                     "claims, templates, Namespaces) and `results` (kind, name, namespace, user, "
+                                     "groups, result: allow|audit|warn|deny, rules). exit codes: 0 every result as "
+                                     "expected; 1 one is not; 2 bad input (file and field named)" + OFFLINE)
+    test.add_argument("path", nargs="+", metavar="PATH", help="PolicyTest file, or folder walked for them (required)")
+    test.add_argument("-v", "--verbose", action="store_true",
+                      help="every answer's messages, not only failures' (default: failures only)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dra-bridge", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -304,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dra-bridge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_serve, _add_certs, _add_plan, _add_check, _add_audit, _add_classes, _add_reporter,
-                _add_rollout):
+                _add_rollout, _add_policy):
         add(sub)
     return parser
 
@@ -345,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "rollout":
             from .rolloutcli import run_rollout
             return run_rollout(args)
+        if args.command == "policy":
+            from .policytestcli import run_policy_test
+            return run_policy_test(args)
     except (BridgeError, InputError, PolicyError) as exc:
         print(f"dra-bridge: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -15,7 +15,7 @@ from app.migration import (Facts, OptIn, decide, keep_ray_gpu_count, left_to_adm
                            pod_templates, quota_additions)
 from app.policy import MigrationRules, Policy, load_policy
 from app.server.mutation import index_facts
-from app.server.validation import template_refusal
+from app.server.validation import refusal
 
 from .inputs import load_inventory, read_some_inputs
 
@@ -224,14 +224,13 @@ def _plan_template(holder, where, policy: Policy, ns, verdicts, report, result, 
                    labels: dict | None = None, opt_in: OptIn | None = None) -> str | None:
     """Plan one pod template in place, as the webhook decides its pods (migration.decide); the
     path it takes (None: nothing to migrate)."""
-    found = decide(holder, ns or "", labels, policy, facts, opt_in, refuse=template_refusal)
+    found = decide(holder, ns or "", labels, policy, facts, opt_in,
+                   refuse=refusal(verdicts.index if verdicts is not None else None))
     plan, choice = found.planned, found.path
-    if found.refused is not None:  # as the webhook answers it: onTemplateError
-        denied = found.settings.onTemplateError == "deny"
+    if found.refused is not None:  # as the webhook answers it: a denial
         report.status = "needs-attention"
-        report.reasons.append(f"{where}: {found.refused}: " + ("its pods are denied (onTemplateError: deny)" if denied
-                                                              else "left on the device plugin (onTemplateError: allow)"))
-        return "legacy"
+        report.reasons.append(f"{where}: its pods are denied: {found.refused}")
+        return "denied"
     if plan is None:  # the webhook leaves the namespace's pods as written
         if legacy_resources(holder.get("spec") or {}, policy.migration):
             report.reasons.append(f"{where}: legacy: {found.plan.reason}")

@@ -13,7 +13,7 @@ from app.kube import NodeWrites, rollout_snapshot
 from app.migration import OptIn, rollout
 from app.policy import load_policy
 from app.server.mutation import index_facts
-from app.server.validation import template_refusal
+from app.server.validation import refusal
 
 KINDS = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "ResourceQuota": "resourcequotas",
          "PodDisruptionBudget": "poddisruptionbudgets", "ResourceSlice": "resourceslices",
@@ -48,8 +48,8 @@ def run_rollout(args) -> int:
                 raise
             raise kube.unreachable(found[1], exc) from None
     nodes = [v for v in (rollout.node_view(n, objects["resourceslices"], switches) for n in objects["nodes"]) if v]
-    facts, fits = cluster_facts(objects, policy)
-    pods = rollout.pod_views(objects, policy, switches, facts, opt_in, template_refusal)
+    facts, fits, index = cluster_facts(objects, policy)
+    pods = rollout.pod_views(objects, policy, switches, facts, opt_in, refusal(index))
     if args.action == "status":
         return _status(nodes, pods, objects, policy, args.output)
     drain = rollout.Drain(args.force, args.delete_emptydir_data)
@@ -69,7 +69,8 @@ def run_rollout(args) -> int:
 def cluster_facts(objects: dict[str, list[dict]], policy):
     """(What the webhook's path choice reads, from the snapshot: the same facts it builds from its
     live inventory (devices, classes, allocations, Nodes and their cordons, GPU quotas); whether a
-    node's devices, published or shadowed, could ever serve a pod's claims.) With no device
+    node's devices, published or shadowed, could ever serve a pod's claims; the index, for the
+    admin rules.) With no device
     published or shadowed anywhere yet, nothing can say which claims DRA will serve: the claim is
     not judged (waves then count whole GPUs and MIG profiles)."""
     tagged = [(0, {"kind": kind, "apiVersion": version, **obj}) for key, kind, version in INVENTORY
@@ -77,7 +78,7 @@ def cluster_facts(objects: dict[str, list[dict]], policy):
     index = dra.build_index(dra.inventory_from_objects(tagged, "cluster"))
     facts = index_facts(index, policy.migration, dra.TemplateVerdicts(index).dra)
     if not index.device_count:
-        return dataclasses.replace(facts, dra=None), None
+        return dataclasses.replace(facts, dra=None), None, index
     known, seen = frozenset(index.views), {}
 
     def fits(pod: rollout.PodView, node: str) -> bool:
@@ -93,7 +94,7 @@ def cluster_facts(objects: dict[str, list[dict]], policy):
             if not seen[key]:
                 return False
         return True
-    return facts, fits
+    return facts, fits, index
 
 
 def _run(mover: rollout.Mover, waves: list[rollout.Wave], nodes: list[rollout.NodeView], args) -> int:

@@ -16,7 +16,7 @@ import time
 import uvicorn
 
 from app import __version__, dra, kube
-from app.common import BridgeError
+from app.common import BridgeError, InputError
 from app.server import (DeadlineHttpProtocol, Metrics, PolicyHolder, ServiceState, create_app, create_health_app,
                         small_tls_buffers, tls)
 
@@ -31,6 +31,15 @@ log = logging.getLogger("dra_bridge")
 KEEP_ALIVE_S = 120
 
 
+def _configmap(text: str) -> tuple[str, str] | None:
+    if not text:
+        return None
+    namespace, sep, name = text.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise InputError("--policy-configmap", f"expected NAMESPACE/NAME, got {text!r}")
+    return namespace, name
+
+
 def run_serve(args) -> int:
     # Ports first: a port in use is said before seconds of inventory loading, not after.
     _check_port(args.host, args.port, "--port", "DRA_BRIDGE_PORT")
@@ -38,6 +47,7 @@ def run_serve(args) -> int:
         _check_port(args.host, args.health_port, "--health-port", "DRA_BRIDGE_HEALTH_PORT")
     metrics = Metrics()
     holder = PolicyHolder(args.policy, metrics)
+    configmap = _configmap(args.policy_configmap)
     live = None
     if args.inventory == "live":
         inv = None
@@ -69,12 +79,14 @@ def run_serve(args) -> int:
                     "path (expected ResourceSlices, as `kubectl get resourceslices,deviceclasses -o yaml` prints)",
                     inv.source)
     labels = kube.NamespaceLabels(api, timeout_s=args.api_timeout)
+    if configmap and api is not None:
+        holder.events = kube.EventSink(api, *configmap, instance=os.environ.get("POD_NAME") or socket.gethostname())
     state = ServiceState(
         policy=holder, templates=kube.TemplateStore(api, timeout_s=args.api_timeout,
                                                     namespace_allowed=_namespace_gate(args.template_namespace_label,
                                                                                       labels),
                                                     on_create=metrics.templates_created.inc),
-        namespace_labels=labels, metrics=metrics,
+        namespace_labels=labels, metrics=metrics, claims=kube.ClaimReader(api, timeout_s=args.api_timeout),
         inventory=inv, certs=reloader, reload_interval_s=args.reload_interval, live=live,
         review_deadline_s=args.review_deadline)
     if live is None:

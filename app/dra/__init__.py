@@ -14,7 +14,7 @@ from .claims import (
                      parse_claim_object,
                      parse_claim_spec,
 )
-from .feasibility import TemplateVerdicts, Verdict, check
+from .feasibility import TemplateVerdicts, Verdict, candidates, check
 from .index import IDENTITY_ATTRIBUTES, Index, build_from_api
 from .index import build as build_index
 from .inventory import Inventory, allocated_capacity, allocated_devices, shared_devices
@@ -23,8 +23,12 @@ from .classes import ClassConflict
 from .classes import generate as generate_classes
 from .live import LiveIndex
 from .sharing import shareable_classes, time_sliced
+from . import guard
+from app.policy import register_expression_check
 
-__all__ = ["CLAIM_KINDS", "IDENTITY_ATTRIBUTES", "SUPPORTED_VERSIONS", "CelError", "ClaimError", "ClaimSpec", "ClassConflict", "Index", "LiveIndex", "generate_classes",
+register_expression_check(guard.expression_error)  # a policy whose CEL does not compile never loads
+
+__all__ = ["CLAIM_KINDS", "IDENTITY_ATTRIBUTES", "SUPPORTED_VERSIONS", "CelError", "candidates", "guard", "ClaimError", "ClaimSpec", "ClassConflict", "Index", "LiveIndex", "generate_classes",
            "Inventory", "Request", "TemplateVerdicts", "Verdict", "allocated_capacity", "allocated_devices", "build_from_api",
            "build_index", "cel", "check", "claim_spec", "compile_selector", "device_variable", "estimated_cost",
            "from_v1beta1", "inventory_from_objects", "parse_claim_object", "parse_claim_spec", "shareable_classes", "shared_devices",

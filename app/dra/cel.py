@@ -777,3 +777,38 @@ def device_variable(driver: str, device: dict, allow_multiple: bool | None = Non
     multiple = device.get("allowMultipleAllocations", False) if allow_multiple is None else allow_multiple
     return {"driver": driver, "attributes": attributes, "capacity": capacity,
             "allowMultipleAllocations": bool(multiple)}
+
+
+def compile_program(expression: str, variables: frozenset[str]):
+    """A general CEL program over the given variables, with the selector library (quantity,
+    semver, strings, lists): admin policy checks. CelError names what is wrong."""
+    if not isinstance(expression, str) or not expression.strip():
+        raise CelError("expression is empty")
+    if len(expression) > MAX_EXPRESSION_LENGTH:
+        raise CelError(f"expression is {len(expression)} characters, more than the limit {MAX_EXPRESSION_LENGTH}")
+    try:
+        program = _engine.compile(expand_bind(celext.rewrite(expression)))
+    except (ValueError, RuntimeError) as exc:
+        raise CelError(_clean(str(exc).replace("Failed to parse expression", "syntax error in"))) from None
+    unknown = sorted(set(program.functions()) - KNOWN_FUNCTIONS)
+    if unknown:
+        raise CelError(f"undeclared reference to function {unknown[0]!r}")
+    bound = set(_COMPREHENSION_VAR.findall(expression))
+    stray = sorted(set(program.variables()) - variables - bound)
+    if stray:
+        raise CelError(f"undeclared reference to {stray[0]!r} (defined: {', '.join(sorted(variables))})")
+    return program
+
+
+def run_program(program, values: dict):
+    """Evaluate a compile_program result; CelError on runtime errors."""
+    context = _context()
+    for name, value in values.items():
+        context.add_variable(name, value)
+    celext.reset_charge()
+    try:
+        return program.execute(context)
+    except KeyError as exc:
+        raise CelError(f"no such key: {exc.args[0]}") from None
+    except (RuntimeError, ValueError, TypeError) as exc:
+        raise CelError(_clean(str(exc))) from None

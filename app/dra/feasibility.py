@@ -526,6 +526,18 @@ def _matching(index: Index, selection: _Selection, req: Request, with_capacity: 
     return any(members and fits(members[0]) for members in index.shape_members)
 
 
+def candidates(index: Index, req: Request) -> list[int]:
+    """Positions of the live devices that pass the request's class and own selectors (a
+    selector that does not compile or errors on a device: not passed)."""
+    if req.device_class not in index.classes:
+        return []
+    selection = _Selection(index)
+    selection.prepare(req)
+    if any(results is None for _l, results in selection.parts[req.path]):
+        return []
+    return [p for members in index.shape_members for p in members if not selection.failed_parts(req, p)]
+
+
 def _no_capacity(req: Request, index: Index, selection: _Selection) -> Verdict:
     asked = ", ".join(f"{name} {amount}" for name, amount in sorted((req.capacity or {}).items()))
     seen = []

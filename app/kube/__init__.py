@@ -3,6 +3,8 @@ inventory (ResourceSlices, DeviceClasses, ResourceClaims), templates and namespa
 
 from .client import (ApiTarget, api_client, api_client_for_host, api_message, connect, list_items, list_pages, probe,
                      raw_get, raw_send, unreachable)
+from .claimreader import ClaimReader
+from .events import EventSink
 from .live_inventory import LiveInventory
 from .rollout import NodeWrites
 from .rollout import snapshot as rollout_snapshot
@@ -10,6 +12,6 @@ from .namespaces import NamespaceLabels, NamespaceLookupError
 from .template_gc import Lease, TemplateCollector, TemplateWatch
 from .templates import TemplateConflict, TemplateStore
 
-__all__ = ["NodeWrites", "rollout_snapshot", "Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "TemplateConflict", "TemplateStore", "ApiTarget", "api_client", "connect", "unreachable", "api_client_for_host", "api_message", "probe", "raw_send",
+__all__ = ["ClaimReader", "EventSink", "NodeWrites", "rollout_snapshot", "Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "TemplateConflict", "TemplateStore", "ApiTarget", "api_client", "connect", "unreachable", "api_client_for_host", "api_message", "probe", "raw_send",
            "list_items", "list_pages",
            "raw_get"]

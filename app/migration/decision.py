@@ -16,7 +16,8 @@ from app.common import InputError
 from app.policy import Effective, Policy
 
 from .paths import Choice, Facts, choose
-from .planner import Plan, plan_pod
+from .planner import Plan, legacy_resources, plan_pod
+from .podshape import pod_errors
 
 OPT_IN_LABEL = "dra-bridge.io/migrate=enabled"  # serve --template-namespace-label, the manifests, the chart
 
@@ -59,7 +60,7 @@ class Decision:
     patch: bytes | None = None
     path: Choice | None = None
     planned: Plan | None = None  # the planner's own plan, before the path choice (None: not planned)
-    refused: str | None = None  # why the generated template would be refused (policy): onTemplateError decides
+    refused: str | None = None  # why the admin rules deny the pod as it would be admitted (a denial)
 
 
 Planner = Callable[..., tuple[Plan, bytes | None]]  # (pod, rules, namespace, sharing) -> (plan, patch)
@@ -70,7 +71,22 @@ def plan_only(pod: dict, rules, namespace: str | None, sharing=None) -> tuple[Pl
     return plan_pod(pod, rules, namespace, sharing), None
 
 
-Refusal = Callable[[dict, Effective], "str | None"]  # (template, settings) -> why /validate denies it
+@dataclass(frozen=True)
+class Admitted:
+    """The pod as the API server would store it, for the admin rules: `generated` the templates
+    its rewrite writes, `equivalent` what its device-plugin asks would be as claims (None: not
+    planned)."""
+
+    pod: dict  # its spec as admitted (a rewrite's planner view: metadata holds annotations only)
+    original: dict  # the pod as sent: labels, the object rules' CEL sees
+    namespace: str
+    namespace_labels: dict | None
+    policy: Policy
+    generated: list = ()
+    equivalent: list | None = None
+
+
+Refusal = Callable[[Admitted], "str | None"]  # why the admin rules deny it; None: admitted
 
 
 def decide(pod: dict, namespace: str, namespace_labels: dict | None, policy: Policy, facts: Facts | None = None,
@@ -78,6 +94,31 @@ def decide(pod: dict, namespace: str, namespace_labels: dict | None, policy: Pol
     """The decision for a pod being created. facts: what the cluster serves (None keeps every
     pod on the rewrite path: no inventory); planner: plan_pod, or a cache of it; refuse: the
     validating webhook's verdict on a generated template (None: not judged)."""
+    found = _path(pod, namespace, namespace_labels, policy, facts, opt_in, planner)
+    if refuse is not None:
+        migrated = found.plan.status == "migrated"
+        equivalent = found.planned.templates if found.planned is not None and found.planned.status == "migrated" \
+            else None
+        found.refused = refuse(Admitted(found.plan.pod if migrated else pod, pod, namespace, namespace_labels, policy,
+                                        found.plan.templates if migrated else [], None if migrated else equivalent))
+        if found.refused is not None:
+            found.patch = None
+    return found
+
+
+def _kept_by_policy(pod: dict, policy: Policy, keep: list[str]) -> Choice | None:
+    """The policy's keepOnPlugin: resources, or families of them, left to the device plugin."""
+    if not keep or pod_errors(pod):
+        return None
+    for _container, resource in legacy_resources(pod["spec"], policy.migration):
+        found = policy.migration.rule_for(resource)
+        if resource in keep or (found is not None and found[0].family in keep):
+            return Choice("legacy", f"the policy keeps {resource} on the device plugin (keepOnPlugin)", "policy")
+    return None
+
+
+def _path(pod: dict, namespace: str, namespace_labels: dict | None, policy: Policy, facts: Facts | None,
+          opt_in: OptIn | None, planner: Planner) -> Decision:
     if opt_in is not None and not opt_in.admits(namespace_labels):
         return Decision(None, Plan("unchanged", reason=f"its namespace {namespace or '(none)'} is not opted in "
                                                        f"({opt_in}): the webhook is not called, the pod is created "
@@ -86,6 +127,10 @@ def decide(pod: dict, namespace: str, namespace_labels: dict | None, policy: Pol
     if not settings.migrate:
         return Decision(settings, Plan("unchanged", reason="migration disabled for this namespace (policy "
                                                            "migrate: false)"))
+    kept = _kept_by_policy(pod, policy, settings.keepOnPlugin)
+    if kept is not None:
+        return Decision(settings, Plan("unchanged", reason=kept.reason, warnings=[
+            f"pod left on the device plugin: {kept.reason}"]), path=kept)
     plan, patch = planner(pod, policy.migration, namespace or None, facts.sharing if facts is not None else None)
     if plan.status in ("migrated", "unmigratable") and (facts is not None or settings.path == "legacy"):
         choice = choose(pod, plan, policy.migration, settings.path, facts or Facts())
@@ -94,6 +139,4 @@ def decide(pod: dict, namespace: str, namespace_labels: dict | None, policy: Pol
         if choice.path == "legacy":
             return Decision(settings, Plan("unchanged", reason=choice.reason, warnings=[
                 f"pod left on the device plugin: {choice.reason}"]), path=choice, planned=plan)
-    refused = next(filter(None, (refuse(t, settings) for t in plan.templates)), None) \
-        if refuse is not None and plan.status == "migrated" else None
-    return Decision(settings, plan, patch, planned=plan, refused=refused)
+    return Decision(settings, plan, patch, planned=plan)

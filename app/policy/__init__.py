@@ -1,10 +1,9 @@
-"""The policy in force: migration rules as data and per-namespace validation modes, parsed
+"""The policy in force: migration rules as data, per-namespace modes and admin rules, parsed
 from a policy file (or the bundled default) and looked up by namespace labels."""
 
 from .policyfile import (
                          AnnotationRule,
                          Effective,
-                         LabelSelector,
                          MigrationRules,
                          NodeLabelRule,
                          Policy,
@@ -14,7 +13,11 @@ from .policyfile import (
                          default_policy,
                          load_policy,
                          parse_policy,
+                         read_policy_text,
+                         settings_rule,
 )
+from .rules import MODE_ACTIONS, LabelSelector, Rule, register_expression_check
 
-__all__ = ["AnnotationRule", "Effective", "LabelSelector", "MigrationRules", "NodeLabelRule", "Policy", "ResourceRule", "SharingRule", "TopologyRule",
-           "default_policy", "load_policy", "parse_policy"]
+__all__ = ["MODE_ACTIONS", "AnnotationRule", "Effective", "LabelSelector", "MigrationRules", "NodeLabelRule", "Policy",
+           "ResourceRule", "Rule", "SharingRule", "TopologyRule", "default_policy", "load_policy", "parse_policy", "read_policy_text",
+           "register_expression_check", "settings_rule"]

@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from app.common import PolicyError
 
+from .rules import MODE_ACTIONS, LabelSelector, Rule
+
 Mode = Literal["enforce", "warn", "audit"]
 Decision = Literal["allow", "deny"]
 Path = Literal["auto", "rewrite", "native", "legacy"]
@@ -171,7 +173,9 @@ class NamespaceSettings(_Strict):
     allowedDeviceClasses: Optional[list[str]] = None
     maxDevicesPerRequest: Optional[int] = Field(default=None, ge=1)
     maxDevicesPerClaim: Optional[int] = Field(default=None, ge=1)
+    maxDevicesPerPod: Optional[int] = Field(default=None, ge=1)
     allowAdminAccess: Optional[bool] = None
+    keepOnPlugin: Optional[list[str]] = None
 
 
 class Defaults(_Strict):
@@ -186,33 +190,12 @@ class Defaults(_Strict):
     allowedDeviceClasses: Optional[list[str]] = None  # None: any class
     maxDevicesPerRequest: Optional[int] = Field(default=None, ge=1)
     maxDevicesPerClaim: Optional[int] = Field(default=None, ge=1)
+    # None: maxDevicesPerClaim, so splitting an ask over several claims does not get round it
+    maxDevicesPerPod: Optional[int] = Field(default=None, ge=1)
     allowAdminAccess: bool = False
-
-
-class LabelSelectorRequirement(_Strict):
-    key: str
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: list[str] = []
-
-
-class LabelSelector(_Strict):
-    matchLabels: dict[str, str] = {}
-    matchExpressions: list[LabelSelectorRequirement] = []
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        if any(labels.get(k) != v for k, v in self.matchLabels.items()):
-            return False
-        for req in self.matchExpressions:
-            present = req.key in labels
-            if req.operator == "In" and not (present and labels[req.key] in req.values):
-                return False
-            if req.operator == "NotIn" and present and labels[req.key] in req.values:
-                return False
-            if req.operator == "Exists" and not present:
-                return False
-            if req.operator == "DoesNotExist" and present:
-                return False
-        return True
+    # Resources (names) or families (migration.resources[].family) whose pods stay on the device
+    # plugin: the pods are left as written (path legacy, reason policy).
+    keepOnPlugin: list[str] = []
 
 
 class NamespaceEntry(NamespaceSettings):
@@ -244,7 +227,9 @@ class Effective(_Strict):
     allowedDeviceClasses: Optional[list[str]] = None
     maxDevicesPerRequest: Optional[int] = None
     maxDevicesPerClaim: Optional[int] = None
+    maxDevicesPerPod: Optional[int] = None
     allowAdminAccess: bool = False
+    keepOnPlugin: list[str] = []
 
 
 class Policy(_Strict):
@@ -253,6 +238,30 @@ class Policy(_Strict):
     defaults: Defaults = Field(default_factory=lambda: default_policy().defaults)
     namespaces: list[NamespaceEntry] = []
     migration: MigrationRules = Field(default_factory=lambda: default_policy().migration)
+    rules: list[Rule] = []  # admin rules: every one that matches applies, each with its own actions
+
+    @field_validator("rules")
+    @classmethod
+    def _unique_names(cls, rules: list[Rule]) -> list[Rule]:
+        seen = set()
+        for rule in rules:
+            if rule.name in seen:
+                raise ValueError(f"two rules named {rule.name!r}: names must be unique (reports and metrics use them)")
+            seen.add(rule.name)
+        return rules
+
+    def rules_for(self, namespace: str, labels: dict[str, str] | None = None) -> list[Rule]:
+        """Every rule that can apply in the namespace: the namespace settings' limits (defaults
+        with the first matching entry over them) under the namespace's mode, each later matching
+        entry's limits under its own mode (a guardrail added, never one dropped), then `rules`."""
+        found = []
+        effective = self.for_namespace(namespace, labels)
+        found.extend(settings_rule("namespace-settings", effective, effective.mode))
+        matching = [i for i, e in enumerate(self.namespaces) if e.matches(namespace, labels or {})]
+        for i in matching[1:]:
+            entry = self.namespaces[i]
+            found.extend(settings_rule(f"namespaces-{i}", entry, entry.mode or effective.mode))
+        return found + list(self.rules)
 
     def for_namespace(self, namespace: str, labels: dict[str, str] | None = None) -> Effective:
         chosen = {**self.defaults.model_dump(), "path": self.migration.path}
@@ -268,6 +277,20 @@ class Policy(_Strict):
         return any(entry.selector is not None for entry in self.namespaces)
 
 
+def settings_rule(name: str, settings, mode: Mode) -> list[Rule]:
+    """The validation fields of defaults / a namespaces entry as one rule (none if it sets none)."""
+    per_claim = settings.maxDevicesPerClaim
+    fields = {"allowedDeviceClasses": settings.allowedDeviceClasses,
+              "maxDevicesPerRequest": settings.maxDevicesPerRequest, "maxDevicesPerClaim": per_claim,
+              "maxDevicesPerPod": settings.maxDevicesPerPod or per_claim,
+              "allowAdminAccess": False if settings.allowAdminAccess is False else None,
+              "forbidLegacy": True if settings.forbidLegacy else None}
+    fields = {k: v for k, v in fields.items() if v is not None}
+    if not fields:
+        return []
+    return [Rule(name=name, validationActions=MODE_ACTIONS[mode], **fields)]
+
+
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DEFAULT: Policy | None = None
 
@@ -278,7 +301,7 @@ def _format_validation(source: str, exc: ValidationError) -> str:
         path = ""
         for part in err["loc"]:
             path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-        lines.append(f"{source}: {path or '(top level)'}: {err['msg']}")
+        lines.append(f"{source}: {path or '(top level)'}: {err['msg'].removeprefix('Value error, ')}")
     return "\n".join(lines)
 
 
@@ -303,14 +326,17 @@ def parse_policy(text: str, source: str = "policy") -> Policy:
 def load_policy(path: str | None) -> Policy:
     if path is None:
         return default_policy()
+    return parse_policy(read_policy_text(path), path)
+
+
+def read_policy_text(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+            return handle.read()
     except OSError as exc:
         raise PolicyError(f"{path}: cannot read: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise PolicyError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    return parse_policy(text, path)
 
 
 def default_policy() -> Policy:

@@ -1,11 +1,11 @@
 """The HTTP shell around pure decisions: FastAPI app, AdmissionReview wire types, /mutate and
 /validate decisions, service state (policy reload, inventory, certificates), TLS, metrics."""
 
-from . import admission, mutation, tls, validation
+from . import admission, chain, mutation, scan, tls, validation
 from .metrics import Metrics
 from .protocol import DeadlineHttpProtocol, small_tls_buffers
 from .service import PolicyHolder, ServiceState
 from .webhook import MAX_BODY, create_app, create_health_app, read_body
 
-__all__ = ["MAX_BODY", "DeadlineHttpProtocol", "Metrics", "PolicyHolder", "ServiceState", "admission", "create_app", "create_health_app",
-           "mutation", "read_body", "small_tls_buffers", "tls", "validation"]
+__all__ = ["MAX_BODY", "DeadlineHttpProtocol", "Metrics", "PolicyHolder", "ServiceState", "admission", "chain", "create_app", "create_health_app",
+           "mutation", "read_body", "scan", "small_tls_buffers", "tls", "validation"]

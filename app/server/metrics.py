@@ -22,6 +22,10 @@ class Metrics:
                                     ["path", "reason"], registry=self.registry)
         self.validations = Counter("dra_bridge_validations_total", "Claims and pods validated",
                                    ["kind", "result", "mode"], registry=self.registry)
+        self.violations = Counter("dra_bridge_policy_violations_total",
+                                  "Violations found by /validate, by namespace, rule (upstream: what the API server or "
+                                  "scheduler would refuse) and strongest action", ["namespace", "rule", "action"],
+                                  registry=self.registry)
         self.template_errors = Counter("dra_bridge_template_ensure_errors_total",
                                        "ResourceClaimTemplate creations the API did not confirm",
                                        registry=self.registry)
@@ -40,6 +44,10 @@ class Metrics:
                                         registry=self.registry)
         self.policy_reload_errors = Counter("dra_bridge_policy_reload_errors_total",
                                             "Policy files rejected on reload", registry=self.registry)
+        self.policy_info = Gauge("dra_bridge_policy_info", "The policy this replica enforces: its digest (a label), "
+                                 "the value when it was loaded (Unix time)", ["digest"], registry=self.registry)
+        self.policy_rejected = Gauge("dra_bridge_policy_rejected", "1 while the policy file on disk is refused "
+                                     "(the last good policy stays in force)", registry=self.registry)
         self.rejected_devices = Gauge("dra_bridge_inventory_rejected_devices",
                                       "Devices left out of the inventory index for a value they cannot be used with",
                                       registry=self.registry)

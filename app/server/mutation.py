@@ -27,7 +27,7 @@ class MutationPlan:
     plan: Plan
     patch: bytes | None = None
     path: Choice | None = None  # native or legacy: the pod is left as it is
-    refused: str | None = None  # /validate would deny the generated template: onTemplateError answers
+    refused: str | None = None  # the admin rules deny the pod as it would be admitted: answered with a denial
 
     @property
     def templates(self) -> list[dict]:
@@ -188,22 +188,26 @@ def index_facts(index: dra.Index, rules: MigrationRules, judge) -> Facts:
 
 
 def plan_request(req: admission.Request, policy: Policy, namespace_labels: dict[str, str],
-                 cache: PlanCache = _DEFAULT_CACHE, facts: Facts | None = None) -> MutationPlan:
+                 cache: PlanCache = _DEFAULT_CACHE, facts: Facts | None = None, index: dra.Index | None = None,
+                 lookup: validation.Lookup = validation.no_lookup) -> MutationPlan:
     """facts: what the cluster serves (paths.Facts); None keeps every pod on the rewrite path.
-    The decision is migration.decide's, as every preview takes it; a template /validate would
-    refuse is answered by onTemplateError here, real request or dry run alike."""
+    The decision is migration.decide's, as every preview takes it; a pod the admin rules deny
+    (as it would be admitted: rewritten, or as the claims its device-plugin asks would be) is
+    denied here, real request or dry run alike, and nothing is written for it."""
     if req.kind != "Pod" or req.operation != "CREATE" or req.obj is None:
         # Pod UPDATE is never mutated: most pod spec fields are immutable after creation.
         return MutationPlan(req, None, Plan("unchanged", reason=f"{req.kind} {req.operation} is not mutated"))
     found = decide(req.obj, req.namespace, namespace_labels, policy, facts, planner=cache.plan,
-                   refuse=validation.template_refusal)
+                   refuse=validation.refusal(index, lookup, req.raw.get("userInfo")))
     return MutationPlan(req, found.settings, found.plan, found.patch, found.path, found.refused)
 
 
 def respond(mp: MutationPlan, ensure_error: str | None = None) -> dict:
     """The AdmissionReview response; `ensure_error` says the template could not be created."""
     req, plan, settings = mp.request, mp.plan, mp.settings
-    ensure_error = ensure_error or mp.refused
+    if mp.refused is not None:
+        return admission.response(req.uid, False, code=422, message=(
+            f"dra-bridge: pod {req.namespace}/{req.name or '(generated)'}: {mp.refused}")[:4000])
     if plan.status == "unchanged":
         audit = {"path": f"{mp.path.path}: {mp.path.reason}"[:1000]} if mp.path is not None else None
         return admission.response(req.uid, True, warnings=plan.warnings or None, audit=audit)

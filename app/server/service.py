@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import time
@@ -11,8 +12,8 @@ from dataclasses import dataclass, field
 from app.common import PolicyError
 from app import dra
 from app.dra import Inventory, build_index
-from app.kube import NamespaceLabels, TemplateStore
-from app.policy import Policy, default_policy, load_policy
+from app.kube import ClaimReader, NamespaceLabels, TemplateStore
+from app.policy import Policy, default_policy, parse_policy, read_policy_text
 
 from .metrics import Metrics
 from .mutation import Decisions, index_facts
@@ -22,13 +23,23 @@ log = logging.getLogger("dra_bridge.service")
 
 
 class PolicyHolder:
-    """The policy in force. A bad file on reload is logged and the last good one kept."""
+    """The policy in force, and which: its digest is on /readyz and a metric, so each replica
+    says what it enforces. A bad file on reload is refused (the last good policy stays), said by
+    a log line, a metric, /readyz detail and an Event on the policy's ConfigMap."""
 
-    def __init__(self, path: str | None, metrics: Metrics | None = None):
-        self.path, self.metrics = path, metrics
-        self.policy: Policy = load_policy(path) if path else default_policy()  # bad initial file: raise
+    def __init__(self, path: str | None, metrics: Metrics | None = None, events=None):
+        self.path, self.metrics, self.events = path, metrics, events
         self.last_error: str | None = None
+        self.policy: Policy = self._load()  # bad initial file: raise
         self._stamp = self._current_stamp()
+        self._show()
+
+    def _load(self) -> Policy:
+        text = read_policy_text(self.path) if self.path else None
+        policy = parse_policy(text, self.path) if text is not None else default_policy()
+        self.digest = hashlib.sha256((text or "(bundled default)").encode()).hexdigest()[:16]
+        self.loaded_at = time.time()
+        return policy
 
     def _current_stamp(self):
         if not self.path:
@@ -45,17 +56,36 @@ class PolicyHolder:
         if not self.path or stamp == self._stamp:
             return False
         self._stamp = stamp
+        kept = self.digest
         try:
-            self.policy = load_policy(self.path)
+            self.policy = self._load()
         except PolicyError as exc:
-            self.last_error = str(exc)
+            self.digest, self.last_error = kept, str(exc)
             if self.metrics:
                 self.metrics.policy_reload_errors.inc()
-            log.error("policy reload rejected, keeping the last good policy: %s", exc)
+                self.metrics.policy_rejected.set(1)
+            log.error("policy reload rejected, keeping the last good policy (%s): %s", kept, exc)
+            if self.events is not None:
+                self.events.post("Warning", "PolicyRejected", f"policy not taken, still enforcing {kept}: {exc}")
             return False
+        if self.last_error is not None and self.events is not None:
+            self.events.post("Normal", "PolicyLoaded", f"policy {self.digest} in force again")
         self.last_error = None
-        log.info("policy reloaded from %s", self.path)
+        self._show()
+        log.info("policy %s reloaded from %s", self.digest, self.path)
         return True
+
+    def _show(self) -> None:
+        if self.metrics:
+            self.metrics.policy_info.clear()
+            self.metrics.policy_info.labels(self.digest).set(self.loaded_at)
+            self.metrics.policy_rejected.set(0)
+
+    def status(self) -> dict:
+        out = {"digest": self.digest, "source": self.path or "(bundled default)", "rules": len(self.policy.rules)}
+        if self.last_error:
+            out["rejected"] = self.last_error[:1000]
+        return out
 
 
 @dataclass
@@ -81,12 +111,15 @@ class ServiceState:
     # SIGTERM: not ready (endpoints drop this replica), every answer closes its connection, so
     # the API server moves to another replica by itself (serve's drain).
     draining: bool = False
+    # The claims and templates a pod names (per-pod limits); generated templates are remembered.
+    claims: object = field(default_factory=lambda: ClaimReader(None))
 
     def __post_init__(self) -> None:
         for endpoint in ("mutate", "validate"):
             if endpoint not in self.executors:
                 self.executors[endpoint] = ThreadPoolExecutor(max_workers=self.review_workers,
                                                               thread_name_prefix=endpoint)
+        self.executors.setdefault("validate-policy", ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy"))
 
     def index(self):
         """Device index of the inventory, built once per inventory object (live: per change)."""
@@ -133,6 +166,7 @@ class ServiceState:
         """What readyz shows beyond its checks: devices the inventory could not use, or none at all."""
         rejected = self.extra.get("rejected") or []
         out = {"rejectedDevices": rejected[:20], "rejectedDeviceCount": len(rejected)} if rejected else {}
+        out["policy"] = self.policy.status()
         index = self.extra.get("noted")
         if index is not None and index.device_count == 0:
             out["deviceCount"] = 0

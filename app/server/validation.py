@@ -6,16 +6,20 @@ from dataclasses import dataclass, field
 
 from app import dra
 from app.common import DeadlineExceeded
-from app.migration import legacy_resources, pod_errors
-from app.policy import Effective, Policy
+from app.dra.guard import Subject, Violation
+from app.migration import Admitted, pod_errors
+from app.policy import MODE_ACTIONS, Effective, Policy
 
 from . import admission
+from .usage import Lookup, claim_usage, judge_pod, no_lookup, subject_of  # noqa: F401 - Lookup, no_lookup: API
 
 
 @dataclass
 class Finding:
-    severity: str  # violation (mode decides) | warning (never denies)
+    severity: str  # violation (its actions decide) | warning (never denies)
     message: str
+    actions: tuple = ()  # Deny / Warn / Audit (ValidatingAdmissionPolicyBinding's validationActions)
+    rule: str = ""  # the admin rule, "" for what upstream itself refuses (a claim that cannot work)
 
 
 @dataclass
@@ -29,41 +33,28 @@ class Outcome:
     def violations(self) -> list[str]:
         return [f.message for f in self.findings if f.severity == "violation"]
 
+    def acted(self, action: str) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "violation" and action in f.actions]
 
-def _policy_rules(parsed: dra.ClaimSpec, settings: Effective) -> list[Finding]:
-    out = []
-    total = 0
-    for alternatives in parsed.requests:
-        most = 0
-        for req in alternatives:
-            if settings.allowedDeviceClasses is not None and req.device_class not in settings.allowedDeviceClasses:
-                out.append(Finding("violation", f"{req.path}.deviceClassName: DeviceClass {req.device_class!r} is not "
-                                                f"allowed here (allowed: {', '.join(settings.allowedDeviceClasses)})"))
-            if req.admin and not settings.allowAdminAccess:
-                out.append(Finding("violation", f"{req.path}.adminAccess: not allowed in this namespace"))
-            if settings.maxDevicesPerRequest and req.mode == "ExactCount" and req.count > settings.maxDevicesPerRequest:
-                out.append(Finding("violation", f"{req.path}.count: {req.count} exceeds the limit of "
-                                                f"{settings.maxDevicesPerRequest} devices per request"))
-            most = max(most, req.count)
-        total += most
-    if settings.maxDevicesPerClaim and total > settings.maxDevicesPerClaim:
-        out.append(Finding("violation", f"spec: {total} devices exceed the limit of {settings.maxDevicesPerClaim} "
-                                        "per claim"))
-    return out
+    def advisory(self) -> None:
+        """A verdict against an inventory that is not synced: nothing denies, Deny warns instead."""
+        for f in self.findings:
+            if "Deny" in f.actions:
+                f.actions = tuple(a for a in f.actions if a != "Deny") + ("Warn",)
 
 
-def template_refusal(template: dict, settings: Effective) -> str | None:
-    """Why /validate would deny creating this generated ResourceClaimTemplate (a policy rule, in
-    enforce mode); None when it would be created. The mutation asks before it writes, so a dry
-    run answers as the real request does (migration.decide's `refuse`)."""
-    if settings.mode != "enforce":
-        return None
-    try:
-        parsed = dra.parse_claim_object(template)
-    except dra.ClaimError as exc:
-        return str(exc)
-    violations = [f.message for f in _policy_rules(parsed, settings) if f.severity == "violation"]
-    return f"the policy refuses the generated template: {violations[0]}" if violations else None
+def _violations(found: list[Violation]) -> list[Finding]:
+    return [Finding("violation", v.message, v.actions, v.rule) for v in found]
+
+
+def refusal(index: dra.Index | None, lookup: Lookup = no_lookup, user_info: dict | None = None):
+    """migration.decide's `refuse`: the admin rules' denial of the pod as it would be admitted."""
+    def refuse(admitted: Admitted) -> str | None:
+        subject = subject_of("Pod", admitted.original, admitted.namespace, admitted.namespace_labels, user_info)
+        found = judge_pod(admitted.pod, subject, admitted.policy, index, lookup, admitted.generated,
+                          admitted.equivalent)
+        return found.denial
+    return refuse
 
 
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
@@ -83,28 +74,33 @@ def asks_admin_access(obj: dict) -> bool:
                                                           r["exactly"].get("adminAccess"))) for r in requests)
 
 
-def admin_label_rule(parsed: dra.ClaimSpec, namespace: str, labels: dict | None) -> list[Finding]:
+def admin_label_rule(parsed: dra.ClaimSpec, namespace: str, labels: dict | None,
+                     actions: tuple = ("Deny",)) -> list[Finding]:
     """Upstream: adminAccess only in namespaces labelled resource.kubernetes.io/admin-access=true
     (the API server refuses it elsewhere); our policy can forbid more, never allow more."""
     admin = [r for alts in parsed.requests for r in alts if r.admin]
     if not admin or labels is None or labels.get(ADMIN_ACCESS_LABEL) == "true":
         return []
     return [Finding("violation", f"{admin[0].path}.adminAccess: namespace {namespace!r} is not labelled "
-                                 f"{ADMIN_ACCESS_LABEL}=true, so the API server refuses admin access there")]
+                                 f"{ADMIN_ACCESS_LABEL}=true, so the API server refuses admin access there", actions)]
 
 
-def evaluate_claim(obj: dict, settings: Effective, index: dra.Index, namespace: str = "",
-                   namespace_labels: dict | None = None) -> Outcome:
-    """namespace_labels None: not known (the admin-access label rule is not checked)."""
+def evaluate_claim(obj: dict, policy: Policy, settings: Effective, index: dra.Index,
+                   subject: Subject | None = None) -> Outcome:
+    """subject.namespace_labels None: not known (the admin-access label rule is not checked)."""
     outcome = Outcome()
+    subject = subject or subject_of(obj.get("kind", ""), obj, "", None, None)
+    upstream = MODE_ACTIONS[settings.mode]
     try:
-        parsed = dra.parse_claim_object(obj)
+        usage = claim_usage(obj, "")  # the response names the object
     except dra.ClaimError as exc:
-        outcome.findings.append(Finding("violation", str(exc)))
+        outcome.findings.append(Finding("violation", str(exc), upstream))
         return outcome
-    outcome.findings.extend(admin_label_rule(parsed, namespace, namespace_labels))
-    outcome.findings.extend(_policy_rules(parsed, settings))
+    parsed = usage.claims[0].spec
+    outcome.findings.extend(admin_label_rule(parsed, subject.namespace, subject.namespace_labels, upstream))
     try:
+        rules = policy.rules_for(subject.namespace, subject.namespace_labels or {})
+        outcome.findings.extend(_violations(dra.guard.judge(rules, subject, usage, index)))
         verdict = dra.check(parsed, index)
     except DeadlineExceeded:
         outcome.incomplete = "the review ran past its time limit"
@@ -117,7 +113,7 @@ def evaluate_claim(obj: dict, settings: Effective, index: dra.Index, namespace: 
     if verdict.status in ("invalid", "never"):
         hint = f" Closest devices: {'; '.join(verdict.closest)}" if verdict.closest else ""
         outcome.findings.append(Finding("violation", f"{verdict.message}.{hint}" if verdict.status == "never"
-                                        else verdict.message))
+                                        else verdict.message, upstream))
     elif verdict.status == "unsatisfiable-now":
         outcome.findings.append(Finding("warning", f"not satisfiable now: {verdict.message}"))
     outcome.findings.extend(Finding("warning", e) for e in verdict.errors if "runtime error" in e)
@@ -125,17 +121,19 @@ def evaluate_claim(obj: dict, settings: Effective, index: dra.Index, namespace: 
     return outcome
 
 
-def evaluate_pod(obj: dict, settings: Effective, policy: Policy) -> Outcome:
+def evaluate_pod(obj: dict, policy: Policy, subject: Subject, index: dra.Index | None,
+                 lookup: Lookup = no_lookup) -> Outcome:
+    """The admin rules on what the pod takes: the claims it names and its device-plugin asks
+    as the claims they would be (a pod kept on the device plugin is no way round a rule)."""
     outcome = Outcome()
     errors = pod_errors(obj)
     if errors:
         outcome.findings.append(Finding("warning", f"pod not checked: {errors[0]}"))
         return outcome
-    legacy = legacy_resources(obj["spec"], policy.migration)
-    if legacy and settings.forbidLegacy:
-        names = ", ".join(f"{c}: {r}" for c, r in legacy)
-        outcome.findings.append(Finding("violation", f"spec.containers: legacy GPU requests are no longer allowed in "
-                                                     f"this namespace ({names}); use resourceClaims"))
+    found = judge_pod(obj, subject, policy, index, lookup)
+    outcome.findings.extend(_violations(found.violations))
+    outcome.findings.extend(Finding("warning", f"{u}: not found, not counted toward per-pod limits")
+                            for u in found.usage.unresolved)
     return outcome
 
 
@@ -155,22 +153,21 @@ def unfinished_decision(settings: Effective | None) -> str:
 
 def respond(req: admission.Request, outcome: Outcome, settings: Effective) -> dict:
     warnings = [f.message for f in outcome.findings if f.severity == "warning"]
-    violations = outcome.violations
-    if outcome.incomplete and not (violations and settings.mode == "enforce"):
+    denied = [f.message for f in outcome.acted("Deny")]
+    if outcome.incomplete and not denied:
+        found = outcome.violations
         if unfinished_decision(settings) == "deny":
-            found = f"; found so far: {' | '.join(violations)}" if violations else ""
+            so_far = f"; found so far: {' | '.join(found)}" if found else ""
             return admission.response(req.uid, False, code=500, message=(
                 f"dra-bridge: {req.kind} {req.namespace}/{req.name or '(generated)'} not validated: "
-                f"{outcome.incomplete}{found}")[:4000], warnings=warnings or None)
-        warnings = [f"not fully validated: {outcome.incomplete}"] + violations + warnings
+                f"{outcome.incomplete}{so_far}")[:4000], warnings=warnings or None)
+        warnings = [f"not fully validated: {outcome.incomplete}"] + found + warnings
         return admission.response(req.uid, True, warnings=warnings)
-    if not violations:
-        return admission.response(req.uid, True, warnings=warnings or None)
-    subject = f"{req.kind} {req.namespace}/{req.name or '(generated)'}"
-    text = f"dra-bridge: {subject}: " + " | ".join(violations)
-    if settings.mode == "enforce":
-        return admission.response(req.uid, False, code=422, message=text[:4000], warnings=warnings or None)
-    if settings.mode == "warn":
-        return admission.response(req.uid, True, warnings=violations + warnings)
-    return admission.response(req.uid, True, warnings=warnings or None,
-                              audit={"validation": text[:1000]})
+    subject = f"dra-bridge: {req.kind} {req.namespace}/{req.name or '(generated)'}: "
+    if denied:
+        return admission.response(req.uid, False, code=422, message=(subject + " | ".join(denied))[:4000],
+                                  warnings=warnings or None)
+    warned = [f.message for f in outcome.acted("Warn")]
+    audited = [f.message for f in outcome.acted("Audit")]
+    audit = {"validation": (subject + " | ".join(audited))[:1000]} if audited else None
+    return admission.response(req.uid, True, warnings=(warned + warnings) or None, audit=audit)

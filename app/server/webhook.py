@@ -17,6 +17,7 @@ from app.common import DeadlineExceeded, InputError, TemplateEnsureError, deadli
 from app.kube import NamespaceLookupError, TemplateConflict
 
 from . import admission, mutation, validation
+from .policyreview import review_policy
 from .metrics import metrics_kind
 from .service import ServiceState
 
@@ -96,6 +97,7 @@ def create_app(state: ServiceState) -> FastAPI:
 
     review_endpoint("mutate", _mutate)
     review_endpoint("validate", _validate)
+    review_endpoint("validate-policy", lambda _state, req: review_policy(req))
 
     _probes(app, state)
     return app
@@ -221,14 +223,14 @@ def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict | _Pendin
     policy = state.policy.policy
     try:
         labels = {}
-        if req.kind == "Pod" and req.operation == "CREATE" and policy.needs_namespace_labels and req.namespace:
+        if req.kind == "Pod" and req.operation == "CREATE" and (policy.needs_namespace_labels or policy.rules) and req.namespace:
             labels = state.namespace_labels.get(req.namespace)
         facts = state.path_facts()
-        mp = mutation.plan_request(req, policy, labels, facts=facts)
+        mp = mutation.plan_request(req, policy, labels, facts=facts, index=state.index(), lookup=state.claims)
     except Exception as exc:  # noqa: BLE001 - planning bugs and deadlines: the failure rule decides
         return _unfinished(state, "mutate", req, exc)
     if req.kind == "Pod" and req.operation == "CREATE" and isinstance(req.obj, dict) \
-            and not policy.needs_namespace_labels:
+            and not policy.needs_namespace_labels and not policy.rules:  # rules read labels, users
         key = mutation.shape_key(req.obj, req.namespace or None)
         if key is not None:  # filed under the facts it was decided with
             state.decisions.put(key, policy, facts, (mp.settings, mp.plan, mp.patch, mp.path, mp.refused))
@@ -239,7 +241,7 @@ def _known_mutation(state: ServiceState, body: bytes) -> tuple | None:
     """(review, kind, outcome) for a pod whose shape was decided under the policy and facts in
     force, on the event loop (a lookup: small bodies only); None: a worker decides."""
     policy = state.policy.policy
-    if len(body) > KNOWN_BODY_LIMIT or policy.needs_namespace_labels:
+    if len(body) > KNOWN_BODY_LIMIT or policy.needs_namespace_labels or policy.rules:
         return None
     try:
         req = admission.parse_review(body)
@@ -258,6 +260,8 @@ def _known_mutation(state: ServiceState, body: bytes) -> tuple | None:
 
 def _after_plan(state: ServiceState, req: admission.Request, mp: mutation.MutationPlan) -> tuple[dict | _Pending, str]:
     # dryRun: no write, and the answer is the one a successful write would give.
+    for template in mp.templates:  # /validate of this pod counts them before the API has them
+        state.claims.remember(req.namespace, template)
     pending = [] if req.dry_run else [t for t in mp.templates if not state.templates.cached(t)]
     if pending:
         # One create per template however many reviews need it; none runs on a review worker.
@@ -283,11 +287,6 @@ async def _templates_ready(state: ServiceState, pending: _Pending, arrived: floa
 def _answer_mutate(state: ServiceState, req: admission.Request, mp: mutation.MutationPlan,
                    failure: TemplateEnsureError | None) -> tuple[dict, str]:
     outcome, error = mp.outcome, None
-    if failure is None and mp.refused is not None:  # not written: /validate would deny it
-        outcome = "template_error"
-        if not req.dry_run:  # a dry run leaves no trace beyond its answer
-            state.metrics.template_errors.inc()
-            log.warning("template for pod %s/%s not created: %s", _safe(req.namespace), _safe(req.name), mp.refused)
     if failure is not None:
         error, outcome = str(failure), "template_error"
         state.metrics.template_errors.inc()
@@ -317,33 +316,43 @@ def _validate(state: ServiceState, req: admission.Request) -> tuple[dict, str]:
         return admission.response(req.uid, True), "skipped"
     policy = state.policy.policy
     labels = None
-    if req.kind != "Pod" and req.namespace and validation.asks_admin_access(req.obj):
+    if req.namespace and (policy.needs_namespace_labels or policy.rules or
+                          (req.kind != "Pod" and validation.asks_admin_access(req.obj))):
         labels = state.namespace_labels.get(req.namespace)
     settings = _settings(state, policy, req, labels)
+    subject = validation.subject_of(req.kind, req.obj, req.namespace, labels, req.raw.get("userInfo"))
     if req.kind == "Pod":
-        outcome = validation.evaluate_pod(req.obj, settings, policy)
+        outcome = validation.evaluate_pod(req.obj, policy, subject, state.index(), state.claims)
     else:
-        outcome = validation.evaluate_claim(req.obj, settings, state.index(), req.namespace, labels)
+        outcome = validation.evaluate_claim(req.obj, policy, settings, state.index(), subject)
         if outcome.incomplete:
             state.metrics.internal_errors.labels("validate", "deadline" if outcome.error is None
                                                  else "internal_error").inc()
             log.warning("validate %s %s/%s uid=%s not finished: %s", req.kind, _safe(req.namespace), _safe(req.name),
                         _safe(req.uid), outcome.incomplete, exc_info=outcome.error)
-        if not state.readiness()[1]["inventory"]:
-            # A verdict against a stale or unsynced inventory is advice, never a denial.
-            settings = settings.model_copy(update={"mode": "warn"})
-            outcome.findings.insert(0, validation.Finding(
-                "warning", "device inventory is not synced; this verdict may be stale and is not enforced"))
+    if not state.readiness()[1]["inventory"]:
+        # A verdict against a stale or unsynced inventory is advice, never a denial.
+        outcome.advisory()
+        outcome.findings.insert(0, validation.Finding(
+            "warning", "device inventory is not synced; this verdict may be stale and is not enforced"))
     review = validation.respond(req, outcome, settings)
     result = "denied" if not review["response"]["allowed"] else ("violation" if outcome.violations else "allowed")
     if not req.dry_run:  # a dry run leaves no trace beyond its answer
         state.metrics.validations.labels(metrics_kind(req.kind), result, settings.mode).inc()
+        for finding in outcome.findings:
+            if finding.severity == "violation":
+                state.metrics.violations.labels(_safe(req.namespace)[:63], finding.rule or "upstream",
+                                                _strongest(finding.actions)).inc()
         if outcome.violations:
             # Which object and what happened at info; the findings quote selectors: debug only.
             log.info("validate %s %s/%s uid=%s mode=%s result=%s violations=%d", req.kind, _safe(req.namespace),
                      _safe(req.name), _safe(req.uid), settings.mode, result, len(outcome.violations))
             log.debug("validate uid=%s findings: %s", _safe(req.uid), "; ".join(outcome.violations)[:500])
     return review, result
+
+
+def _strongest(actions: tuple) -> str:
+    return next((a for a in ("Deny", "Warn", "Audit") if a in actions), "Audit")
 
 
 async def _background(state: ServiceState) -> None:

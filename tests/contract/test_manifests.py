@@ -26,6 +26,7 @@ GRANTED = {
         ("resource.k8s.io", "resourceclaimtemplates", "delete"): "kube.TemplateCollector.run_once",
         ("", "pods", "list"): "kube.TemplateCollector.run_once (templates pods name)",
         ("", "namespaces", "get"): "kube.NamespaceLabels.get (policy namespace selectors)",
+        ("resource.k8s.io", "resourceclaims", "get"): "kube.ClaimReader (the claims a pod names: per-pod limits)",
         **{("resource.k8s.io", r, v): "live.LiveInventory list + watch"
            for r in ("resourceslices", "deviceclasses", "resourceclaims", "devicetaintrules") for v in ("list", "watch")},
         **{("", "nodes", v): "live.LiveInventory list + watch (labels for nodeSelector slices, device-plugin GPUs)"
@@ -111,7 +112,13 @@ def test_mutating_webhook_contract(objects):
 
 def test_validating_webhook_contract(objects):
     [config] = by_kind(objects, "ValidatingWebhookConfiguration")
-    [hook] = config["webhooks"]
+    hook, policy = config["webhooks"]
+    # The policy ConfigMap is judged when applied: ours only, refused when nobody could judge it.
+    assert policy["clientConfig"]["service"]["path"] == "/validate-policy" and policy["failurePolicy"] == "Fail"
+    assert policy["objectSelector"] == {"matchLabels": {"dra-bridge.io/policy": "true"}}
+    assert policy["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "dra-bridge"}}
+    [configmap] = [o for o in by_kind(objects, "ConfigMap") if o["metadata"]["name"] == "dra-bridge-policy"]
+    assert configmap["metadata"]["labels"]["dra-bridge.io/policy"] == "true"
     assert hook["admissionReviewVersions"] == ["v1"] and hook["sideEffects"] == "NoneOnDryRun"
     assert hook["clientConfig"]["service"]["path"] == "/validate"
     resources = {r for rule in hook["rules"] for r in rule["resources"]}
@@ -154,7 +161,7 @@ def test_rbac_grants_only_what_the_code_uses(objects):
     assert role["metadata"]["namespace"] == "dra-bridge"
     assert {(r["resources"][0], v, tuple(r.get("resourceNames", ()))) for r in role["rules"] for v in r["verbs"]} == {
         ("leases", "create", ()), ("leases", "get", ("dra-bridge-template-gc",)),
-        ("leases", "update", ("dra-bridge-template-gc",))}
+        ("leases", "update", ("dra-bridge-template-gc",)), ("events", "create", ())}  # kube.EventSink
     [rb] = by_kind(objects, "RoleBinding")
     assert rb["roleRef"]["name"] == "dra-bridge-template-gc" and rb["subjects"][0]["name"] == "dra-bridge"
     bindings = {b["roleRef"]["name"]: b["subjects"][0]["name"] for b in by_kind(objects, "ClusterRoleBinding")}
@@ -309,7 +316,7 @@ def test_claims_the_controller_stamps_from_templates_are_not_validated_again(obj
     assert admits("resource.k8s.io", "resourceclaims", respec, "alice", "UPDATE", written) is True
 
 
-def test_validating_match_condition_passes_claims_and_exactly_the_legacy_gpu_pods(objects):
+def test_validating_match_condition_passes_claims_and_exactly_the_gpu_pods(objects):
     [mutating] = by_kind(objects, "MutatingWebhookConfiguration")
     [validating] = by_kind(objects, "ValidatingWebhookConfiguration")
     env = celpy.Environment()
@@ -324,9 +331,10 @@ def test_validating_match_condition_passes_claims_and_exactly_the_legacy_gpu_pod
                 assert admits("resource.k8s.io", obj["kind"].lower() + "s", obj), path
             for _where, holder in pod_templates(obj):
                 pod = {"spec": holder["spec"]}
-                expected = bool(legacy_resources(holder["spec"], rules))
-                assert admits("", "pods", pod) == expected == bool(pods_only.evaluate(
-                    {"object": celpy.json_to_cel(pod)})), path
+                legacy = bool(legacy_resources(holder["spec"], rules))
+                assert legacy == bool(pods_only.evaluate({"object": celpy.json_to_cel(pod)})), path
+                # /validate also judges pods that name claims (per-pod limits)
+                assert admits("", "pods", pod) == (legacy or bool(holder["spec"].get("resourceClaims"))), path
                 pods += 1
     assert admits("", "pods", {"spec": {"containers": [{"name": "web", "image": "nginx"}]}}) is False
     assert pods >= 5

@@ -66,6 +66,9 @@ def test_every_yaml_block_parses_and_loads(tmp_path):
                 path = tmp_path / "policy.yaml"
                 path.write_text(yaml.safe_dump(doc))
                 load_policy(str(path))
+            elif doc["kind"] == "PolicyTest":
+                from app.cli.policytestcli import _cases
+                assert _cases(doc, line)
             else:
                 kubernetes_validate.validate(doc, "1.34.0", strict=True)
 

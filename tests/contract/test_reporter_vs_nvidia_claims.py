@@ -12,7 +12,8 @@ from app.reporter import SHADOW_DRIVER, node_from_description, render
 from app.server import validation
 from tests.conftest import ROOT
 
-SETTINGS = parse_policy("defaults:\n  mode: enforce\n").for_namespace("gpu-test", {})
+POLICY = parse_policy("defaults:\n  mode: enforce\n")
+SETTINGS = POLICY.for_namespace("gpu-test", {})
 
 
 def rendered(*descriptions, shadow=False):
@@ -47,7 +48,7 @@ def test_nvidia_demo_claims_are_accepted(corpus, filename, nodes, shadow):
                if o.get("kind") in ("ResourceClaim", "ResourceClaimTemplate")]
     assert objects
     for obj in objects:
-        outcome = validation.evaluate_claim(obj, SETTINGS, ix)
+        outcome = validation.evaluate_claim(obj, POLICY, SETTINGS, ix)
         assert outcome.violations == [], f"{filename}: {outcome.violations}"
         assert outcome.verdict.status == "satisfiable"
 
@@ -58,5 +59,5 @@ def test_nvidia_demo_reading_index_fails_as_it_would_on_nvidias_own_slices(corpu
     ix = rendered(*H100_AND_MIG)
     [obj] = [o for _l, o in read_objects(str(corpus / "dra-claims" / "nvidia-dra-gpu-test6-cel-a100.yaml"))
              if o.get("kind") in ("ResourceClaim", "ResourceClaimTemplate")]
-    outcome = validation.evaluate_claim(obj, SETTINGS, ix)
+    outcome = validation.evaluate_claim(obj, POLICY, SETTINGS, ix)
     assert outcome.verdict.status == "invalid" and "no such key: index" in outcome.verdict.message

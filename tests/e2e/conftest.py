@@ -141,11 +141,25 @@ class Webhook:
             [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(self.port),
              "--tls-cert", self.bundle.cert, "--tls-key", self.bundle.key, "--inventory", "live",
              "--kubeconfig", self.kubeconfig, "--policy", str(self.plane.dir / "policy.yaml"),
+             "--policy-configmap", "dra-bridge/dra-bridge-policy",
              # the API server keeps idle connections 90 s: a test's teardown does not wait for them
              *(() if "--drain-seconds" in self.extra else ("--drain-seconds", "0")), *self.extra],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
         wait_for(self.ready, 60, "webhook /readyz")
         return self
+
+    def get(self, path: str) -> tuple[int, str]:
+        """(status, body) of a GET on the webhook's own port (/readyz, /metrics)."""
+        import ssl
+        import urllib.error
+        import urllib.request
+
+        context = ssl.create_default_context(cafile=self.bundle.ca_cert)
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{self.port}{path}", context=context, timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
 
     def ready(self) -> bool:
         import ssl

@@ -67,9 +67,12 @@ def test_another_namespace_moves_every_reference(helm):
     docs = rendered(helm, namespace="gpu-admission")
     hooks = [d for d in docs if d["kind"].endswith("WebhookConfiguration")]
     for hook in hooks:
-        [webhook] = hook["webhooks"]
+        webhook, *policy = hook["webhooks"]
         assert webhook["clientConfig"]["service"]["namespace"] == "gpu-admission"
         assert webhook["namespaceSelector"]["matchExpressions"][1]["values"] == ["gpu-admission"]
+        for entry in policy:  # the policy ConfigMap's judge: in our namespace only
+            assert entry["clientConfig"]["service"]["namespace"] == "gpu-admission"
+            assert entry["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "gpu-admission"}
     [vap] = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
     assert "system:serviceaccount:gpu-admission:dra-bridge-reporter" in vap["spec"]["matchConditions"][0]["expression"]
     subjects = [s for d in docs if d["kind"].endswith("RoleBinding") for s in d["subjects"]]
@@ -156,10 +159,14 @@ def test_operator_settings_reach_the_pods(helm, tmp_path):
     assert reporter["priorityClassName"] == "system-node-critical"
     assert pod["nodeSelector"] == {"role": "infra"} and pod["tolerations"][0]["key"] == "infra"
     assert list(pod["affinity"]) == ["nodeAffinity"]  # given: replaces the default spread
-    # The opt-in label: both webhooks select by it, and templates are written only there.
-    for hook in (d for d in docs if d["kind"].endswith("WebhookConfiguration")):
-        [expression, _own] = hook["webhooks"][0]["namespaceSelector"]["matchExpressions"]
-        assert expression == {"key": "example.com/gpu-migration", "operator": "In", "values": ["on"]}
+    # The opt-in label: the mutating webhook selects by it, and templates are written only there;
+    # validation holds everywhere but where its own opt-out label says.
+    [mutating] = [d for d in docs if d["kind"] == "MutatingWebhookConfiguration"]
+    [validating] = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    [expression, _own] = mutating["webhooks"][0]["namespaceSelector"]["matchExpressions"]
+    assert expression == {"key": "example.com/gpu-migration", "operator": "In", "values": ["on"]}
+    [expression, _own] = validating["webhooks"][0]["namespaceSelector"]["matchExpressions"]
+    assert expression == {"key": "dra-bridge.io/validate", "operator": "NotIn", "values": ["disabled"]}
     assert "--template-namespace-label=example.com/gpu-migration=on" in pod["containers"][0]["args"]
     # Defaults: the spread over nodes, no pull secret, no priority class, the default label unsaid.
     [deploy] = [d for d in rendered(helm) if d["kind"] == "Deployment"]

@@ -65,9 +65,10 @@ def test_a_claim_no_node_could_ever_hold_keeps_the_pod_on_the_device_plugin(coun
         assert 'dra_bridge_migrations_total{result="legacy"} 1.0' in client.get("/metrics").text
 
 
-def test_a_template_the_policy_refuses_is_answered_alike_for_a_dry_run_and_the_real_request(tmp_path, fake_kube):
-    """Issue 30: the generated template broke an enforce rule; the dry run showed a rewritten pod
-    while the real create (the template refused by /validate) admitted it unmigrated."""
+def test_a_pod_the_policy_refuses_is_denied_alike_for_a_dry_run_and_the_real_request(tmp_path, fake_kube):
+    """Issue 30: the dry run showed a rewritten pod while the real create admitted it unmigrated.
+    Issue 31: a pod over an enforce limit is denied (not admitted on the device plugin), dry run
+    or not, naming the rule, and nothing is written for it."""
     policy = tmp_path / "policy.yaml"
     policy.write_text("namespaces:\n- names: [team-a]\n  mode: enforce\n  maxDevicesPerClaim: 1\n")
     metrics = Metrics()
@@ -79,13 +80,12 @@ def test_a_template_the_policy_refuses_is_answered_alike_for_a_dry_run_and_the_r
     with TestClient(create_app(state)) as client:
         dry = client.post("/mutate", content=orjson.dumps(review(typed, dry_run=True))).json()["response"]
         real = client.post("/mutate", content=orjson.dumps(review(typed))).json()["response"]
-        assert dry == real and real["allowed"] and "patch" not in real
-        assert real["warnings"] == ["dra-bridge: pod admitted unmigrated: could not create ResourceClaimTemplate (the policy "
-                                    "refuses the generated template: spec: 2 devices exceed the limit of 1 per claim)"]
+        assert dry == real and not real["allowed"] and "patch" not in real
+        assert "rule namespace-settings" in real["status"]["message"]
+        assert "2 devices exceed the limit of 1 per claim" in real["status"]["message"]
         assert not [w for w in fake_kube.writes() if "resourceclaimtemplates" in w.path]  # never tried
-        assert "dra_bridge_template_ensure_errors_total 1.0" in client.get("/metrics").text  # the real one only
-        policy.write_text(policy.read_text() + "  onTemplateError: deny\n")
+        assert 'dra_bridge_migrations_total{result="denied"} 1.0' in client.get("/metrics").text  # the real one only
+        policy.write_text(policy.read_text().replace("mode: enforce", "mode: warn"))
         assert state.policy.check()
-        denied = client.post("/mutate", content=orjson.dumps(review(typed, dry_run=True))).json()["response"]
-        assert not denied["allowed"] and "2 devices exceed the limit of 1 per claim" in denied["status"]["message"]
-        assert client.post("/mutate", content=orjson.dumps(review(typed))).json()["response"] == denied
+        warned = client.post("/mutate", content=orjson.dumps(review(typed, dry_run=True))).json()["response"]
+        assert warned["allowed"] and "patch" in warned  # warn: rewritten; /validate says the warning

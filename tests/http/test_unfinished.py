@@ -60,7 +60,7 @@ def validate(client, obj, namespace):
 def test_findings_before_a_crash_still_deny(client, caplog):
     with caplog.at_level(logging.WARNING):
         resp = validate(client, claim("mig.nvidia.com"), "strict")
-    assert resp["allowed"] is False and "is not allowed here" in resp["status"]["message"]
+    assert resp["allowed"] is False and "is not allowed (allowed: gpu.nvidia.com)" in resp["status"]["message"]
     assert "not finished" in caplog.text and "RuntimeError" in caplog.text
 
 

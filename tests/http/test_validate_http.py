@@ -74,7 +74,7 @@ def test_legacy_pod_denied_after_migration(running):
            "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
     with running.client() as c:
         resp = post(c, review(pod, namespace="strict")).json()["response"]
-        assert resp["allowed"] is False and "legacy GPU requests are no longer allowed" in resp["status"]["message"]
+        assert resp["allowed"] is False and "legacy GPU requests are not allowed (c: nvidia.com/gpu)" in resp["status"]["message"]
 
 
 def test_example_claim_through_the_endpoint(running):

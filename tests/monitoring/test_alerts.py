@@ -114,6 +114,17 @@ SCENARIOS = [
         ("3m", "DraBridgeInventoryStale", [fired(
             "DraBridgeInventoryStale", "warning", "dra-bridge cannot watch resourceslices (for 3m 0s).",
             namespace="dra-bridge", resource="resourceslices")])]),
+    ("policy refused at reload", [("dra_bridge_policy_rejected{namespace='dra-bridge', pod='dra-bridge-a'}", "0 1 1"),
+                                  ("dra_bridge_policy_rejected{namespace='dra-bridge', pod='dra-bridge-b'}", "0 0 0")], [
+        ("1m", "DraBridgePolicyRejected", [fired(
+            "DraBridgePolicyRejected", "warning", "dra-bridge replica dra-bridge-a refuses the policy file it was given.",
+            namespace="dra-bridge", pod="dra-bridge-a")])]),
+    ("replicas enforce different policies", [("dra_bridge_policy_info{namespace='dra-bridge', pod='a', digest='1111'}", "1x15"),
+                                             ("dra_bridge_policy_info{namespace='dra-bridge', pod='b', digest='2222'}", "1x15")], [
+        ("5m", "DraBridgePoliciesDiffer", []),
+        ("12m", "DraBridgePoliciesDiffer", [fired(
+            "DraBridgePoliciesDiffer", "warning", "dra-bridge replicas enforce 2 different policies.",
+            namespace="dra-bridge")])]),
     ("not ready", [("dra_bridge_readiness_check{%s, check='inventory'}", "1 0x15"),
                    ("dra_bridge_readiness_check{%s, check='certificates'}", "1x15")], [
         ("5m", "DraBridgeNotReady", []),

@@ -233,10 +233,14 @@ def test_help_of_every_command_gives_each_flag_help_default_and_variable(capsys)
 
     parser = build_parser()
     [commands] = [a for a in parser._actions if a.dest == "command"]
-    assert set(commands.choices) == {"serve", "certs", "plan", "check", "audit", "classes", "reporter", "rollout"}
+    assert set(commands.choices) == {"serve", "certs", "plan", "check", "audit", "classes", "reporter", "rollout",
+                                     "policy"}
     [actions] = [a for a in commands.choices["rollout"]._actions if a.dest == "action"]
     assert set(actions.choices) == {"plan", "run", "undo", "status"}
-    every = {**commands.choices, **{f"rollout {k}": v for k, v in actions.choices.items()}}
+    [policy] = [a for a in commands.choices["policy"]._actions if a.dest == "action"]
+    assert set(policy.choices) == {"test"}
+    every = {**commands.choices, **{f"rollout {k}": v for k, v in actions.choices.items()},
+             "policy test": policy.choices["test"]}
     for name, sub in every.items():
         assert "exit codes:" in (sub.epilog or ""), name
         if name not in ("serve", "reporter"):  # says which variables apply, if any

@@ -11,7 +11,7 @@ from app.migration import rollout
 from app.policy import default_policy, parse_policy
 from app.server import admission
 from app.server.mutation import PlanCache, index_facts, plan_request, respond
-from app.server.validation import template_refusal
+from app.server.validation import refusal
 from tests.helpers import review
 from tests.unit.test_mixed_cluster import plugin_node
 from tests.unit.test_shadow import CLASSES, real_slices
@@ -23,10 +23,10 @@ POLICIES = {
     "namespace off": "namespaces:\n- names: [team-a]\n  migrate: false\n",
     "selector native": "namespaces:\n- selector: {matchLabels: {tier: gold}}\n  path: native\n",
     "namespace rewrite": "namespaces:\n- names: [team-a]\n  path: rewrite\n",
-    # the generated template breaks an enforce rule: /validate would refuse it
-    "limit, allow": "namespaces:\n- names: [team-a]\n  mode: enforce\n  maxDevicesPerClaim: 1\n",
-    "limit, deny": "namespaces:\n- names: [team-a]\n  mode: enforce\n  maxDevicesPerClaim: 1\n"
-                   "  onTemplateError: deny\n",
+    # the pod as admitted (rewritten, or its device-plugin asks as a claim) breaks a rule
+    "limit, enforce": "namespaces:\n- names: [team-a]\n  mode: enforce\n  maxDevicesPerClaim: 1\n",
+    "limit, warn": "namespaces:\n- names: [team-a]\n  mode: warn\n  maxDevicesPerClaim: 1\n",
+    "limit, off": "namespaces:\n- names: [team-a]\n  migrate: false\n  mode: enforce\n  maxDevicesPerClaim: 1\n",
 }
 PODS = {
     "whole": {"nvidia.com/gpu": 2},
@@ -67,15 +67,13 @@ def load(name):
     return parse_policy(POLICIES[name])
 
 
-def webhook_path(pod, policy, labels, facts, dry_run):
+def webhook_path(pod, policy, labels, facts, dry_run, index):
     """What the webhook's answer does to the pod, and the answer itself."""
     req = admission.parse_review(orjson.dumps(review(pod, dry_run=dry_run)))
-    mp = plan_request(req, policy, labels, PlanCache(), facts)
+    mp = plan_request(req, policy, labels, PlanCache(), facts, index)
     answer = respond(mp)["response"]
     if not answer["allowed"]:
         return "denied", answer
-    if mp.refused:
-        return "legacy", answer
     return {"migrated": "rewrite", "unchanged": "legacy"}.get(mp.outcome, mp.outcome), answer
 
 
@@ -86,8 +84,10 @@ def test_webhook_dry_run_plan_audit_and_rollout_take_the_same_decision(cluster, 
     policy = load(policy_name)
     facts = index_facts(cluster, policy.migration, dra.TemplateVerdicts(cluster).dra)
     pod = gpu_pod(pod_name, PODS[pod_name])
-    real, answer = webhook_path(pod, policy, labels, facts, dry_run=False)
-    assert webhook_path(pod, policy, labels, facts, dry_run=True) == (real, answer)  # byte for byte
+    real, answer = webhook_path(pod, policy, labels, facts, False, cluster)
+    assert webhook_path(pod, policy, labels, facts, True, cluster) == (real, answer)  # byte for byte
+    if policy_name.startswith("limit, ") and PODS[pod_name].get("nvidia.com/gpu", 1) > 1:
+        assert (real == "denied") == (policy_name != "limit, warn"), answer  # whichever path it would take
     result = plan_objects([("pod.yaml", [(1, pod)])], policy, "team-a", cluster, {"team-a": labels})
     report = result.reports[0]
     if real in ("unmigratable", "denied"):  # admitted as written, or denied: plan says it needs someone
@@ -96,7 +96,7 @@ def test_webhook_dry_run_plan_audit_and_rollout_take_the_same_decision(cluster, 
         assert (report.path if report.path != "none" else "legacy") == real, report.reasons
     bound = {**pod, "spec": {**pod["spec"], "nodeName": "dp-1"}, "status": {"phase": "Running"}}
     objects = {"pods": [bound], "namespaces": [{"metadata": {"name": "team-a", "labels": labels}}]}
-    [view] = rollout.pod_views(objects, policy, rollout.Switches(), facts, refuse=template_refusal)
+    [view] = rollout.pod_views(objects, policy, rollout.Switches(), facts, refuse=refusal(cluster))
     room = any(code in view.why for code in rollout.ROOM_CODES)
     assert (view.path == "dra") == (real in ("rewrite", "native") or room), view.why
     assert (view.path == "denied") == (real == "denied"), view.why

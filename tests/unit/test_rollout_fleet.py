@@ -182,7 +182,7 @@ def test_a_pod_comes_back_on_dra_only_on_a_node_whose_devices_our_feasibility_ch
                       resourceslices=d0_slices + slices("p0", "shadow", "a100-mig.yaml")
                       + slices("p1", "shadow", "a100-mig.yaml"), pods=[typed])
     policy = default_policy()
-    facts, fits = cluster_facts(objects, policy)
+    facts, fits, _index = cluster_facts(objects, policy)
     nodes, _ = views(objects)
     pods = rollout.pod_views(objects, policy, SWITCHES, facts)
     assert pods[0].path == "dra" and pods[0].templates  # belongs on DRA (only shadowed nodes have A100s now)

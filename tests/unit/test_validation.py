@@ -24,10 +24,11 @@ def decide(obj, policy_text="", namespace="team-a", kind=None, labels=None):
     policy = parse_policy(policy_text)
     req = admission.parse_review(orjson.dumps(review(obj, namespace=namespace, kind=kind or obj["kind"])))
     settings = policy.for_namespace(namespace, labels or {})
+    subject = validation.subject_of(req.kind, req.obj, namespace, labels, req.raw.get("userInfo"))
     if req.kind == "Pod":
-        outcome = validation.evaluate_pod(req.obj, settings, policy)
+        outcome = validation.evaluate_pod(req.obj, policy, subject, INDEX)
     else:
-        outcome = validation.evaluate_claim(req.obj, settings, INDEX, namespace, labels)
+        outcome = validation.evaluate_claim(req.obj, policy, settings, INDEX, subject)
     return validation.respond(req, outcome, settings)["response"]
 
 
@@ -68,10 +69,11 @@ def test_policy_rules_classes_counts_and_admin_access():
     text = ENFORCE + "  allowedDeviceClasses: [mig.nvidia.com]\n  maxDevicesPerRequest: 2\n  maxDevicesPerClaim: 3\n"
     resp = decide(rct([gpus(4, adminAccess=True)]), text)
     message = resp["status"]["message"]
-    assert "DeviceClass 'gpu.nvidia.com' is not allowed here" in message
-    assert "count: 4 exceeds the limit of 2" in message
-    assert "4 devices exceed the limit of 3 per claim" in message
-    assert "adminAccess: not allowed in this namespace" in message
+    assert "rule namespace-settings: spec.spec.devices.requests[0].exactly: DeviceClass 'gpu.nvidia.com' is " \
+        "not allowed (allowed: mig.nvidia.com)" in message
+    assert "asks for 4 devices, more than the limit of 2 per request" in message
+    assert "spec: 4 devices exceed the limit of 3 per claim" in message
+    assert "adminAccess: admin access is not allowed here" in message
 
 
 def test_admin_access_allowed_in_listed_namespaces():

@@ -76,7 +76,7 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
     """Every live pod that holds GPUs (legacy resources or DRA claims), with the path it takes
     when recreated, as the webhook decides it. facts: the cluster's (the CLI builds them from the
     inventory); None: native classes and GPU quotas only. opt_in: the webhooks' namespace label;
-    refuse: /validate's verdict on a generated template (decide's)."""
+    refuse: the admin rules' denial (decide's)."""
     namespaces = labels_by_name(objects.get("namespaces", []))
     if facts is None:
         classes = {(c.get("metadata") or {}).get("name"): c for c in objects.get("deviceclasses", [])}
@@ -122,9 +122,7 @@ def _path(pod: dict, namespace: str, labels: dict | None, policy: Policy, facts:
 
 def _where(found: Decision) -> tuple[str, str]:
     if found.refused is not None:
-        if found.settings.onTemplateError == "deny":
-            return DENIED, f"the webhook would deny it: {found.refused} (onTemplateError: deny)"
-        return PLUGIN, f"template_error: {found.refused} (onTemplateError: allow)"
+        return DENIED, f"the webhook would deny it: {found.refused}"
     if found.path is not None and found.path.path == "native":
         return DRA, f"native: {found.path.reason}"
     if found.path is not None and found.path.path == "legacy":

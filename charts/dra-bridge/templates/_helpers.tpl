@@ -40,6 +40,19 @@ namespaceSelector:
       values: [{{ .Release.Namespace | quote }}]
 {{- end -}}
 
+{{/* Validation applies where admins say (the policy's rules), not only where pods migrate:
+every namespace but ours and those labelled out. */}}
+{{- define "dra-bridge.validationNamespaceSelector" -}}
+namespaceSelector:
+  matchExpressions:
+    - key: {{ .Values.webhook.validationOptOutLabel.key }}
+      operator: NotIn
+      values: [{{ .Values.webhook.validationOptOutLabel.value | quote }}]
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: [{{ .Release.Namespace | quote }}]
+{{- end -}}
+
 
 {{/* Pod-level settings both workloads share. */}}
 {{- define "dra-bridge.imagePullSecrets" -}}

@@ -1,0 +1,166 @@
+"""`dra-bridge policy test`: a policy, resources and the outcomes expected of them (as `kyverno
+test` and gator verify take them); every resource goes through the webhooks' own chain
+(server.chain), so a test that passes here answers alike in the cluster."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from app import dra
+from app.common import InputError, read_objects
+from app.migration import Facts
+from app.policy import load_policy
+from app.server.chain import RESULTS, answer
+from app.server.mutation import index_facts
+
+from .inputs import load_inventory
+
+TEST_KIND = "PolicyTest"
+
+
+@dataclass
+class Case:
+    kind: str
+    name: str
+    namespace: str | None
+    result: str
+    rules: list[str]
+    user: str
+    groups: list[str]
+    where: str
+    rewritten: bool | None = None  # pods: expected onto a generated template (None: not checked)
+
+
+def run_policy_test(args) -> int:
+    failed = total = 0
+    for path in _test_files(args.path):
+        passed, count = _run_file(path, args.verbose)
+        failed += count - passed
+        total += count
+    print(f"{total - failed} of {total} result(s) as expected" + (f"; {failed} not" if failed else ""))
+    return 1 if failed else 0
+
+
+def _test_files(paths: list[str]) -> list[str]:
+    found = []
+    for path in paths:
+        if os.path.isdir(path):
+            found.extend(os.path.join(root, f) for root, _dirs, files in sorted(os.walk(path)) for f in sorted(files)
+                         if f.endswith((".yaml", ".yml")) and _is_test(os.path.join(root, f)))
+        elif os.path.exists(path):
+            found.append(path)
+        else:
+            raise InputError("PATH", f"{path}: no such file or folder")
+    if not found:
+        raise InputError("PATH", f"no {TEST_KIND} file in {', '.join(paths)}")
+    return found
+
+
+def _is_test(path: str) -> bool:
+    try:
+        return any(obj.get("kind") == TEST_KIND for _line, obj in read_objects(path))
+    except InputError:
+        return False
+
+
+def _run_file(path: str, verbose: bool) -> tuple[int, int]:
+    test = _read_test(path)
+    base = os.path.dirname(path)
+    policy = load_policy(_beside(base, test, "policy", path))
+    inventory = load_inventory(_beside(base, test, "inventory", path, required=False))
+    index = dra.build_index(inventory)
+    facts = index_facts(index, policy.migration, dra.TemplateVerdicts(index).dra) if index.device_count else Facts()
+    objects, namespaces = _resources(base, test, path)
+    claims = {(ns, o["kind"], o["metadata"]["name"]): o for (kind, ns, _n), o in objects.items()
+              if kind in dra.CLAIM_KINDS}
+    lookup = lambda ns, kind, name: claims.get((ns, kind, name))  # noqa: E731
+    passed = 0
+    cases = _cases(test, path)
+    print(f"{path}: {test.get('metadata', {}).get('name', '')} ({len(cases)} result(s))")
+    for case in cases:
+        matches = [o for (kind, ns, name), o in objects.items() if kind == case.kind and name == case.name
+                   and (case.namespace is None or ns == case.namespace)]
+        if len(matches) != 1:
+            raise InputError(case.where, f"{len(matches)} resources are {case.kind} {case.name}"
+                             + (f" in {case.namespace}" if case.namespace else "") + ": expected exactly one")
+        obj = matches[0]
+        namespace = case.namespace or obj["metadata"].get("namespace") or "default"
+        got = answer(obj, namespace, namespaces.get(namespace, {}), policy, index, facts, lookup, case.user,
+                     case.groups)
+        missing = [r for r in case.rules if r not in got.rules]
+        ok = got.result == case.result and not missing and case.rewritten in (None, got.rewritten)
+        passed += ok
+        said = f"{got.result}" + (f" (rules: {', '.join(sorted(got.rules))})" if got.rules else "") + \
+            (", rewritten" if got.rewritten else "")
+        line = f"  {'PASS' if ok else 'FAIL'} {case.kind} {namespace}/{case.name}"
+        if ok:
+            print(f"{line}: {said}")
+        else:
+            why = f"expected {case.result}" + (f" by {', '.join(case.rules)}" if case.rules else "") + \
+                ({True: ", rewritten", False: ", not rewritten"}.get(case.rewritten, ""))
+            print(f"{line}: {why}, got {said}")
+        if not ok or verbose:
+            for message in got.messages:
+                print(f"      {message[:500]}")
+    return passed, len(cases)
+
+
+def _read_test(path: str) -> dict:
+    tests = [obj for _line, obj in read_objects(path) if obj.get("kind") == TEST_KIND]
+    if len(tests) != 1:
+        raise InputError(path, f"expected one {TEST_KIND} document, found {len(tests)}")
+    return tests[0]
+
+
+def _beside(base: str, test: dict, key: str, path: str, required: bool = True) -> str | None:
+    value = test.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InputError(f"{path}: {key}", "required: a file path, relative to the test file")
+    return value if os.path.isabs(value) else os.path.join(base, value)
+
+
+def _resources(base: str, test: dict, path: str) -> tuple[dict, dict]:
+    files = test.get("resources")
+    if not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files):
+        raise InputError(f"{path}: resources", "required: a list of files with the pods, claims and templates")
+    objects, namespaces = {}, {}
+    for name in files:
+        source = name if os.path.isabs(name) else os.path.join(base, name)
+        for line, obj in read_objects(source):
+            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            if obj.get("kind") == "Namespace":
+                namespaces[meta.get("name")] = meta.get("labels") or {}
+                continue
+            if not meta.get("name"):
+                raise InputError(f"{source}:{line}: metadata.name", "required to name it in results")
+            objects[(obj.get("kind"), meta.get("namespace") or "default", meta["name"])] = obj
+    for ns, labels in (test.get("namespaces") or {}).items():
+        namespaces[ns] = labels or {}
+    return objects, namespaces
+
+
+def _cases(test: dict, path: str) -> list[Case]:
+    results = test.get("results")
+    if not isinstance(results, list) or not results:
+        raise InputError(f"{path}: results", "required: a list of {kind, name, result}")
+    cases = []
+    for i, raw in enumerate(results):
+        where = f"{path}: results[{i}]"
+        if not isinstance(raw, dict):
+            raise InputError(where, "must be a mapping")
+        for key in ("kind", "name", "result"):
+            if not isinstance(raw.get(key), str):
+                raise InputError(f"{where}.{key}", "required")
+        if raw["result"] not in RESULTS:
+            raise InputError(f"{where}.result", f"{raw['result']!r}: one of {', '.join(RESULTS)}")
+        rules = raw.get("rules") or ([raw["rule"]] if raw.get("rule") else [])
+        if raw.get("rewritten") not in (None, True, False):
+            raise InputError(f"{where}.rewritten", "true or false")
+        cases.append(Case(raw["kind"], raw["name"], raw.get("namespace"), raw["result"], list(rules),
+                          str(raw.get("user") or "policy-test"), list(raw.get("groups") or []), where,
+                          raw.get("rewritten")))
+    return cases
+

@@ -1,0 +1,255 @@
+"""Admin rules judged on what an object would get: its requests, the devices each would take
+(allocationMode All: every device it matches on the node with most), per claim and per pod,
+whichever path the pod takes. Pure: the caller says who asks and what the inventory holds."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from app.policy import Rule
+
+from . import cel
+from .claims import ClaimSpec, Request
+from .feasibility import candidates
+from .index import Index
+
+REQUEST_VARIABLES = frozenset({"request", "object", "namespace", "devices"})
+MAX_DEVICE_VALUES = 256  # `devices` in a validation: enough to judge, bounded in cost
+
+
+@dataclass(frozen=True)
+class Subject:
+    """Who asks for what: the object's kind, namespace (labels None: not known), labels, user."""
+
+    kind: str
+    namespace: str
+    namespace_labels: dict | None = None
+    labels: dict = field(default_factory=dict)
+    user: str = ""
+    groups: tuple = ()
+    obj: dict | None = None
+
+
+@dataclass
+class Claim:
+    """One claim (or the claim a legacy ask would become) of the object judged."""
+
+    label: str  # for messages: "claim gpus (template t)", "legacy nvidia.com/gpu of container main"
+    spec: ClaimSpec
+    legacy: bool = False
+
+
+@dataclass
+class Usage:
+    claims: list[Claim] = field(default_factory=list)
+    legacy: list[str] = field(default_factory=list)  # "container: resource" asks on the device plugin
+    unresolved: list[str] = field(default_factory=list)  # claims the pod names that could not be read
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    actions: tuple
+    message: str
+
+
+def expression_error(expression: str, devices: bool) -> str | None:
+    """Why a rule's CEL does not compile (devices: a device selector, else a request check)."""
+    try:
+        if devices:
+            cel.compile_selector(expression)
+        else:
+            _program(expression)
+    except cel.CelError as exc:
+        return str(exc)
+    return None
+
+
+@lru_cache(maxsize=1024)
+def _program(expression: str):
+    return cel.compile_program(expression, REQUEST_VARIABLES)
+
+
+def applies(rule: Rule, subject: Subject) -> bool:
+    """match: every field set holds; exclude: any field set holds."""
+    scope = rule.match
+    if scope.kinds and subject.kind not in scope.kinds:
+        return False
+    if scope.namespaces and subject.namespace not in scope.namespaces:
+        return False
+    if scope.namespaceSelector is not None and not scope.namespaceSelector.matches(subject.namespace_labels or {}):
+        return False
+    if scope.objectSelector is not None and not scope.objectSelector.matches(subject.labels):
+        return False
+    return not _exempt(rule, subject)
+
+
+def _exempt(rule: Rule, subject: Subject) -> bool:
+    ex = rule.exclude
+    if ex is None:
+        return False
+    accounts = {f"system:serviceaccount:{a.replace('/', ':', 1)}" for a in ex.serviceAccounts}
+    return bool((ex.kinds and subject.kind in ex.kinds) or (ex.namespaces and subject.namespace in ex.namespaces)
+                or (ex.namespaceSelector is not None and subject.namespace_labels is not None
+                    and ex.namespaceSelector.matches(subject.namespace_labels))
+                or (ex.objectSelector is not None and ex.objectSelector.matches(subject.labels))
+                or subject.user in ex.users or subject.user in accounts or set(subject.groups) & set(ex.groups))
+
+
+class _Devices:
+    """What each request can take from the inventory, computed once per request."""
+
+    def __init__(self, index: Index | None):
+        self.index = index
+        self._found: dict[int, list[int]] = {}
+
+    def of(self, req: Request) -> list[int] | None:
+        if self.index is None:
+            return None
+        if id(req) not in self._found:
+            self._found[id(req)] = candidates(self.index, req)
+        return self._found[id(req)]
+
+    def taken(self, req: Request) -> int | None:
+        """Devices the request would be allocated: its count, or for All the most it matches on
+        one node (network-attached devices count on every node). None: no inventory to tell."""
+        if req.mode != "All":
+            return req.count
+        found = self.of(req)
+        if found is None:
+            return None
+        per_node = Counter(self.index.devices[p].node for p in found)
+        everywhere = per_node.pop(None, 0)
+        return max(per_node.values(), default=0) + everywhere
+
+    def names(self, positions: list[int]) -> list[str]:
+        return ["/".join(map(str, self.index.devices[p].key[1:])) for p in positions]
+
+
+def judge(rules: list[Rule], subject: Subject, usage: Usage, index: Index | None) -> list[Violation]:
+    """Every violation of every rule that applies to the subject, in rule order."""
+    devices = _Devices(index)
+    out = []
+    for rule in rules:
+        if not applies(rule, subject):
+            continue
+        for message in _rule_findings(rule, subject, usage, devices):
+            text = f"{rule.message} ({message})" if rule.message else message
+            out.append(Violation(rule.name, tuple(rule.validationActions), f"rule {rule.name}: {text}"))
+    return out
+
+
+def _rule_findings(rule: Rule, subject: Subject, usage: Usage, devices: _Devices) -> list[str]:
+    out = []
+    if rule.forbidLegacy and usage.legacy:
+        out.append(f"legacy GPU requests are not allowed ({', '.join(usage.legacy[:4])}); ask through "
+                   "spec.resourceClaims")
+    pod_total = 0
+    for claim in usage.claims:
+        claim_total = 0
+        for alternatives in claim.spec.requests:
+            most = 0
+            for req in alternatives:
+                out.extend(_request_findings(rule, subject, claim, req, devices))
+                most = max(most, devices.taken(req) or 0)
+            claim_total += most
+        if rule.maxDevicesPerClaim and claim_total > rule.maxDevicesPerClaim:
+            out.append(f"{claim.label or 'spec'}: {claim_total} devices exceed the limit of {rule.maxDevicesPerClaim} per "
+                       "claim; ask for fewer")
+        pod_total += claim_total
+    if subject.kind == "Pod" and rule.maxDevicesPerPod and pod_total > rule.maxDevicesPerPod:
+        parts = ", ".join(c.label for c in usage.claims)
+        out.append(f"the pod's claims together take {pod_total} devices ({parts}), more than the limit of "
+                   f"{rule.maxDevicesPerPod} per pod")
+    return out
+
+
+def _request_findings(rule: Rule, subject: Subject, claim: Claim, req: Request, devices: _Devices) -> list[str]:
+    where = _where(claim, req)
+    out = []
+    if rule.allowedDeviceClasses is not None and req.device_class not in rule.allowedDeviceClasses:
+        out.append(f"{where}: DeviceClass {req.device_class!r} is not allowed (allowed: "
+                   f"{', '.join(rule.allowedDeviceClasses) or 'none'})")
+    if rule.allowAdminAccess is False and req.admin:
+        out.append(f"{where}.adminAccess: admin access is not allowed here")
+    taken = devices.taken(req)
+    if rule.maxDevicesPerRequest and taken is not None and taken > rule.maxDevicesPerRequest:
+        how = "allocationMode All would take" if req.mode == "All" else "asks for"
+        out.append(f"{where}: {how} {taken} devices, more than the limit of {rule.maxDevicesPerRequest} per request")
+    for name in rule.requireSelectors:
+        if not _selects_on(req, name, devices.index):
+            out.append(f"{where}: needs a selector on {name} (for example device.attributes"
+                       f"['{name.rpartition('/')[0]}'].{name.rpartition('/')[2]} == ...)")
+    if rule.allowedDevices is not None:
+        out.extend(_device_findings(rule.allowedDevices, where, req, devices))
+    for check in rule.validations:
+        out.extend(_validation_findings(check, subject, claim, req, devices))
+    return out
+
+
+def _where(claim: Claim, req: Request) -> str:
+    return f"{claim.label}: {req.path or req.name}" if claim.label else (req.path or req.name)
+
+
+def _selects_on(req: Request, qualified: str, index: Index | None) -> bool:
+    domain, _, name = qualified.rpartition("/")
+    expressions = list(req.selectors)
+    device_class = index.classes.get(req.device_class) if index is not None else None
+    for sel in ((device_class or {}).get("spec") or {}).get("selectors") or []:
+        expressions.append(((sel or {}).get("cel") or {}).get("expression", ""))
+    for expression in expressions:
+        try:
+            reads = cel.compile_selector(expression).reads
+        except cel.CelError:
+            continue
+        if reads is None or any(r[1:] == (domain, name) for r in reads if len(r) == 3):
+            return True
+    return False
+
+
+def _device_findings(expression: str, where: str, req: Request, devices: _Devices) -> list[str]:
+    found = devices.of(req)
+    if not found:
+        return []
+    selector = cel.compile_selector(expression)
+    failing = []
+    for p in found:
+        try:
+            if not selector.matches(devices.index.devices[p].variable):
+                failing.append(p)
+        except cel.CelError:
+            failing.append(p)
+    if not failing:
+        return []
+    shown = ", ".join(devices.names(failing[:3])) + (f" and {len(failing) - 3} more" if len(failing) > 3 else "")
+    return [f"{where}: could be given {len(failing)} device(s) this rule does not allow ({shown}); narrow its "
+            f"selectors to devices where `{expression}`"]
+
+
+def _validation_findings(check, subject: Subject, claim: Claim, req: Request, devices: _Devices) -> list[str]:
+    found = devices.of(req) or []
+    values = {
+        "request": {"name": req.name, "deviceClassName": req.device_class, "allocationMode": req.mode,
+                    "count": req.count, "devices": devices.taken(req) or 0, "adminAccess": req.admin,
+                    "selectors": list(req.selectors), "claim": claim.label, "legacy": claim.legacy},
+        "object": subject.obj or {},
+        "namespace": subject.namespace,
+        "devices": [devices.index.devices[p].variable for p in found[:MAX_DEVICE_VALUES]],
+    }
+    where = _where(claim, req)
+    try:
+        result = cel.run_program(_program(check.expression), values)
+    except cel.CelError as exc:
+        return [f"{where}: `{check.expression}` failed: {exc}"]
+    if result is True:
+        return []
+    if check.messageExpression:
+        try:
+            text = cel.run_program(_program(check.messageExpression), values)
+            if isinstance(text, str) and text:
+                return [f"{where}: {text}"]
+        except cel.CelError:
+            pass  # the static message (or the expression) says it instead
+    return [f"{where}: {check.message or f'failed `{check.expression}`'}"]

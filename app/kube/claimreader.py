@@ -1,0 +1,57 @@
+"""Reads the ResourceClaims and templates a pod names, for the admin rules' per-pod totals. Their
+specs are immutable, so an answer is kept a little while (a workload's replicas name the same)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from urllib.parse import quote
+
+import orjson
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from .client import raw_get, within
+
+PLURALS = {"ResourceClaim": "resourceclaims", "ResourceClaimTemplate": "resourceclaimtemplates"}
+
+
+class ClaimReader:
+    def __init__(self, api: ApiClient | None, timeout_s: float = 1.5, keep_s: float = 30.0, size: int = 2048):
+        self.api, self.timeout_s, self.keep_s, self.size = api, timeout_s, keep_s, size
+        self._kept: OrderedDict[tuple, tuple[float, dict | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, namespace: str, obj: dict) -> None:
+        """A template this replica generated: known before (or without) the API having it."""
+        name = (obj.get("metadata") or {}).get("name")
+        if isinstance(name, str):
+            self._keep((namespace, obj.get("kind", "ResourceClaimTemplate"), name), obj, float("inf"))
+
+    def __call__(self, namespace: str, kind: str, name: str) -> dict | None:
+        """The object, None when it does not exist; ApiException / TimeoutError when unknown."""
+        key = (namespace, kind, name)
+        now = time.monotonic()
+        with self._lock:
+            found = self._kept.get(key)
+            if found is not None and found[0] > now:
+                return found[1]
+        if self.api is None or kind not in PLURALS:
+            return None
+        path = f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace)}/{PLURALS[kind]}/{quote(name)}"
+        try:
+            obj = orjson.loads(within(self.timeout_s, lambda: raw_get(self.api, path, timeout=self.timeout_s).data))
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            obj = None
+        self._keep(key, obj, now + self.keep_s)
+        return obj
+
+    def _keep(self, key: tuple, obj: dict | None, until: float) -> None:
+        with self._lock:
+            self._kept[key] = (until, obj)
+            self._kept.move_to_end(key)
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)

@@ -1,0 +1,146 @@
+"""What a pod, claim or template asks for, as the admin rules judge it: every claim it names and
+every device-plugin ask as the claim it would be (dra.guard.Usage). Pure: claims the pod names
+are read through a lookup the caller gives."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app import dra
+from app.common import parse_quantity
+from app.dra.guard import Claim, Subject, Usage, Violation
+from app.migration import legacy_resources, plan_pod, pod_errors
+from app.policy import Policy
+
+Lookup = Callable[[str, str, str], "dict | None"]  # (namespace, kind, name) -> the object, None: not found
+
+
+def no_lookup(_namespace: str, _kind: str, _name: str) -> None:
+    return None
+
+
+def claim_usage(obj: dict, label: str) -> Usage:
+    """ClaimError when the object is malformed (the caller reports it)."""
+    return Usage([Claim(label, dra.parse_claim_object(obj))])
+
+
+def pod_usage(pod: dict, policy: Policy, namespace: str, lookup: Lookup = no_lookup,
+              generated: list[dict] = (), equivalent: list[dict] | None = None) -> Usage:
+    """generated: templates of this admission not yet in the API (by name); equivalent: what the
+    pod's device-plugin asks would be as claims (None: planned here)."""
+    usage = Usage()
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    known = {(t.get("metadata") or {}).get("name"): t for t in generated}
+    for i, entry in enumerate(spec.get("resourceClaims") or []):
+        if not isinstance(entry, dict):
+            continue
+        kind, name = (("ResourceClaimTemplate", entry.get("resourceClaimTemplateName"))
+                      if entry.get("resourceClaimTemplateName") else ("ResourceClaim", entry.get("resourceClaimName")))
+        if not isinstance(name, str) or not name:
+            continue
+        label = f"spec.resourceClaims[{i}] {entry.get('name')} ({kind} {name})"
+        obj = known.get(name) if kind == "ResourceClaimTemplate" else None
+        ours = obj is not None
+        obj = obj or lookup(namespace, kind, name)
+        if obj is None:
+            usage.unresolved.append(label)
+            continue
+        try:
+            parsed = dra.parse_claim_object(obj)
+        except dra.ClaimError as exc:
+            usage.unresolved.append(f"{label}: {exc}")
+            continue
+        if ours:
+            label = f"its device-plugin asks as the claim dra-bridge writes ({_asks(parsed)})"
+        usage.claims.append(Claim(label, parsed))
+    legacy = legacy_resources(spec, policy.migration)
+    if legacy:
+        usage.legacy = [f"{c}: {r}" for c, r in legacy]
+        templates = equivalent if equivalent is not None else _as_claims(pod, policy, namespace)
+        specs = []
+        for template in templates:
+            try:
+                specs.append(dra.parse_claim_object(template))
+            except dra.ClaimError:
+                continue  # our own planner's output: its tests keep it parseable
+        if not specs:  # no claim can say it (unmigratable): the counts as the device plugin takes them
+            specs = [_counted(spec, policy)]
+        for parsed in filter(lambda p: p.requests, specs):
+            usage.claims.append(Claim(f"device-plugin asks ({', '.join(usage.legacy)}) as a claim ({_asks(parsed)})",
+                                      parsed, legacy=True))
+    return usage
+
+
+def _asks(parsed: dra.ClaimSpec) -> str:
+    return ", ".join(f"{r.name}: {'all matching' if r.mode == 'All' else r.count}x {r.device_class}"
+                     for alts in parsed.requests for r in alts[:1])
+
+
+def _counted(spec: dict, policy: Policy) -> dra.ClaimSpec:
+    """Whole devices per container from the count resources, where the planner cannot write a claim."""
+    requests = []
+    for key in ("initContainers", "containers"):
+        for c in spec.get(key) or []:
+            resources = c.get("resources") if isinstance(c, dict) and isinstance(c.get("resources"), dict) else {}
+            asked = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+            for resource, amount in asked.items():
+                found = policy.migration.rule_for(str(resource))
+                if found is None or found[0].role not in ("count", "countPercent") or not found[0].deviceClass:
+                    continue
+                try:
+                    value = parse_quantity(amount)
+                except ValueError:
+                    continue
+                count = int(-(-value // 100)) if found[0].role == "countPercent" else int(value)
+                if found[0].countAs == "one":
+                    count = min(count, 1)
+                if count > 0:
+                    requests.append([dra.Request(f"{c.get('name')}", found[0].deviceClass, [], count=count,
+                                                 path=f"{key}[{c.get('name')}].resources {resource}")])
+    return dra.ClaimSpec(requests)
+
+
+def _as_claims(pod: dict, policy: Policy, namespace: str) -> list[dict]:
+    """The templates the planner would write for the pod's device-plugin asks alone."""
+    spec = {k: v for k, v in pod["spec"].items() if k != "resourceClaims"}
+    for key in ("containers", "initContainers"):
+        if isinstance(spec.get(key), list):
+            spec[key] = [_without_claims(c) for c in spec[key]]
+    plan = plan_pod({"metadata": pod.get("metadata") or {}, "spec": spec}, policy.migration, namespace or None)
+    return plan.templates if plan.status == "migrated" else []
+
+
+def _without_claims(container):
+    if not isinstance(container, dict) or not isinstance(container.get("resources"), dict):
+        return container
+    return {**container, "resources": {k: v for k, v in container["resources"].items() if k != "claims"}}
+
+
+def subject_of(kind: str, obj: dict, namespace: str, namespace_labels: dict | None, user_info: dict | None) -> Subject:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    info = user_info if isinstance(user_info, dict) else {}
+    groups = info.get("groups") if isinstance(info.get("groups"), list) else []
+    return Subject(kind, namespace, namespace_labels, labels, str(info.get("username") or ""),
+                   tuple(map(str, groups)), obj)
+
+
+@dataclass
+class PodJudgment:
+    violations: list[Violation]
+    usage: Usage
+
+    @property
+    def denial(self) -> str | None:
+        denied = [v.message for v in self.violations if "Deny" in v.actions]
+        return " | ".join(denied) if denied else None
+
+
+def judge_pod(pod: dict, subject: Subject, policy: Policy, index: dra.Index | None, lookup: Lookup = no_lookup,
+              generated: list[dict] = (), equivalent: list[dict] | None = None) -> PodJudgment:
+    if pod_errors(pod):
+        return PodJudgment([], Usage())
+    usage = pod_usage(pod, policy, subject.namespace, lookup, generated, equivalent)
+    rules = policy.rules_for(subject.namespace, subject.namespace_labels or {})
+    return PodJudgment(dra.guard.judge(rules, subject, usage, index), usage)

@@ -1,0 +1,141 @@
+"""Issue 31 on a real control plane: the admin's bypasses each fail with a policy that sets only
+the limit; the server dry run answers as the create; a bad policy is refused by `kubectl apply`
+and a refused reload is seen without reading logs; audit-mode violations become PolicyReport
+results."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+from tests.e2e.conftest import POLICY, wait_for
+
+pytestmark = pytest.mark.timeout(3600)
+
+GUARDED = {**POLICY, "namespaces": [
+    *POLICY["namespaces"],
+    {"names": ["guarded", "guarded-plain"], "mode": "enforce", "maxDevicesPerClaim": 4},
+    {"names": ["h100-only"], "mode": "enforce", "allowedDeviceClasses": ["h100.nvidia.com"]}],
+    "rules": [{"name": "audit-big-claims", "validationActions": ["Audit"], "match": {"namespaces": ["audited"]},
+               "maxDevicesPerClaim": 1}]}
+OPTED = {"dra-bridge.io/migrate": "enabled"}
+H100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
+
+
+def digest(webhook) -> dict:
+    return json.loads(webhook.get("/readyz")[1])["detail"]["policy"]
+
+
+def use_policy(cluster, webhook, policy: dict) -> None:
+    before = digest(webhook)["digest"]
+    (cluster.dir / "policy.yaml").write_text(yaml.safe_dump(policy))
+    wait_for(lambda: digest(webhook)["digest"] != before, 30, "the webhook to take the new policy")
+
+
+@pytest.fixture(scope="module")
+def guarded(cluster, webhook):
+    cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, "labels": labels}}
+                   for n, labels in {"guarded": OPTED, "guarded-plain": {}, "h100-only": OPTED,
+                                     "audited": {}}.items()])
+    use_policy(cluster, webhook, GUARDED)
+    try:
+        yield cluster
+    finally:
+        use_policy(cluster, webhook, POLICY)
+
+
+def gpu_pod(name, gpus):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [
+        {"name": "cuda", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}}
+
+
+def claim(name, request):
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "gpus", "exactly": request}]}}}
+
+
+def create(cluster, namespace, obj, *extra):
+    return cluster.kubectl("create", "-n", namespace, "-f", "-", *extra, input=json.dumps(obj), check=False)
+
+
+@pytest.mark.parametrize("namespace", ["guarded", "guarded-plain"], ids=["opted-in", "not-opted-in"])
+def test_a_legacy_pod_over_the_limit_is_denied_and_the_dry_run_says_the_same(guarded, namespace):
+    real = create(guarded, namespace, gpu_pod("eight", 8))
+    dry = create(guarded, namespace, gpu_pod("eight", 8), "--dry-run=server")
+    assert real.returncode != 0 and "rule namespace-settings" in real.stderr, real.stderr
+    assert "8 devices exceed the limit of 4 per claim" in real.stderr
+    assert dry.returncode != 0 and dry.stderr == real.stderr
+    assert guarded.kubectl("get", "pod", "eight", "-n", namespace, check=False).returncode != 0
+    templates = guarded.json("resourceclaimtemplates", "-n", namespace)["items"]
+    assert not templates  # nothing written for a denied pod
+    assert create(guarded, namespace, gpu_pod("four", 4)).returncode == 0
+
+
+def test_two_claims_of_four_are_a_pod_of_eight(guarded):
+    for name in ("half-a", "half-b"):
+        assert create(guarded, "guarded", claim(name, {"deviceClassName": "gpu.nvidia.com", "count": 4})).returncode == 0
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "split"}, "spec": {
+        "resourceClaims": [{"name": "a", "resourceClaimName": "half-a"}, {"name": "b", "resourceClaimName": "half-b"}],
+        "containers": [{"name": "cuda", "image": "cuda", "resources": {"claims": [{"name": "a"}, {"name": "b"}]}}]}}
+    denied = create(guarded, "guarded", pod)
+    assert denied.returncode != 0 and "the pod's claims together take 8 devices" in denied.stderr, denied.stderr
+
+
+def test_allocation_mode_all_counts_what_it_would_take(guarded):
+    denied = create(guarded, "guarded", claim("every-h100", {"deviceClassName": "gpu.nvidia.com",
+                                                            "allocationMode": "All",
+                                                            "selectors": [{"cel": {"expression": H100}}]}))
+    assert denied.returncode != 0 and "8 devices exceed the limit of 4" in denied.stderr, denied.stderr
+
+
+def test_allowed_classes_hold_for_a_pod_left_on_the_device_plugin(guarded):
+    denied = create(guarded, "h100-only", gpu_pod("any", 1))
+    assert denied.returncode != 0
+    assert "DeviceClass 'gpu.nvidia.com' is not allowed (allowed: h100.nvidia.com)" in denied.stderr, denied.stderr
+
+
+def test_a_malformed_policy_is_refused_when_applied(guarded):
+    configmap = guarded.json("configmap", "dra-bridge-policy", "-n", "dra-bridge")
+    bad = {**configmap, "data": {"policy.yaml": yaml.safe_dump(
+        {"rules": [{"name": "x", "validations": [{"expression": "request.count <"}]}]})}}
+    refused = guarded.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)
+    assert refused.returncode != 0 and "rules[0]" in refused.stderr and "does not compile" in refused.stderr
+    good = {**configmap, "data": {"policy.yaml": yaml.safe_dump(GUARDED)}}
+    taken = guarded.kubectl("apply", "-f", "-", input=json.dumps(good))
+    assert "dra-bridge policy" in taken.stderr  # the warning with its digest
+
+
+def test_a_refused_reload_is_seen_on_readyz_the_metric_and_an_event(guarded, webhook):
+    kept = digest(webhook)["digest"]
+    (guarded.dir / "policy.yaml").write_text("defaults: {mode: sometimes}\n")
+    try:
+        wait_for(lambda: "rejected" in digest(webhook), 30, "the refused reload on /readyz")
+        assert digest(webhook)["digest"] == kept and "defaults.mode" in digest(webhook)["rejected"]
+        assert "dra_bridge_policy_rejected 1.0" in webhook.get("/metrics")[1]
+        wait_for(lambda: any(e["reason"] == "PolicyRejected" for e in guarded.json(
+            "events", "-n", "dra-bridge", "--field-selector", "involvedObject.name=dra-bridge-policy")["items"]),
+            30, "a PolicyRejected Event on the ConfigMap")
+    finally:
+        (guarded.dir / "policy.yaml").write_text(yaml.safe_dump(GUARDED))
+        wait_for(lambda: "rejected" not in digest(webhook), 30, "the good policy again")
+
+
+def test_audit_mode_violations_become_policy_report_results(guarded, webhook, tmp_path):
+    created = create(guarded, "audited", claim("two", {"deviceClassName": "gpu.nvidia.com", "count": 2}))
+    assert created.returncode == 0 and "Warning" not in created.stderr  # audit: admitted silently
+    assert 'rule="audit-big-claims"' in webhook.get("/metrics")[1]
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(GUARDED))
+    out = subprocess.run([sys.executable, "-m", "app", "audit", "--kubeconfig", guarded.admin_kubeconfig,
+                          "--policy", str(policy), "-n", "audited", "-o", "policyreport"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 1, out.stderr  # something breaks the rules
+    [report] = [d for d in yaml.safe_load_all(out.stdout) if d and d["metadata"].get("namespace") == "audited"]
+    [result] = [r for r in report["results"] if r["rule"] == "audit-big-claims"]
+    assert result["resources"] == [{"kind": "ResourceClaim", "name": "two", "namespace": "audited"}]
+    assert result["result"] == "fail" and result["properties"]["validationActions"] == "Audit"

@@ -1,0 +1,219 @@
+"""Admin rules hold whichever path a pod takes: the bypasses an admin found (issue 31) each
+fail, every matching rule applies with its own actions, and a bad rule never loads."""
+
+import orjson
+import pytest
+
+from app.common import PolicyError
+from app.migration import OptIn, decide
+from app.policy import parse_policy
+from app.server import admission, mutation, validation
+from tests.helpers import container, pod, review
+from tests.unit.device_inventory import build_index
+
+INDEX = build_index()
+H100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
+
+
+def claim(name, requests, kind="ResourceClaim"):
+    spec = {"devices": {"requests": requests}}
+    return {"apiVersion": "resource.k8s.io/v1", "kind": kind, "metadata": {"name": name, "namespace": "team-a"},
+            "spec": {"spec": spec} if kind == "ResourceClaimTemplate" else spec}
+
+
+def exactly(count=1, cls="gpu.nvidia.com", mode="ExactCount", selectors=(), **extra):
+    body = {"deviceClassName": cls, "allocationMode": mode, **extra}
+    if mode == "ExactCount":
+        body["count"] = count
+    if selectors:
+        body["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+    return {"name": "gpus", "exactly": body}
+
+
+def with_claims(*names, labels=None):
+    obj = pod([container("main", None, None, resources={"claims": [{"name": n} for n in names]})],
+              resourceClaims=[{"name": n, "resourceClaimName": n} for n in names])
+    if labels:
+        obj["metadata"]["labels"] = labels
+    return obj
+
+
+def validate(obj, policy_text, namespace="team-a", ns_labels=None, user="alice", groups=(), lookup=None):
+    policy = parse_policy(policy_text)
+    body = review(obj, namespace=namespace, kind=obj["kind"])
+    body["request"]["userInfo"] = {"username": user, "groups": list(groups)}
+    req = admission.parse_review(orjson.dumps(body))
+    subject = validation.subject_of(req.kind, req.obj, namespace, ns_labels, req.raw["userInfo"])
+    settings = policy.for_namespace(namespace, ns_labels or {})
+    if req.kind == "Pod":
+        outcome = validation.evaluate_pod(req.obj, policy, subject, INDEX, lookup or validation.no_lookup)
+    else:
+        outcome = validation.evaluate_claim(req.obj, policy, settings, INDEX, subject)
+    return validation.respond(req, outcome, settings)["response"]
+
+
+def mutate(obj, policy_text, namespace="team-a"):
+    policy = parse_policy(policy_text)
+    req = admission.parse_review(orjson.dumps(review(obj, namespace=namespace)))
+    mp = mutation.plan_request(req, policy, {}, cache=mutation.PlanCache(), index=INDEX)
+    return mutation.respond(mp)["response"]
+
+
+LIMIT_ONLY = "defaults:\n  mode: enforce\n  maxDevicesPerClaim: 4\n"
+
+
+def test_a_legacy_pod_over_the_limit_is_denied_not_admitted_on_the_device_plugin():
+    eight = pod([container("main", {"nvidia.com/gpu": 8})])
+    denied = mutate(eight, LIMIT_ONLY)
+    assert denied["allowed"] is False and "patch" not in denied
+    message = denied["status"]["message"]
+    assert "rule namespace-settings" in message and "8 devices exceed the limit of 4 per claim" in message
+    # Where no mutation runs (a namespace not opted in), /validate judges the same ask.
+    assert validate(eight, LIMIT_ONLY)["allowed"] is False
+    assert mutate(pod([container("main", {"nvidia.com/gpu": 4})]), LIMIT_ONLY)["allowed"] is True
+
+
+def test_two_claims_of_four_are_one_pod_of_eight():
+    claims = {("team-a", "ResourceClaim", n): claim(n, [exactly(4)]) for n in ("a", "b")}
+    lookup = lambda ns, kind, name: claims.get((ns, kind, name))  # noqa: E731
+    resp = validate(with_claims("a", "b"), LIMIT_ONLY, lookup=lookup)
+    assert resp["allowed"] is False
+    assert "the pod's claims together take 8 devices" in resp["status"]["message"]
+    assert validate(with_claims("a"), LIMIT_ONLY, lookup=lookup)["allowed"] is True
+    # Each claim alone is within the limit.
+    assert validate(claims[("team-a", "ResourceClaim", "a")], LIMIT_ONLY)["allowed"] is True
+
+
+def test_a_claim_the_pod_names_that_cannot_be_read_is_said_not_silently_dropped():
+    resp = validate(with_claims("gone"), LIMIT_ONLY)
+    assert resp["allowed"] is True and any("not found, not counted" in w for w in resp["warnings"])
+
+
+def test_allocation_mode_all_counts_the_devices_it_would_take():
+    every_h100 = claim("all", [exactly(mode="All", selectors=[H100])])
+    resp = validate(every_h100, LIMIT_ONLY)
+    assert resp["allowed"] is False and "8 devices exceed the limit of 4" in resp["status"]["message"]
+    per_request = validate(every_h100, "defaults:\n  mode: enforce\n  maxDevicesPerRequest: 2\n")
+    assert "allocationMode All would take 8 devices" in per_request["status"]["message"]
+
+
+def test_allowed_classes_hold_for_legacy_pods():
+    text = "defaults:\n  mode: enforce\n  allowedDeviceClasses: [h100.nvidia.com]\n"
+    one = pod([container("main", {"nvidia.com/gpu": 1})])
+    resp = mutate(one, text)
+    assert resp["allowed"] is False
+    assert "DeviceClass 'gpu.nvidia.com' is not allowed (allowed: h100.nvidia.com)" in resp["status"]["message"]
+    assert validate(one, text)["allowed"] is False
+
+
+def test_validation_does_not_depend_on_the_migration_opt_in():
+    eight = pod([container("main", {"nvidia.com/gpu": 8})])
+    policy = parse_policy(LIMIT_ONLY)
+    found = decide(eight, "team-b", {}, policy, opt_in=OptIn("dra-bridge.io/migrate", "enabled"),
+                   refuse=validation.refusal(INDEX))
+    assert found.settings is None and found.refused and "8 devices exceed" in found.refused
+    off = parse_policy(LIMIT_ONLY + "namespaces:\n- names: [team-a]\n  migrate: false\n")
+    assert decide(eight, "team-a", {}, off, refuse=validation.refusal(INDEX)).refused
+
+
+RULES = """
+rules:
+- name: h100-only-team-a
+  match: {namespaces: [team-a]}
+  allowedDevices: "%s"
+  message: team A runs on H100 only
+- name: max-two-per-pod
+  validationActions: [Warn]
+  maxDevicesPerPod: 2
+  exclude:
+    groups: [gpu-admins]
+    serviceAccounts: [ci/runner]
+    objectSelector: {matchLabels: {tier: batch}}
+""" % H100
+
+
+def test_rules_apply_by_namespace_and_exempt_by_user_group_account_and_label():
+    l4 = claim("l4", [exactly(1, selectors=["device.attributes['gpu.nvidia.com'].productName.contains('L4')"])])
+    resp = validate(l4, RULES)
+    assert resp["allowed"] is False and "team A runs on H100 only" in resp["status"]["message"]
+    assert "gpu-l4-0/gpu-0" in resp["status"]["message"]
+    assert validate(l4, RULES, namespace="team-b")["allowed"] is True
+    h100 = claim("h", [exactly(1, selectors=[H100])])
+    assert validate(h100, RULES)["allowed"] is True
+
+    three = pod([container("main", {"nvidia.com/gpu": 3})], nodeSelector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    warned = validate(three, RULES, namespace="team-b")
+    assert warned["allowed"] is True and any("rule max-two-per-pod" in w for w in warned["warnings"])
+    assert "warnings" not in validate(three, RULES, namespace="team-b", groups=["gpu-admins"])
+    assert "warnings" not in validate(three, RULES, namespace="team-b", user="system:serviceaccount:ci:runner")
+    batch = {**three, "metadata": {**three["metadata"], "labels": {"tier": "batch"}}}
+    assert "warnings" not in validate(batch, RULES, namespace="team-b")
+
+
+def test_audit_action_annotates_and_every_matching_namespace_entry_applies():
+    text = ("namespaces:\n- names: [team-a]\n  mode: warn\n"
+            "- selector: {matchLabels: {guard: strict}}\n  mode: audit\n  maxDevicesPerClaim: 2\n")
+    big = claim("c", [exactly(3)])
+    resp = validate(big, text, ns_labels={"guard": "strict"})
+    assert resp["allowed"] is True and "3 devices exceed the limit of 2" in resp["auditAnnotations"]["validation"]
+    assert "auditAnnotations" not in validate(big, text)
+
+
+def test_required_selectors_and_cel_validations():
+    text = """
+rules:
+- name: model-required
+  requireSelectors: [gpu.nvidia.com/productName]
+- name: no-all-mode
+  validations:
+  - expression: "request.allocationMode != 'All'"
+    messageExpression: "'request ' + request.name + ' would take ' + string(request.devices) + ' devices'"
+"""
+    bare = validate(claim("c", [exactly(1)]), text)
+    assert "needs a selector on gpu.nvidia.com/productName" in bare["status"]["message"]
+    assert validate(claim("c", [exactly(1, selectors=[H100])]), text)["allowed"] is True
+    everything = validate(claim("c", [exactly(mode="All", selectors=[H100])]), text)
+    assert "request gpus would take 8 devices" in everything["status"]["message"]
+    # A legacy pod whose node selector names the model gets that selector as a claim.
+    model = pod([container("main", {"nvidia.com/gpu": 1})], nodeSelector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    assert validate(model, text)["allowed"] is True
+    assert validate(pod([container("main", {"nvidia.com/gpu": 1})]), text)["allowed"] is False
+
+
+@pytest.mark.parametrize("text, where", [
+    ("rules:\n- name: x\n  validations: [{expression: 'request.count <'}]\n", "validations[0].expression"),
+    ("rules:\n- name: x\n  allowedDevices: 'foo.bar'\n", "allowedDevices"),
+    ("rules:\n- name: x\n  maxDevicesPerPod: 1\n- name: x\n  maxDevicesPerPod: 2\n", "two rules named 'x'"),
+    ("rules:\n- name: x\n  validationActions: [Deny, Warn]\n  maxDevicesPerPod: 1\n", "Deny and Warn together"),
+    ("rules:\n- name: x\n", "checks nothing"),
+    ("rules:\n- name: x\n  requireSelectors: [productName]\n", "expected a qualified name"),
+    ("rules:\n- name: x\n  exclude: {serviceAccounts: [runner]}\n  maxDevicesPerPod: 1\n", "expected namespace/name"),
+])
+def test_a_bad_rule_never_loads_and_the_error_names_the_field(text, where):
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(text, "policy.yaml")
+    assert "rules" in str(caught.value) and where in str(caught.value)
+
+
+def test_a_background_scan_reports_existing_violations_in_audit_mode_as_policy_report_results():
+    from app.cli.auditcli import policy_reports
+    from app.server import scan
+
+    text = ("namespaces:\n- names: [team-a]\n  mode: audit\n  maxDevicesPerClaim: 4\n"
+            "rules:\n- name: exempt-by-user\n  maxDevicesPerPod: 1\n  exclude: {users: [alice]}\n")
+    policy = parse_policy(text)
+    claims = [claim(n, [exactly(3)]) for n in ("a", "b")]
+    stamped = claim("stamped", [exactly(8)])
+    stamped["metadata"]["annotations"] = {"resource.kubernetes.io/pod-claim-name": "gpus"}
+    objects = [with_claims("a", "b"), *claims, stamped, pod([container("main", {"nvidia.com/gpu": 2})])]
+    by_name = {("team-a", "ResourceClaim", c["metadata"]["name"]): c for c in claims}
+    found = scan.scan(objects, policy, INDEX, {}, lambda ns, kind, name: by_name.get((ns, kind, name)))
+    # The pod of two 3-device claims breaks the per-pod limit (its claims alone do not); the
+    # stamped copy is its template's; the user exemption cannot be judged after the fact.
+    assert [(f.kind, f.name, f.violation.rule) for f in found] == [("Pod", "p", "namespace-settings")]
+    [report] = policy_reports([], True, found)
+    [result] = report["results"]
+    assert (report["kind"], report["metadata"]["namespace"], result["result"], result["severity"]) == \
+        ("PolicyReport", "team-a", "fail", "low")
+    assert result["rule"] == "namespace-settings" and "6 devices" in result["message"]
+    assert report["summary"]["fail"] == 1
