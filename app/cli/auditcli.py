@@ -202,7 +202,8 @@ def claim_objects(api, namespace: str | None = None) -> list[dict]:
     out = []
     for prefix, resource, kind in CLAIM_PATHS:
         for item in kube.list_items(api, f"{prefix}{scope}/{resource}"):
-            item.setdefault("kind", kind)
+            item.setdefault("kind", kind)  # a list's items carry neither
+            item.setdefault("apiVersion", prefix.split("/", 2)[-1])
             out.append(item)
     return out
 
