@@ -8,7 +8,7 @@ from importlib import resources
 from typing import Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from app.common import PolicyError
 
@@ -239,6 +239,7 @@ class Policy(_Strict):
     namespaces: list[NamespaceEntry] = []
     migration: MigrationRules = Field(default_factory=lambda: default_policy().migration)
     rules: list[Rule] = []  # admin rules: every one that matches applies, each with its own actions
+    _rules_seen: dict = PrivateAttr(default_factory=dict)
 
     @field_validator("rules")
     @classmethod
@@ -253,7 +254,17 @@ class Policy(_Strict):
     def rules_for(self, namespace: str, labels: dict[str, str] | None = None) -> list[Rule]:
         """Every rule that can apply in the namespace: the namespace settings' limits (defaults
         with the first matching entry over them) under the namespace's mode, each later matching
-        entry's limits under its own mode (a guardrail added, never one dropped), then `rules`."""
+        entry's limits under its own mode (a guardrail added, never one dropped), then `rules`.
+        Kept per namespace and labels: each review asks, and the policy never changes."""
+        key = (namespace, tuple(sorted((labels or {}).items())))
+        found = self._rules_seen.get(key)
+        if found is None:
+            if len(self._rules_seen) > 4096:
+                self._rules_seen.clear()
+            found = self._rules_seen[key] = self._rules_for(namespace, labels)
+        return found
+
+    def _rules_for(self, namespace: str, labels: dict[str, str] | None) -> list[Rule]:
         found = []
         effective = self.for_namespace(namespace, labels)
         found.extend(settings_rule("namespace-settings", effective, effective.mode))
