@@ -187,7 +187,9 @@ def _unfinished(state: ServiceState, endpoint: str, req: admission.Request, exc:
     else:
         log.warning("%s not finished for %s %s/%s uid=%s: %s", endpoint, _safe(req.kind), _safe(req.namespace),
                     _safe(req.name), _safe(req.uid), why)
-    if endpoint == "validate":
+    if endpoint == "validate-policy":
+        deny = True  # a policy nobody could judge does not land (its webhook fails closed too)
+    elif endpoint == "validate":
         deny = validation.unfinished_decision(settings) == "deny"
     else:
         deny = (settings or policy.defaults).onInternalError == "deny"

@@ -1,0 +1,94 @@
+"""Issue 31, delivery: the policy ConfigMap is judged when applied (/validate-policy), and each
+replica says which policy it enforces and that it refused a reload (readyz, metrics, an Event)."""
+
+import hashlib
+
+import orjson
+import pytest
+import yaml
+from starlette.testclient import TestClient
+
+from app import kube
+from app.server import Metrics, PolicyHolder, ServiceState, create_app
+from tests.helpers import review
+from tests.unit.device_inventory import build_inventory
+
+GOOD = "rules:\n- name: at-most-4\n  maxDevicesPerPod: 4\n"
+
+
+class Events:
+    def __init__(self):
+        self.posted = []
+
+    def post(self, event_type, reason, message):
+        self.posted.append((event_type, reason, message))
+
+
+@pytest.fixture
+def served(tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text(GOOD)
+    metrics = Metrics()
+    events = Events()
+    holder = PolicyHolder(str(path), metrics, events)
+    state = ServiceState(policy=holder, templates=kube.TemplateStore(None), namespace_labels=kube.NamespaceLabels(None),
+                         metrics=metrics, inventory=build_inventory())
+    with TestClient(create_app(state)) as client:
+        yield client, path, holder, events
+
+
+def configmap(text=None, name="dra-bridge-policy"):
+    data = {"policy.yaml": text} if text is not None else {"other": "x"}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "dra-bridge",
+                                                                   "labels": {"dra-bridge.io/policy": "true"}},
+            "data": data}
+
+
+def judge(client, obj, operation="CREATE"):
+    body = review(obj, operation=operation, namespace="dra-bridge", kind="ConfigMap")
+    return client.post("/validate-policy", content=orjson.dumps(body)).json()["response"]
+
+
+@pytest.mark.parametrize("text, said", [
+    ("rules:\n- name: x\n  validations: [{expression: 'request.count <'}]\n",
+     "data.policy.yaml: rules[0]: validations[0].expression: CEL does not compile"),
+    ("defaults: {mode: sometimes}\n", "data.policy.yaml: defaults.mode"),
+    ("defaults: [\n", "not valid YAML"),
+    (None, "data.policy.yaml is missing"),
+])
+def test_a_bad_policy_is_refused_when_applied_naming_the_field(served, text, said):
+    client = served[0]
+    answer = judge(client, configmap(text))
+    assert answer["allowed"] is False and answer["status"]["code"] == 422 and said in answer["status"]["message"]
+
+
+def test_a_good_policy_is_admitted_with_its_digest(served):
+    client = served[0]
+    answer = judge(client, configmap(GOOD), "UPDATE")
+    digest = hashlib.sha256(GOOD.encode()).hexdigest()[:16]
+    assert answer["allowed"] is True and f"dra-bridge policy {digest}: 1 rule(s)" in answer["warnings"][0]
+    assert judge(client, configmap(GOOD), "DELETE") == {"uid": "uid-1", "allowed": True}
+
+
+def test_each_replica_says_its_policy_and_a_refused_reload(served):
+    client, path, holder, events = served
+    first = client.get("/readyz").json()["detail"]["policy"]
+    assert first == {"digest": hashlib.sha256(GOOD.encode()).hexdigest()[:16], "source": str(path), "rules": 1}
+    assert f'dra_bridge_policy_info{{digest="{first["digest"]}"}}' in client.get("/metrics").text
+    path.write_text("defaults: {mode: sometimes}\n")
+    assert holder.check() is False
+    status = client.get("/readyz")
+    assert status.status_code == 200  # the last good policy is still enforced
+    refused = status.json()["detail"]["policy"]
+    assert refused["digest"] == first["digest"] and "defaults.mode" in refused["rejected"]
+    text = client.get("/metrics").text
+    assert "dra_bridge_policy_rejected 1.0" in text and "dra_bridge_policy_reload_errors_total 1.0" in text
+    assert [(t, r) for t, r, _m in events.posted] == [("Warning", "PolicyRejected")]
+    assert first["digest"] in events.posted[0][2] and "defaults.mode" in events.posted[0][2]
+    path.write_text(yaml.safe_dump({"defaults": {"mode": "enforce"}}))
+    assert holder.check() is True
+    again = client.get("/readyz").json()["detail"]["policy"]
+    assert again["digest"] != first["digest"] and "rejected" not in again
+    text = client.get("/metrics").text
+    assert "dra_bridge_policy_rejected 0.0" in text and first["digest"] not in text
+    assert events.posted[-1][:2] == ("Normal", "PolicyLoaded")

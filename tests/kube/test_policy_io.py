@@ -1,0 +1,40 @@
+"""The admin rules' IO edges: the claims a pod names are read (and kept a while), and a refused
+policy reload becomes an Event on the policy's ConfigMap."""
+
+import time
+
+from app import kube
+
+
+def claim(name):
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "team-a"},
+            "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}
+
+
+def test_claims_are_read_once_and_missing_ones_are_none(fake_kube):
+    fake_kube.objects[("team-a", "resourceclaims", "c")] = claim("c")
+    reader = kube.ClaimReader(kube.api_client_for_host(fake_kube.url))
+    assert reader("team-a", "ResourceClaim", "c")["metadata"]["name"] == "c"
+    assert reader("team-a", "ResourceClaim", "c")["metadata"]["name"] == "c"
+    assert reader("team-a", "ResourceClaim", "gone") is None
+    reads = [r for r in fake_kube.requests if r.method == "GET" and "resourceclaims" in r.path]
+    assert len(reads) == 2  # the second read of c came from what was kept
+    generated = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t"}}
+    reader.remember("team-a", generated)
+    assert reader("team-a", "ResourceClaimTemplate", "t") is generated  # before the API has it
+
+
+def test_a_refused_reload_is_an_event_on_the_configmap(fake_kube):
+    sink = kube.EventSink(kube.api_client_for_host(fake_kube.url), "dra-bridge", "dra-bridge-policy",
+                          instance="dra-bridge-0")
+    sink.post("Warning", "PolicyRejected", "policy not taken: defaults.mode")
+    deadline = time.monotonic() + 10
+    while not sink.posted and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [write] = [w for w in fake_kube.writes() if w.path == "/api/v1/namespaces/dra-bridge/events"]
+    assert write.body["involvedObject"] == {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "dra-bridge",
+                                            "name": "dra-bridge-policy"}
+    assert (write.body["type"], write.body["reason"], write.body["reportingInstance"]) == \
+        ("Warning", "PolicyRejected", "dra-bridge-0")
+    assert kube.EventSink(None, "dra-bridge", "x").post("Warning", "PolicyRejected", "m") is None  # no API: nothing
