@@ -80,7 +80,7 @@ def _opt(p, *names: str, env: str | None = None, default=None, shown: str | None
 
 def _opt_in(p, elsewhere: str) -> None:
     _opt(p, "--opt-in-label", default=OPT_IN_LABEL,
-         help="KEY=VALUE: the namespace label the webhooks' namespaceSelector selects (serve's "
+         help="KEY=VALUE: the namespace label the mutating webhook's namespaceSelector selects (serve's "
               f"--template-namespace-label); {elsewhere}; '' for every namespace")
 
 
@@ -119,7 +119,8 @@ def _add_serve(sub) -> None:
          help="seconds a review may take before the policy's onInternalError answers it (keep below the "
               "webhooks' timeoutSeconds)")
     _opt(p, "--template-namespace-label", env="template_namespace_label", default=OPT_IN_LABEL,
-         help="write templates only in namespaces with this label (the webhooks' namespaceSelector); '' for any")
+         help="write templates only in namespaces with this label (the mutating webhook's namespaceSelector); "
+              "'' for any")
     _opt(p, "--template-gc-grace", env="template_gc_grace", default=0.0, type=float,
          help="delete generated templates no pod has named for this many seconds (one replica at a time, by a "
               "Lease in $POD_NAMESPACE); 0: never")

@@ -2,7 +2,7 @@
 dry runs), `plan`, `audit` and `rollout` all take through `decide`. Pure.
 
 Inputs: the pod, its namespace and that namespace's labels, the policy (its namespace rules
-too), the cluster's facts (paths.Facts) and the opt-in label the webhooks' namespaceSelector
+too), the cluster's facts (paths.Facts) and the opt-in label the mutating webhook's namespaceSelector
 uses. The webhook is only called in opted-in namespaces, so it passes no opt-in; every preview
 passes the one its webhook configuration has.
 """

@@ -68,14 +68,14 @@ def installed():
 def test_the_runbook_has_every_section_the_issue_asks_for():
     headings = re.findall(r"^## (.+)$", RUNBOOK, re.MULTILINE)
     assert headings == ["What gets installed", "Install order", "From warn to enforce", "The webhook is down",
-                        "Rollback", "Upgrade", "Uninstall", "Renewing the certificate"]
+                        "The policy was refused", "Rollback", "Upgrade", "Uninstall", "Renewing the certificate"]
     assert len(commands()) >= 30
 
 
 def test_every_dra_bridge_command_parses_with_todays_flags():
     parser = build_parser()
     ours = [c for page in (RUNBOOK, WALKTHROUGH) for c in commands(page) if c[0] == "dra-bridge"]
-    assert {c[1] for c in ours} >= {"audit", "certs", "plan", "check", "rollout"}
+    assert {c[1] for c in ours} >= {"audit", "certs", "plan", "check", "rollout", "policy"}
     assert {c[2] for c in ours if c[1] == "rollout"} == {"status", "plan", "run", "undo"}
     for command in ours:
         try:
