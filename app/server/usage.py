@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from app import dra
 from app.common import parse_quantity
 from app.dra.guard import Claim, Subject, Usage, Violation
-from app.migration import legacy_resources, plan_pod, pod_errors
+from app.migration import TEMPLATE_PREFIX, legacy_resources, plan_pod, pod_errors
 from app.policy import Policy
 
 Lookup = Callable[[str, str, str], "dict | None"]  # (namespace, kind, name) -> the object, None: not found
@@ -44,7 +44,10 @@ def pod_usage(pod: dict, policy: Policy, namespace: str, lookup: Lookup = no_loo
         ours = obj is not None
         obj = obj or lookup(namespace, kind, name)
         if obj is None:
-            usage.unresolved.append(label)
+            if not (kind == "ResourceClaimTemplate" and name.startswith(TEMPLATE_PREFIX)):
+                usage.unresolved.append(label)
+            # else: ours, not written yet (a dry run's rewrite, on another replica): /mutate judged
+            # the pod with it, and a warning here would make the dry run differ from the create
             continue
         try:
             parsed = dra.parse_claim_object(obj)

@@ -217,3 +217,14 @@ def test_a_background_scan_reports_existing_violations_in_audit_mode_as_policy_r
         ("PolicyReport", "team-a", "fail", "low")
     assert result["rule"] == "namespace-settings" and "6 devices" in result["message"]
     assert report["summary"]["fail"] == 1
+
+
+def test_a_generated_template_not_yet_written_is_not_warned_about():
+    """A dry run's rewrite names a template nobody wrote: /mutate judged the pod with it, so
+    /validate (maybe another replica) says nothing the real create would not."""
+    rewritten = pod([container("main", None, None, resources={"claims": [{"name": "g"}]})],
+                    resourceClaims=[{"name": "g", "resourceClaimTemplateName": "dra-bridge-0123456789abcdef"}])
+    assert "warnings" not in validate(rewritten, LIMIT_ONLY)
+    foreign = pod([container("main", None, None, resources={"claims": [{"name": "g"}]})],
+                  resourceClaims=[{"name": "g", "resourceClaimTemplateName": "theirs"}])
+    assert any("not found" in w for w in validate(foreign, LIMIT_ONLY)["warnings"])
