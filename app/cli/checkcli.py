@@ -86,5 +86,6 @@ def _policy_judge(path: str, ix: dra.Index, inputs, namespaces: dict):
     def judge(obj: dict):
         namespace = (obj.get("metadata") or {}).get("namespace") or "default"
         return answer(obj, namespace, namespaces.get(namespace, {}), policy, ix, facts,
-                      lambda ns, kind, name: claims.get((ns, kind, name)))
+                      lambda ns, kind, name: claims.get((ns, kind, name)), namespace_claims=lambda ns: [
+                          o for (n, k, _), o in claims.items() if n == ns and k == "ResourceClaim"])
     return judge

@@ -87,7 +87,7 @@ def _run_file(path: str, verbose: bool) -> tuple[int, int]:
         obj = matches[0]
         namespace = case.namespace or obj["metadata"].get("namespace") or "default"
         got = answer(obj, namespace, namespaces.get(namespace, {}), policy, index, facts, lookup, case.user,
-                     case.groups)
+                     case.groups, lambda ns: [o for (n, k, _), o in claims.items() if n == ns and k == "ResourceClaim"])
         missing = [r for r in case.rules if r not in got.rules]
         ok = got.result == case.result and not missing and case.rewritten in (None, got.rewritten)
         passed += ok

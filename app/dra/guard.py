@@ -11,7 +11,7 @@ from functools import lru_cache
 from app.policy import Rule
 
 from . import cel
-from .claims import ClaimSpec, Request
+from .claims import ClaimError, ClaimSpec, Request, parse_claim_object
 from .feasibility import candidates
 from .index import Index
 
@@ -39,6 +39,7 @@ class Claim:
     label: str  # for messages: "claim gpus (template t)", "legacy nvidia.com/gpu of container main"
     spec: ClaimSpec
     legacy: bool = False
+    existing: str = ""  # the ResourceClaim's name when the pod names one that exists
 
 
 @dataclass
@@ -128,14 +129,23 @@ class _Devices:
         return ["/".join(map(str, self.index.devices[p].key[1:])) for p in positions]
 
 
-def judge(rules: list[Rule], subject: Subject, usage: Usage, index: Index | None) -> list[Violation]:
-    """Every violation of every rule that applies to the subject, in rule order."""
+def judge(rules: list[Rule], subject: Subject, usage: Usage, index: Index | None,
+          namespace_claims=None) -> list[Violation]:
+    """Every violation of every rule that applies to the subject, in rule order.
+    namespace_claims: () -> the ResourceClaims in the subject's namespace now (None: not known,
+    maxDevicesPerNamespace is not judged)."""
     devices = _Devices(index)
+    held: list[int] = []
     out = []
     for rule in rules:
         if not applies(rule, subject):
             continue
-        for message in _rule_findings(rule, subject, usage, devices):
+        found = _rule_findings(rule, subject, usage, devices)
+        if rule.maxDevicesPerNamespace and namespace_claims is not None and subject.kind != "ResourceClaimTemplate":
+            if not held:
+                held.append(_namespace_total(namespace_claims(), subject, usage, devices))
+            found.extend(_namespace_findings(rule, subject, usage, devices, held[0]))
+        for message in found:
             text = f"{rule.message} ({message})" if rule.message else message
             out.append(Violation(rule.name, tuple(rule.validationActions), f"rule {rule.name}: {text}"))
     return out
@@ -156,7 +166,8 @@ def _rule_findings(rule: Rule, subject: Subject, usage: Usage, devices: _Devices
                 most = max(most, devices.taken(req) or 0)
             claim_total += most
         if rule.maxDevicesPerClaim and claim_total > rule.maxDevicesPerClaim:
-            out.append(f"{claim.label or 'spec'}: {claim_total} devices exceed the limit of {rule.maxDevicesPerClaim} per "
+            out.append(f"{claim.label or 'spec'}: {claim_total} devices exceed the limit of "
+                       f"{rule.maxDevicesPerClaim} per "
                        "claim; ask for fewer")
         pod_total += claim_total
     if subject.kind == "Pod" and rule.maxDevicesPerPod and pod_total > rule.maxDevicesPerPod:
@@ -164,6 +175,42 @@ def _rule_findings(rule: Rule, subject: Subject, usage: Usage, devices: _Devices
         out.append(f"the pod's claims together take {pod_total} devices ({parts}), more than the limit of "
                    f"{rule.maxDevicesPerPod} per pod")
     return out
+
+
+def _taken(spec: ClaimSpec, devices: _Devices) -> int:
+    return sum(max((devices.taken(r) or 0) for r in alternatives) for alternatives in spec.requests)
+
+
+def _namespace_total(claims: list[dict], subject: Subject, usage: Usage, devices: _Devices) -> int:
+    """Devices the namespace's claims take now: an allocated claim what it holds, a pending one
+    what it asks. The subject's own claims are counted with the subject, not here."""
+    own = {c.existing for c in usage.claims if c.existing}
+    if subject.kind == "ResourceClaim":
+        own.add(((subject.obj or {}).get("metadata") or {}).get("name"))
+    total = 0
+    pod = ((subject.obj or {}).get("metadata") or {}).get("name") if subject.kind == "Pod" else None
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        if meta.get("name") in own or (pod and any(r.get("kind") == "Pod" and r.get("name") == pod
+                                                    for r in meta.get("ownerReferences") or [])):
+            continue  # counted with the subject (its named claims, the claims stamped for it)
+        results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
+        if results:
+            total += len(results)
+            continue
+        try:
+            total += _taken(parse_claim_object(claim), devices)
+        except ClaimError:
+            continue  # the API server would not have stored it: nothing it takes
+    return total
+
+
+def _namespace_findings(rule: Rule, subject: Subject, usage: Usage, devices: _Devices, held: int) -> list[str]:
+    asked = sum(_taken(c.spec, devices) for c in usage.claims)
+    if not asked or held + asked <= rule.maxDevicesPerNamespace:
+        return []
+    return [f"namespace {subject.namespace} would take {held + asked} devices ({held} held or asked by its claims "
+            f"now, {asked} by this {subject.kind}), more than the limit of {rule.maxDevicesPerNamespace}"]
 
 
 def _request_findings(rule: Rule, subject: Subject, claim: Claim, req: Request, devices: _Devices) -> list[str]:

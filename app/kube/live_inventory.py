@@ -114,6 +114,13 @@ class LiveInventory:
         self.builds += 1
         self.last_build_s = time.monotonic() - started
 
+    def claims_in(self, namespace: str) -> list[dict]:
+        """The namespace's ResourceClaims as last watched (the admin rules' namespace totals)."""
+        prefix = namespace + "/"
+        with self._lock:
+            kept = [raw for key, raw in self.objects["resourceclaims"].items() if key.startswith(prefix)]
+        return [orjson.loads(raw) for raw in kept]
+
     def _rebuild(self):
         # Decoded one at a time as the builder takes them: the whole inventory is never decoded.
         with self._lock:

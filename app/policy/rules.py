@@ -113,6 +113,9 @@ class Rule(_Strict):
     maxDevicesPerRequest: Optional[int] = Field(default=None, ge=1)
     maxDevicesPerClaim: Optional[int] = Field(default=None, ge=1)
     maxDevicesPerPod: Optional[int] = Field(default=None, ge=1)  # every claim of the pod, legacy asks included
+    # The namespace's ResourceClaims now (allocated: what they hold; pending: what they ask) and
+    # this object's: a guardrail; ResourceQuota is the atomic cap (concurrent creates pass together).
+    maxDevicesPerNamespace: Optional[int] = Field(default=None, ge=1)
     allowedDeviceClasses: Optional[list[str]] = None
     allowAdminAccess: Optional[bool] = None  # False: adminAccess requests violate
     forbidLegacy: Optional[bool] = None  # True: pods asking for legacy GPU resources violate
@@ -162,7 +165,8 @@ class Rule(_Strict):
 
     @model_validator(mode="after")
     def _checks_something(self) -> "Rule":
-        checks = ("maxDevicesPerRequest", "maxDevicesPerClaim", "maxDevicesPerPod", "allowedDeviceClasses",
+        checks = ("maxDevicesPerRequest", "maxDevicesPerClaim", "maxDevicesPerPod", "maxDevicesPerNamespace",
+                  "allowedDeviceClasses",
                   "allowAdminAccess", "forbidLegacy", "allowedDevices")
         if not any(getattr(self, name) is not None for name in checks) and not self.requireSelectors \
                 and not self.validations:

@@ -16,7 +16,7 @@ from app.migration import Facts
 from app.policy import Policy
 
 from . import admission, mutation, validation
-from .usage import Lookup, no_lookup
+from .usage import Lookup, NamespaceClaims, no_lookup
 
 RESULTS = ("allow", "audit", "warn", "deny")  # weakest to strongest
 
@@ -41,12 +41,14 @@ def review_body(obj: dict, namespace: str, user: str, groups: list[str], dry_run
 
 
 def answer(obj: dict, namespace: str, namespace_labels: dict | None, policy: Policy, index: dra.Index,
-           facts: Facts | None = None, lookup: Lookup = no_lookup, user: str = "", groups: list[str] = ()) -> Answer:
+           facts: Facts | None = None, lookup: Lookup = no_lookup, user: str = "", groups: list[str] = (),
+           namespace_claims: NamespaceClaims = None) -> Answer:
     req = admission.parse_review(review_body(obj, namespace, user, list(groups)))
     out = Answer("allow")
     rules_of = _rule_names(policy, namespace, namespace_labels)
     if req.kind == "Pod":
-        mp = mutation.plan_request(req, policy, namespace_labels or {}, mutation.PlanCache(), facts, index, lookup)
+        mp = mutation.plan_request(req, policy, namespace_labels or {}, mutation.PlanCache(), facts, index, lookup,
+                                   namespace_claims)
         response = mutation.respond(mp)["response"]
         if not _take(out, response, rules_of):
             return out
@@ -62,9 +64,9 @@ def answer(obj: dict, namespace: str, namespace_labels: dict | None, policy: Pol
     settings = policy.for_namespace(namespace, namespace_labels or {})
     subject = validation.subject_of(req.kind, req.obj, namespace, namespace_labels, req.raw.get("userInfo"))
     if req.kind == "Pod":
-        outcome = validation.evaluate_pod(req.obj, policy, subject, index, lookup)
+        outcome = validation.evaluate_pod(req.obj, policy, subject, index, lookup, namespace_claims)
     else:
-        outcome = validation.evaluate_claim(req.obj, policy, settings, index, subject)
+        outcome = validation.evaluate_claim(req.obj, policy, settings, index, subject, namespace_claims)
     out.rules |= {f.rule for f in outcome.findings if f.rule and f.severity == "violation"}
     if outcome.acted("Audit"):
         out.result = "audit"

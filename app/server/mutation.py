@@ -189,7 +189,8 @@ def index_facts(index: dra.Index, rules: MigrationRules, judge) -> Facts:
 
 def plan_request(req: admission.Request, policy: Policy, namespace_labels: dict[str, str],
                  cache: PlanCache = _DEFAULT_CACHE, facts: Facts | None = None, index: dra.Index | None = None,
-                 lookup: validation.Lookup = validation.no_lookup) -> MutationPlan:
+                 lookup: validation.Lookup = validation.no_lookup,
+                 namespace_claims: validation.NamespaceClaims = None) -> MutationPlan:
     """facts: what the cluster serves (paths.Facts); None keeps every pod on the rewrite path.
     The decision is migration.decide's, as every preview takes it; a pod the admin rules deny
     (as it would be admitted: rewritten, or as the claims its device-plugin asks would be) is
@@ -198,7 +199,7 @@ def plan_request(req: admission.Request, policy: Policy, namespace_labels: dict[
         # Pod UPDATE is never mutated: most pod spec fields are immutable after creation.
         return MutationPlan(req, None, Plan("unchanged", reason=f"{req.kind} {req.operation} is not mutated"))
     found = decide(req.obj, req.namespace, namespace_labels, policy, facts, planner=cache.plan,
-                   refuse=validation.refusal(index, lookup, req.raw.get("userInfo")))
+                   refuse=validation.refusal(index, lookup, req.raw.get("userInfo"), namespace_claims))
     return MutationPlan(req, found.settings, found.plan, found.patch, found.path, found.refused)
 
 

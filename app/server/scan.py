@@ -42,7 +42,10 @@ def scan(objects: list[dict], policy: Policy, index: dra.Index | None, namespace
             usage = pod_usage(obj, policy, namespace, lookup) if kind == "Pod" else claim_usage(obj, "")
         except dra.ClaimError:
             continue  # upstream refused such objects; nothing of the rules' to say
-        for violation in dra.guard.judge(rules, subject, usage, index):
+        held = [o for o in objects if o.get("kind") == "ResourceClaim" and o is not obj
+                and (o.get("metadata") or {}).get("namespace", "default") == namespace]
+        # existing objects: the namespace's other claims are what it holds beside this one
+        for violation in dra.guard.judge(rules, subject, usage, index, lambda: held):
             out.append(Found(kind, namespace, meta.get("name", ""), violation))
     return out
 

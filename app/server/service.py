@@ -162,6 +162,11 @@ class ServiceState:
             return True, cached[2]
         return False, None
 
+    def namespace_claims(self):
+        """namespace -> its ResourceClaims now, from the live inventory's watch; None without one
+        (then maxDevicesPerNamespace is not judged)."""
+        return self.live.claims_in if self.live is not None else None
+
     def detail(self) -> dict:
         """What readyz shows beyond its checks: devices the inventory could not use, or none at all."""
         rejected = self.extra.get("rejected") or []

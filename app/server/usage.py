@@ -14,6 +14,8 @@ from app.migration import TEMPLATE_PREFIX, legacy_resources, plan_pod, pod_error
 from app.policy import Policy
 
 Lookup = Callable[[str, str, str], "dict | None"]  # (namespace, kind, name) -> the object, None: not found
+# namespace -> its ResourceClaims now (maxDevicesPerNamespace); None: not known, not judged
+NamespaceClaims = "Callable[[str], list[dict]] | None"
 
 
 def no_lookup(_namespace: str, _kind: str, _name: str) -> None:
@@ -56,7 +58,7 @@ def pod_usage(pod: dict, policy: Policy, namespace: str, lookup: Lookup = no_loo
             continue
         if ours:
             label = f"its device-plugin asks as the claim dra-bridge writes ({_asks(parsed)})"
-        usage.claims.append(Claim(label, parsed))
+        usage.claims.append(Claim(label, parsed, existing=name if kind == "ResourceClaim" else ""))
     legacy = legacy_resources(spec, policy.migration)
     if legacy:
         usage.legacy = [f"{c}: {r}" for c, r in legacy]
@@ -141,9 +143,15 @@ class PodJudgment:
 
 
 def judge_pod(pod: dict, subject: Subject, policy: Policy, index: dra.Index | None, lookup: Lookup = no_lookup,
-              generated: list[dict] = (), equivalent: list[dict] | None = None) -> PodJudgment:
+              generated: list[dict] = (), equivalent: list[dict] | None = None,
+              namespace_claims: NamespaceClaims = None) -> PodJudgment:
     if pod_errors(pod):
         return PodJudgment([], Usage())
     usage = pod_usage(pod, policy, subject.namespace, lookup, generated, equivalent)
     rules = policy.rules_for(subject.namespace, subject.namespace_labels or {})
-    return PodJudgment(dra.guard.judge(rules, subject, usage, index), usage)
+    return PodJudgment(dra.guard.judge(rules, subject, usage, index, _bound(namespace_claims, subject.namespace)),
+                       usage)
+
+
+def _bound(namespace_claims: NamespaceClaims, namespace: str):
+    return None if namespace_claims is None else (lambda: namespace_claims(namespace))

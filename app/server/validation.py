@@ -11,7 +11,8 @@ from app.migration import Admitted, pod_errors
 from app.policy import MODE_ACTIONS, Effective, Policy
 
 from . import admission
-from .usage import Lookup, claim_usage, judge_pod, no_lookup, subject_of  # noqa: F401 - Lookup, no_lookup: API
+from .usage import (Lookup, NamespaceClaims, claim_usage, judge_pod, no_lookup,  # noqa: F401 - Lookup: API
+                    subject_of)
 
 
 @dataclass
@@ -47,12 +48,13 @@ def _violations(found: list[Violation]) -> list[Finding]:
     return [Finding("violation", v.message, v.actions, v.rule) for v in found]
 
 
-def refusal(index: dra.Index | None, lookup: Lookup = no_lookup, user_info: dict | None = None):
+def refusal(index: dra.Index | None, lookup: Lookup = no_lookup, user_info: dict | None = None,
+            namespace_claims: NamespaceClaims = None):
     """migration.decide's `refuse`: the admin rules' denial of the pod as it would be admitted."""
     def refuse(admitted: Admitted) -> str | None:
         subject = subject_of("Pod", admitted.original, admitted.namespace, admitted.namespace_labels, user_info)
         found = judge_pod(admitted.pod, subject, admitted.policy, index, lookup, admitted.generated,
-                          admitted.equivalent)
+                          admitted.equivalent, namespace_claims)
         return found.denial
     return refuse
 
@@ -86,7 +88,7 @@ def admin_label_rule(parsed: dra.ClaimSpec, namespace: str, labels: dict | None,
 
 
 def evaluate_claim(obj: dict, policy: Policy, settings: Effective, index: dra.Index,
-                   subject: Subject | None = None) -> Outcome:
+                   subject: Subject | None = None, namespace_claims: NamespaceClaims = None) -> Outcome:
     """subject.namespace_labels None: not known (the admin-access label rule is not checked)."""
     outcome = Outcome()
     subject = subject or subject_of(obj.get("kind", ""), obj, "", None, None)
@@ -100,7 +102,8 @@ def evaluate_claim(obj: dict, policy: Policy, settings: Effective, index: dra.In
     outcome.findings.extend(admin_label_rule(parsed, subject.namespace, subject.namespace_labels, upstream))
     try:
         rules = policy.rules_for(subject.namespace, subject.namespace_labels or {})
-        outcome.findings.extend(_violations(dra.guard.judge(rules, subject, usage, index)))
+        held = None if namespace_claims is None else (lambda: namespace_claims(subject.namespace))
+        outcome.findings.extend(_violations(dra.guard.judge(rules, subject, usage, index, held)))
         verdict = dra.check(parsed, index)
     except DeadlineExceeded:
         outcome.incomplete = "the review ran past its time limit"
@@ -122,7 +125,7 @@ def evaluate_claim(obj: dict, policy: Policy, settings: Effective, index: dra.In
 
 
 def evaluate_pod(obj: dict, policy: Policy, subject: Subject, index: dra.Index | None,
-                 lookup: Lookup = no_lookup) -> Outcome:
+                 lookup: Lookup = no_lookup, namespace_claims: NamespaceClaims = None) -> Outcome:
     """The admin rules on what the pod takes: the claims it names and its device-plugin asks
     as the claims they would be (a pod kept on the device plugin is no way round a rule)."""
     outcome = Outcome()
@@ -130,7 +133,7 @@ def evaluate_pod(obj: dict, policy: Policy, subject: Subject, index: dra.Index |
     if errors:
         outcome.findings.append(Finding("warning", f"pod not checked: {errors[0]}"))
         return outcome
-    found = judge_pod(obj, subject, policy, index, lookup)
+    found = judge_pod(obj, subject, policy, index, lookup, namespace_claims=namespace_claims)
     outcome.findings.extend(_violations(found.violations))
     outcome.findings.extend(Finding("warning", f"{u}: not found, not counted toward per-pod limits")
                             for u in found.usage.unresolved)

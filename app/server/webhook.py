@@ -225,10 +225,12 @@ def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict | _Pendin
     policy = state.policy.policy
     try:
         labels = {}
-        if req.kind == "Pod" and req.operation == "CREATE" and (policy.needs_namespace_labels or policy.rules) and req.namespace:
+        wanted = policy.needs_namespace_labels or policy.rules
+        if req.kind == "Pod" and req.operation == "CREATE" and wanted and req.namespace:
             labels = state.namespace_labels.get(req.namespace)
         facts = state.path_facts()
-        mp = mutation.plan_request(req, policy, labels, facts=facts, index=state.index(), lookup=state.claims)
+        mp = mutation.plan_request(req, policy, labels, facts=facts, index=state.index(), lookup=state.claims,
+                                   namespace_claims=state.namespace_claims())
     except Exception as exc:  # noqa: BLE001 - planning bugs and deadlines: the failure rule decides
         return _unfinished(state, "mutate", req, exc)
     if req.kind == "Pod" and req.operation == "CREATE" and isinstance(req.obj, dict) \
@@ -324,9 +326,11 @@ def _validate(state: ServiceState, req: admission.Request) -> tuple[dict, str]:
     settings = _settings(state, policy, req, labels)
     subject = validation.subject_of(req.kind, req.obj, req.namespace, labels, req.raw.get("userInfo"))
     if req.kind == "Pod":
-        outcome = validation.evaluate_pod(req.obj, policy, subject, state.index(), state.claims)
+        outcome = validation.evaluate_pod(req.obj, policy, subject, state.index(), state.claims,
+                                          state.namespace_claims())
     else:
-        outcome = validation.evaluate_claim(req.obj, policy, settings, state.index(), subject)
+        outcome = validation.evaluate_claim(req.obj, policy, settings, state.index(), subject,
+                                            state.namespace_claims())
         if outcome.incomplete:
             state.metrics.internal_errors.labels("validate", "deadline" if outcome.error is None
                                                  else "internal_error").inc()

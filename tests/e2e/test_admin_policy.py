@@ -22,7 +22,8 @@ GUARDED = {**POLICY, "namespaces": [
     {"names": ["guarded", "guarded-plain"], "mode": "enforce", "maxDevicesPerClaim": 4},
     {"names": ["h100-only"], "mode": "enforce", "allowedDeviceClasses": ["h100.nvidia.com"]}],
     "rules": [{"name": "audit-big-claims", "validationActions": ["Audit"], "match": {"namespaces": ["audited"]},
-               "maxDevicesPerClaim": 1}]}
+               "maxDevicesPerClaim": 1},
+              {"name": "guarded-eight", "match": {"namespaces": ["guarded"]}, "maxDevicesPerNamespace": 8}]}
 OPTED = {"dra-bridge.io/migrate": "enabled"}
 H100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
 
@@ -79,12 +80,20 @@ def test_a_legacy_pod_over_the_limit_is_denied_and_the_dry_run_says_the_same(gua
 
 def test_two_claims_of_four_are_a_pod_of_eight(guarded):
     for name in ("half-a", "half-b"):
-        assert create(guarded, "guarded", claim(name, {"deviceClassName": "gpu.nvidia.com", "count": 4})).returncode == 0
+        four = claim(name, {"deviceClassName": "gpu.nvidia.com", "count": 4})
+        assert create(guarded, "guarded", four).returncode == 0
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "split"}, "spec": {
         "resourceClaims": [{"name": "a", "resourceClaimName": "half-a"}, {"name": "b", "resourceClaimName": "half-b"}],
         "containers": [{"name": "cuda", "image": "cuda", "resources": {"claims": [{"name": "a"}, {"name": "b"}]}}]}}
     denied = create(guarded, "guarded", pod)
     assert denied.returncode != 0 and "the pod's claims together take 8 devices" in denied.stderr, denied.stderr
+
+
+def test_a_namespace_total_counts_the_claims_it_already_has(guarded):
+    """After the two claims of four above, guarded holds 8: one more device is over its 8."""
+    denied = create(guarded, "guarded", claim("one-more", {"deviceClassName": "gpu.nvidia.com", "count": 1}))
+    assert denied.returncode != 0 and "rule guarded-eight" in denied.stderr, denied.stderr
+    assert "namespace guarded would take 9 devices (8 held or asked by its claims now" in denied.stderr
 
 
 def test_allocation_mode_all_counts_what_it_would_take(guarded):

@@ -13,6 +13,7 @@ from tests.unit.device_inventory import build_index
 
 INDEX = build_index()
 H100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
+ON_H100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 
 
 def claim(name, requests, kind="ResourceClaim"):
@@ -141,7 +142,7 @@ def test_rules_apply_by_namespace_and_exempt_by_user_group_account_and_label():
     h100 = claim("h", [exactly(1, selectors=[H100])])
     assert validate(h100, RULES)["allowed"] is True
 
-    three = pod([container("main", {"nvidia.com/gpu": 3})], nodeSelector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    three = pod([container("main", {"nvidia.com/gpu": 3})], nodeSelector=ON_H100)
     warned = validate(three, RULES, namespace="team-b")
     assert warned["allowed"] is True and any("rule max-two-per-pod" in w for w in warned["warnings"])
     assert "warnings" not in validate(three, RULES, namespace="team-b", groups=["gpu-admins"])
@@ -175,7 +176,7 @@ rules:
     everything = validate(claim("c", [exactly(mode="All", selectors=[H100])]), text)
     assert "request gpus would take 8 devices" in everything["status"]["message"]
     # A legacy pod whose node selector names the model gets that selector as a claim.
-    model = pod([container("main", {"nvidia.com/gpu": 1})], nodeSelector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    model = pod([container("main", {"nvidia.com/gpu": 1})], nodeSelector=ON_H100)
     assert validate(model, text)["allowed"] is True
     assert validate(pod([container("main", {"nvidia.com/gpu": 1})]), text)["allowed"] is False
 
@@ -228,3 +229,40 @@ def test_a_generated_template_not_yet_written_is_not_warned_about():
     foreign = pod([container("main", None, None, resources={"claims": [{"name": "g"}]})],
                   resourceClaims=[{"name": "g", "resourceClaimTemplateName": "theirs"}])
     assert any("not found" in w for w in validate(foreign, LIMIT_ONLY)["warnings"])
+
+
+def test_a_namespace_total_counts_what_its_claims_hold_or_ask_and_this_object():
+    text = "rules:\n- name: team-a-six\n  maxDevicesPerNamespace: 6\n"
+    held = claim("held", [exactly(3)])
+    held["status"] = {"allocation": {"devices": {"results": [
+        {"request": "gpus", "driver": "gpu.nvidia.com", "pool": "gpu-h100-0", "device": f"gpu-{i}"}
+        for i in range(3)]}}}
+    pending = claim("pending", [exactly(2)])
+    mine = claim("mine", [exactly(1)])
+    stamped = claim("p-gpus", [exactly(4)])
+    stamped["metadata"]["ownerReferences"] = [{"kind": "Pod", "name": "p", "apiVersion": "v1", "uid": "u"}]
+    existing = [held, pending, mine]
+    by_name = {("team-a", "ResourceClaim", c["metadata"]["name"]): c for c in existing}
+
+    def answer(obj):
+        policy = parse_policy(text)
+        body = review(obj, kind=obj["kind"])
+        req = admission.parse_review(orjson.dumps(body))
+        subject = validation.subject_of(req.kind, req.obj, "team-a", {}, None)
+        settings = policy.for_namespace("team-a", {})
+        namespace_claims = lambda ns: existing + [stamped]  # noqa: E731
+        if req.kind == "Pod":
+            outcome = validation.evaluate_pod(req.obj, policy, subject, INDEX,
+                                              lambda ns, k, n: by_name.get((ns, k, n)), namespace_claims)
+        else:
+            outcome = validation.evaluate_claim(req.obj, policy, settings, INDEX, subject, namespace_claims)
+        return validation.respond(req, outcome, settings)["response"]
+
+    # 3 held + 2 asked + 1 (mine) = 6 now; the stamped claim is the pod p's own, counted with it.
+    denied = answer(pod([container("main", {"nvidia.com/gpu": 2})]))
+    assert denied["allowed"] is False
+    assert "namespace team-a would take 8 devices (6 held or asked by its claims now, 2 by this Pod)" in \
+        denied["status"]["message"]
+    assert answer(with_claims("mine"))["allowed"] is True  # its claim is already counted once
+    assert answer(claim("more", [exactly(1)]))["allowed"] is False
+    assert answer(claim("more", [exactly(1)], kind="ResourceClaimTemplate"))["allowed"] is True  # takes nothing
