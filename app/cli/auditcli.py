@@ -213,6 +213,4 @@ def _violations(objects: list[dict], policy, ix, namespaces: dict | None, defaul
     for obj in objects:
         meta = obj.setdefault("metadata", {}) if isinstance(obj.get("metadata", {}), dict) else {}
         meta.setdefault("namespace", default_namespace)
-    claims = {(o["metadata"]["namespace"], o.get("kind"), o["metadata"].get("name")): o for o in objects
-              if o.get("kind") in dra.CLAIM_KINDS and isinstance(o.get("metadata"), dict)}
-    return scan.scan(objects, policy, ix, namespaces or {}, lambda ns, kind, name: claims.get((ns, kind, name)))
+    return scan.scan(objects, policy, ix, namespaces or {})

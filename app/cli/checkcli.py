@@ -10,7 +10,7 @@ from app.common import InputError
 from app.policy import load_policy
 from app.server.chain import answer
 from app.server.mutation import index_facts
-from app.server.validation import admin_label_rule
+from app.server.validation import KnownClaims, admin_label_rule
 
 from .inputs import load_inventory, read_inputs
 
@@ -80,12 +80,10 @@ def _policy_judge(path: str, ix: dra.Index, inputs, namespaces: dict):
     names are read from the same input."""
     policy = load_policy(path)
     facts = index_facts(ix, policy.migration, dra.TemplateVerdicts(ix).dra) if ix.device_count else None
-    claims = {((o.get("metadata") or {}).get("namespace") or "default", o.get("kind"), (o.get("metadata") or {})
-               .get("name")): o for _s, objects in inputs for _l, o in objects if o.get("kind") in dra.CLAIM_KINDS}
+    known = KnownClaims(o for _s, objects in inputs for _l, o in objects)
 
     def judge(obj: dict):
         namespace = (obj.get("metadata") or {}).get("namespace") or "default"
         return answer(obj, namespace, namespaces.get(namespace, {}), policy, ix, facts,
-                      lambda ns, kind, name: claims.get((ns, kind, name)), namespace_claims=lambda ns: [
-                          o for (n, k, _), o in claims.items() if n == ns and k == "ResourceClaim"])
+                      known.lookup, namespace_claims=known.in_namespace)
     return judge

@@ -12,6 +12,7 @@ from app.common import InputError, read_objects
 from app.migration import Facts
 from app.policy import load_policy
 from app.server.chain import RESULTS, answer
+from app.server.validation import KnownClaims
 from app.server.mutation import index_facts
 
 from .inputs import load_inventory
@@ -72,9 +73,7 @@ def _run_file(path: str, verbose: bool) -> tuple[int, int]:
     index = dra.build_index(inventory)
     facts = index_facts(index, policy.migration, dra.TemplateVerdicts(index).dra) if index.device_count else Facts()
     objects, namespaces = _resources(base, test, path)
-    claims = {(ns, o["kind"], o["metadata"]["name"]): o for (kind, ns, _n), o in objects.items()
-              if kind in dra.CLAIM_KINDS}
-    lookup = lambda ns, kind, name: claims.get((ns, kind, name))  # noqa: E731
+    known = KnownClaims(objects.values())
     passed = 0
     cases = _cases(test, path)
     print(f"{path}: {test.get('metadata', {}).get('name', '')} ({len(cases)} result(s))")
@@ -86,8 +85,8 @@ def _run_file(path: str, verbose: bool) -> tuple[int, int]:
                              + (f" in {case.namespace}" if case.namespace else "") + ": expected exactly one")
         obj = matches[0]
         namespace = case.namespace or obj["metadata"].get("namespace") or "default"
-        got = answer(obj, namespace, namespaces.get(namespace, {}), policy, index, facts, lookup, case.user,
-                     case.groups, lambda ns: [o for (n, k, _), o in claims.items() if n == ns and k == "ResourceClaim"])
+        got = answer(obj, namespace, namespaces.get(namespace, {}), policy, index, facts, known.lookup, case.user,
+                     case.groups, known.in_namespace)
         missing = [r for r in case.rules if r not in got.rules]
         ok = got.result == case.result and not missing and case.rewritten in (None, got.rewritten)
         passed += ok

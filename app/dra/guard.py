@@ -158,17 +158,13 @@ def _rule_findings(rule: Rule, subject: Subject, usage: Usage, devices: _Devices
                    "spec.resourceClaims")
     pod_total = 0
     for claim in usage.claims:
-        claim_total = 0
         for alternatives in claim.spec.requests:
-            most = 0
             for req in alternatives:
                 out.extend(_request_findings(rule, subject, claim, req, devices))
-                most = max(most, devices.taken(req) or 0)
-            claim_total += most
+        claim_total = _taken(claim.spec, devices)
         if rule.maxDevicesPerClaim and claim_total > rule.maxDevicesPerClaim:
             out.append(f"{claim.label or 'spec'}: {claim_total} devices exceed the limit of "
-                       f"{rule.maxDevicesPerClaim} per "
-                       "claim; ask for fewer")
+                       f"{rule.maxDevicesPerClaim} per claim; ask for fewer")
         pod_total += claim_total
     if subject.kind == "Pod" and rule.maxDevicesPerPod and pod_total > rule.maxDevicesPerPod:
         parts = ", ".join(c.label for c in usage.claims)
@@ -178,7 +174,8 @@ def _rule_findings(rule: Rule, subject: Subject, usage: Usage, devices: _Devices
 
 
 def _taken(spec: ClaimSpec, devices: _Devices) -> int:
-    return sum(max((devices.taken(r) or 0) for r in alternatives) for alternatives in spec.requests)
+    """Devices a claim would take: per request, the most any of its alternatives would."""
+    return sum(max((devices.taken(r) or 0 for r in alternatives), default=0) for alternatives in spec.requests)
 
 
 def _namespace_total(claims: list[dict], subject: Subject, usage: Usage, devices: _Devices) -> int:

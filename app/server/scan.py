@@ -11,7 +11,7 @@ from app.dra.guard import Violation
 from app.migration import pod_errors
 from app.policy import Policy
 
-from .usage import Lookup, claim_usage, no_lookup, pod_usage, subject_of
+from .usage import KnownClaims, claim_usage, of_namespace, pod_usage, subject_of
 
 SCANNED = ("Pod", "ResourceClaim", "ResourceClaimTemplate")
 
@@ -24,8 +24,9 @@ class Found:
     violation: Violation
 
 
-def scan(objects: list[dict], policy: Policy, index: dra.Index | None, namespaces: dict[str, dict],
-         lookup: Lookup = no_lookup) -> list[Found]:
+def scan(objects: list[dict], policy: Policy, index: dra.Index | None, namespaces: dict[str, dict]) -> list[Found]:
+    """The claims pods name, and each namespace's claims, are read from `objects` themselves."""
+    known = KnownClaims(objects)
     out = []
     for obj in objects:
         kind = obj.get("kind")
@@ -39,13 +40,12 @@ def scan(objects: list[dict], policy: Policy, index: dra.Index | None, namespace
         if kind == "Pod" and pod_errors(obj):
             continue
         try:
-            usage = pod_usage(obj, policy, namespace, lookup) if kind == "Pod" else claim_usage(obj, "")
+            usage = pod_usage(obj, policy, namespace, known.lookup) if kind == "Pod" else claim_usage(obj, "")
         except dra.ClaimError:
             continue  # upstream refused such objects; nothing of the rules' to say
-        held = [o for o in objects if o.get("kind") == "ResourceClaim" and o is not obj
-                and (o.get("metadata") or {}).get("namespace", "default") == namespace]
-        # existing objects: the namespace's other claims are what it holds beside this one
-        for violation in dra.guard.judge(rules, subject, usage, index, lambda: held):
+        # an existing object: the guard counts its own claims (and itself) once, with it
+        held = of_namespace(known.in_namespace, namespace)
+        for violation in dra.guard.judge(rules, subject, usage, index, held):
             out.append(Found(kind, namespace, meta.get("name", ""), violation))
     return out
 

@@ -22,6 +22,29 @@ def no_lookup(_namespace: str, _kind: str, _name: str) -> None:
     return None
 
 
+class KnownClaims:
+    """The claims and templates among a set of objects (files, a cluster's listing): the lookup a
+    pod's claims are read through, and each namespace's ResourceClaims (namespace totals)."""
+
+    def __init__(self, objects, default_namespace: str = "default"):
+        self._by_key: dict[tuple, dict] = {}
+        self._by_namespace: dict[str, list[dict]] = {}
+        for obj in objects:
+            meta = obj.get("metadata")
+            if obj.get("kind") not in dra.CLAIM_KINDS or not isinstance(meta, dict):
+                continue
+            namespace = meta.get("namespace") or default_namespace
+            self._by_key[(namespace, obj["kind"], meta.get("name"))] = obj
+            if obj["kind"] == "ResourceClaim":
+                self._by_namespace.setdefault(namespace, []).append(obj)
+
+    def lookup(self, namespace: str, kind: str, name: str) -> dict | None:
+        return self._by_key.get((namespace, kind, name))
+
+    def in_namespace(self, namespace: str) -> list[dict]:
+        return self._by_namespace.get(namespace, [])
+
+
 def claim_usage(obj: dict, label: str) -> Usage:
     """ClaimError when the object is malformed (the caller reports it)."""
     return Usage([Claim(label, dra.parse_claim_object(obj))])
@@ -149,9 +172,10 @@ def judge_pod(pod: dict, subject: Subject, policy: Policy, index: dra.Index | No
         return PodJudgment([], Usage())
     usage = pod_usage(pod, policy, subject.namespace, lookup, generated, equivalent)
     rules = policy.rules_for(subject.namespace, subject.namespace_labels or {})
-    return PodJudgment(dra.guard.judge(rules, subject, usage, index, _bound(namespace_claims, subject.namespace)),
+    return PodJudgment(dra.guard.judge(rules, subject, usage, index, of_namespace(namespace_claims, subject.namespace)),
                        usage)
 
 
-def _bound(namespace_claims: NamespaceClaims, namespace: str):
+def of_namespace(namespace_claims: NamespaceClaims, namespace: str):
+    """The guard's `namespace_claims` for one namespace (None stays None: not judged)."""
     return None if namespace_claims is None else (lambda: namespace_claims(namespace))

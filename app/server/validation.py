@@ -11,8 +11,8 @@ from app.migration import Admitted, pod_errors
 from app.policy import MODE_ACTIONS, Effective, Policy
 
 from . import admission
-from .usage import (Lookup, NamespaceClaims, claim_usage, judge_pod, no_lookup,  # noqa: F401 - Lookup: API
-                    subject_of)
+from .usage import (KnownClaims, Lookup, NamespaceClaims, claim_usage, judge_pod,  # noqa: F401 - API
+                    no_lookup, of_namespace, subject_of)
 
 
 @dataclass
@@ -102,7 +102,7 @@ def evaluate_claim(obj: dict, policy: Policy, settings: Effective, index: dra.In
     outcome.findings.extend(admin_label_rule(parsed, subject.namespace, subject.namespace_labels, upstream))
     try:
         rules = policy.rules_for(subject.namespace, subject.namespace_labels or {})
-        held = None if namespace_claims is None else (lambda: namespace_claims(subject.namespace))
+        held = of_namespace(namespace_claims, subject.namespace)
         outcome.findings.extend(_violations(dra.guard.judge(rules, subject, usage, index, held)))
         verdict = dra.check(parsed, index)
     except DeadlineExceeded:

@@ -148,7 +148,7 @@ class Webhook:
         wait_for(self.ready, 60, "webhook /readyz")
         return self
 
-    def get(self, path: str) -> tuple[int, str]:
+    def get(self, path: str, timeout: float = 5) -> tuple[int, str]:
         """(status, body) of a GET on the webhook's own port (/readyz, /metrics)."""
         import ssl
         import urllib.error
@@ -156,19 +156,15 @@ class Webhook:
 
         context = ssl.create_default_context(cafile=self.bundle.ca_cert)
         try:
-            with urllib.request.urlopen(f"https://127.0.0.1:{self.port}{path}", context=context, timeout=5) as r:
+            with urllib.request.urlopen(f"https://127.0.0.1:{self.port}{path}", context=context,
+                                        timeout=timeout) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()
 
     def ready(self) -> bool:
-        import ssl
-        import urllib.request
-
-        context = ssl.create_default_context(cafile=self.bundle.ca_cert)
         try:
-            with urllib.request.urlopen(f"https://127.0.0.1:{self.port}/readyz", context=context, timeout=2) as r:
-                return r.status == 200
+            return self.get("/readyz", timeout=2)[0] == 200
         except OSError:
             if self.process.poll() is not None:
                 raise AssertionError(f"webhook exited:\n{(self.plane.dir / 'webhook.log').read_text()[-3000:]}")

@@ -207,8 +207,7 @@ def test_a_background_scan_reports_existing_violations_in_audit_mode_as_policy_r
     stamped = claim("stamped", [exactly(8)])
     stamped["metadata"]["annotations"] = {"resource.kubernetes.io/pod-claim-name": "gpus"}
     objects = [with_claims("a", "b"), *claims, stamped, pod([container("main", {"nvidia.com/gpu": 2})])]
-    by_name = {("team-a", "ResourceClaim", c["metadata"]["name"]): c for c in claims}
-    found = scan.scan(objects, policy, INDEX, {}, lambda ns, kind, name: by_name.get((ns, kind, name)))
+    found = scan.scan(objects, policy, INDEX, {})
     # The pod of two 3-device claims breaks the per-pod limit (its claims alone do not); the
     # stamped copy is its template's; the user exemption cannot be judged after the fact.
     assert [(f.kind, f.name, f.violation.rule) for f in found] == [("Pod", "p", "namespace-settings")]
@@ -266,3 +265,4 @@ def test_a_namespace_total_counts_what_its_claims_hold_or_ask_and_this_object():
     assert answer(with_claims("mine"))["allowed"] is True  # its claim is already counted once
     assert answer(claim("more", [exactly(1)]))["allowed"] is False
     assert answer(claim("more", [exactly(1)], kind="ResourceClaimTemplate"))["allowed"] is True  # takes nothing
+
