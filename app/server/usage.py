@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from app import dra
-from app.common import parse_quantity
+from app.common import parse_count
 from app.dra.guard import Claim, Subject, Usage, Violation
 from app.migration import TEMPLATE_PREFIX, legacy_resources, plan_pod, pod_errors
 from app.policy import Policy
@@ -117,10 +117,10 @@ def _counted(spec: dict, policy: Policy) -> dra.ClaimSpec:
                 if found is None or found[0].role not in ("count", "countPercent") or not found[0].deviceClass:
                     continue
                 try:
-                    value = parse_quantity(amount)
+                    value = parse_count(amount)  # the planner's reading: whole, non-negative, exact
                 except ValueError:
                     continue
-                count = int(-(-value // 100)) if found[0].role == "countPercent" else int(value)
+                count = -(-value // 100) if found[0].role == "countPercent" else value
                 if found[0].countAs == "one":
                     count = min(count, 1)
                 if count > 0:

@@ -266,3 +266,10 @@ def test_a_namespace_total_counts_what_its_claims_hold_or_ask_and_this_object():
     assert answer(claim("more", [exactly(1)]))["allowed"] is False
     assert answer(claim("more", [exactly(1)], kind="ResourceClaimTemplate"))["allowed"] is True  # takes nothing
 
+
+def test_a_count_too_large_for_a_claim_is_counted_exactly_not_an_internal_error():
+    """Found by the fuzzer: 10^30 percent of a card made the Decimal division raise, and the
+    review was answered by the failure rule (admitted unvalidated)."""
+    huge = pod([container("main", {"kubernetes.io/gpu": str(10**30)})])
+    resp = validate(huge, LIMIT_ONLY)
+    assert resp["allowed"] is False and f"{10**28} devices exceed the limit of 4" in resp["status"]["message"]
