@@ -1,5 +1,6 @@
-"""The smallest useful FastAPI/uvicorn mutating webhook: allow, no patch. The baseline that
-bench/e2e_admission.py measures dra-bridge against. Usage: _echo_webhook.py PORT CERT KEY"""
+"""The smallest useful FastAPI/uvicorn admission webhook: allow, no patch, on /mutate and
+/validate. The baseline that bench/e2e_admission.py measures dra-bridge against.
+Usage: _echo_webhook.py PORT CERT KEY"""
 
 import json
 import sys
@@ -12,7 +13,8 @@ app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
 
 
 @app.post("/mutate")
-async def mutate(request: Request) -> Response:
+@app.post("/validate")
+async def review(request: Request) -> Response:
     uid = json.loads(await request.body())["request"]["uid"]
     body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": uid, "allowed": True}}
     return Response(json.dumps(body), media_type="application/json")

@@ -1,30 +1,38 @@
 """What dra-bridge costs pod creation on a real control plane, side by side with no webhook and
-a minimal FastAPI/uvicorn webhook (allow, no patch).
+a minimal FastAPI/uvicorn webhook (allow, no patch), while the scheduler allocates every claim.
 
 Starts the e2e control plane (tests/e2e: kube-apiserver, controller-manager, scheduler, etcd from
 upstream Kubernetes), installs dra-bridge as the e2e tests do, and the minimal webhook beside it
-with the same webhook configuration. Three namespaces differ only in which mutating webhook sees
-them. For each client count, rounds of `--pods` legacy GPU pods (one shape, its template already
-created) are created by that many keep-alive clients into each namespace in turn, the order
-rotating each round so noise falls on all alike; pods are deleted after each phase. Prints each
-phase's median and p99 create latency and throughput, the latency each webhook adds over no
-webhook (medians), the ratios dra-bridge / minimal webhook, and the API server's own histogram of
-each webhook's admission time.
+with the same mutating and validating configurations. Three namespaces differ only in which
+webhooks see them. `--gpu-nodes` DRA nodes (8 H100 each, published as NVIDIA's driver does) and as
+many device-plugin nodes (8 nvidia.com/gpu each) take every pod: the scheduler binds each one
+and allocates each rewritten pod's claim as pods arrive, so dra-bridge's inventory changes with
+every pod, as in a busy brownfield cluster. For each client count, rounds of `--pods` legacy GPU
+pods (one shape, its template already created) are created by that many keep-alive clients into
+each namespace in turn, the order rotating each round so noise falls on all alike; pods are
+deleted after each phase. Prints each phase's median and p99 create latency and throughput, the
+latency each webhook adds over no webhook (medians), the ratios dra-bridge / minimal webhook,
+the claims the scheduler allocated, and the API server's own histogram of each webhook's time.
 
-Usage: python bench/e2e_admission.py [--pods 64] [--rounds 3] [--clients 1,8,16]
+Usage: python bench/e2e_admission.py [--pods 64] [--rounds 3] [--clients 1,8,16] [--gpu-nodes 16]
 """
 
 import argparse
+import json
 import pathlib
 import re
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
+
+import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.reporter import node_from_description, render  # noqa: E402
 from app.server import tls  # noqa: E402
 from tests.e2e.burst import create_pods, quantile  # noqa: E402
 from tests.e2e.cluster import ControlPlane, build, free_port  # noqa: E402
@@ -32,7 +40,9 @@ from tests.e2e.conftest import Webhook, install, wait_for  # noqa: E402
 
 METRIC = "apiserver_admission_webhook_admission_duration_seconds"
 BUCKET = re.compile(METRIC + r'_bucket\{(?P<labels>[^}]*)\} (?P<value>\S+)')
-PHASES = {"none": {}, "minimal": {"bench.dra-bridge.io/echo": "on"}, "dra-bridge": {"dra-bridge.io/migrate": "enabled"}}
+NO_VALIDATION = {"dra-bridge.io/validate": "disabled"}  # our validating webhook's opt-out
+PHASES = {"none": NO_VALIDATION, "minimal": {"bench.dra-bridge.io/echo": "on", **NO_VALIDATION},
+          "dra-bridge": {"dra-bridge.io/migrate": "enabled"}}
 ECHO = "echo.bench.dra-bridge.io"
 
 
@@ -73,14 +83,41 @@ def legacy_pod(name: str) -> dict:
                                      "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
 
 
-def echo_configuration(ours: list[dict], url: str, ca_bundle: str) -> dict:
-    """Our mutating webhook's configuration (rules, matchConditions, timeouts), pointed at the
+def echo_configurations(ours: list[dict], base: str, ca_bundle: str) -> list[dict]:
+    """Our pod webhooks' configurations (rules, matchConditions, timeouts), pointed at the
     minimal webhook and at its namespace only: the API server does the same work for both."""
-    [mutating] = [d for d in ours if d["kind"] == "MutatingWebhookConfiguration"]
-    [hook] = mutating["webhooks"]
-    hook = {**hook, "name": ECHO, "clientConfig": {"url": url, "caBundle": ca_bundle},
-            "namespaceSelector": {"matchLabels": PHASES["minimal"]}}
-    return {**mutating, "metadata": {"name": "bench-echo"}, "webhooks": [hook]}
+    out = []
+    for configuration in ours:
+        hooks = [{**hook, "name": f"{hook['name'].split('.')[0]}.{ECHO}",
+                  "clientConfig": {"url": base + urllib.parse.urlsplit(hook["clientConfig"]["url"]).path,
+                                   "caBundle": ca_bundle},
+                  "namespaceSelector": {"matchLabels": {"bench.dra-bridge.io/echo": "on"}}}
+                 for hook in configuration["webhooks"] if hook["name"] in ("mutate.dra-bridge.io", "validate.dra-bridge.io")]
+        if hooks:
+            out.append({**configuration, "metadata": {"name": f"bench-echo-{configuration['kind'].lower()}"},
+                        "webhooks": hooks})
+    return out
+
+
+def gpu_nodes(plane: ControlPlane, count: int) -> None:
+    """`count` DRA nodes with 8 H100 each (slices as NVIDIA's driver publishes them) and `count`
+    device-plugin nodes with 8 nvidia.com/gpu each: room for every pod of a phase on both sides."""
+    description = node_from_description(yaml.safe_load((ROOT / "app/data/fake/h100x8.yaml").read_text()), "h100")
+    names = [f"bench-dra-{i}" for i in range(count)] + [f"bench-plugin-{i}" for i in range(count)]
+    plane.apply([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}}}
+                 for n in names])
+    for n in names:
+        gpus = {"nvidia.com/gpu": "8"} if "plugin" in n else {}
+        resources = {"cpu": "64", "memory": "512Gi", "pods": "110", **gpus}
+        plane.kubectl("patch", "node", n, "--subresource=status", "--type=merge", "-p", json.dumps({"status": {
+            "capacity": resources, "allocatable": resources,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "bench"}]}}))
+    plane.apply([s for n in names if "dra" in n for s in render.slices(description, n, "gpu.nvidia.com", 1)])
+
+
+def allocated_claims(plane: ControlPlane, namespace: str) -> int:
+    claims = plane.json("resourceclaims", "-n", namespace).get("items", [])
+    return sum(1 for c in claims if (c.get("status") or {}).get("allocation"))
 
 
 def echo_server(plane: ControlPlane) -> tuple[subprocess.Popen, str, str]:
@@ -88,7 +125,7 @@ def echo_server(plane: ControlPlane) -> tuple[subprocess.Popen, str, str]:
     port = free_port()
     process = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_echo_webhook.py"), str(port), bundle.cert,
                                 bundle.key], cwd=ROOT)
-    return process, f"https://127.0.0.1:{port}/mutate", plane.ca_bundle(pathlib.Path(bundle.ca_cert))
+    return process, f"https://127.0.0.1:{port}", plane.ca_bundle(pathlib.Path(bundle.ca_cert))
 
 
 def run_phase(plane: ControlPlane, namespace: str, clients: int, pods: int, tag: str):
@@ -100,6 +137,7 @@ def run_phase(plane: ControlPlane, namespace: str, clients: int, pods: int, tag:
         unmigrated = [c for c in burst.created if not c.pod["spec"].get("resourceClaims")]
         if unmigrated:
             raise SystemExit(f"{len(unmigrated)} pods admitted unmigrated: {unmigrated[0].warnings}")
+        burst.allocated = allocated_claims(plane, namespace)  # by the scheduler, while the pods came
     plane.kubectl("delete", "pods", "-l", "bench=admission", "-n", namespace, "--grace-period=0", "--force",
                   "--wait=false")
     return burst
@@ -110,6 +148,7 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=64, help="pods per phase")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", default="1,8,16", help="client counts, comma-separated")
+    parser.add_argument("--gpu-nodes", type=int, default=16, help="DRA nodes, and as many device-plugin nodes")
     args = parser.parse_args()
     levels = [int(c) for c in args.clients.split(",")]
     started = time.perf_counter()
@@ -120,10 +159,11 @@ def main() -> int:
         webhook = echo = None
         try:
             install(plane)
+            gpu_nodes(plane, args.gpu_nodes)
             webhook = Webhook(plane, "--log-level", "info").start()  # as deployed: no collection every second
             ours = webhook.configurations()
             echo, echo_url, echo_ca = echo_server(plane)
-            plane.apply(ours + [echo_configuration(ours, echo_url, echo_ca)])
+            plane.apply(ours + echo_configurations(ours, echo_url, echo_ca))
             plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"bench-{p}", "labels": labels}}
                          for p, labels in PHASES.items()])
             wait_for(lambda: plane.json("serviceaccount", "default", "-n", "bench-dra-bridge"), 60, "service account")
@@ -139,8 +179,8 @@ def main() -> int:
                         results.setdefault((clients, phase), []).append(burst)
             after = plane.get("/metrics")
             report(results, levels, args)
-            for name, step in ((ECHO, "admit"), ("mutate.dra-bridge.io", "admit"),
-                               ("validate.dra-bridge.io", "validating")):
+            for name, step in ((f"mutate.{ECHO}", "admit"), (f"validate.{ECHO}", "validating"),
+                               ("mutate.dra-bridge.io", "admit"), ("validate.dra-bridge.io", "validating")):
                 b, a = buckets(before, name, step), buckets(after, name, step)
                 count = (a[-1][1] - dict(b).get(a[-1][0], 0.0)) if a else 0
                 print(f"API server's histogram, {name}: {count:.0f} calls, median "
@@ -156,6 +196,9 @@ def main() -> int:
 
 def report(results: dict, levels: list[int], args) -> None:
     print(f"\n{args.pods} pods a phase, {args.rounds} rounds, phases interleaved; latency = client's create time")
+    allocated = [b.allocated for (_c, phase), bursts in results.items() if phase == "dra-bridge"
+                 for b in bursts]
+    print(f"claims the scheduler had allocated when each dra-bridge phase ended: {sorted(allocated)}")
     print(f"{'clients':>7} {'webhook':12} {'median ms':>10} {'p99 ms':>8} {'pods/s':>8}")
     for clients in levels:
         summary = {}

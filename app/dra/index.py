@@ -113,6 +113,9 @@ class Index:
     # Cordoned nodes: the scheduler places there only pods that tolerate
     # node.kubernetes.io/unschedulable (DaemonSet pods), so they are no room for the rest.
     cordoned: frozenset = frozenset()
+    # Shared by the snapshots that differ only in what is allocated (claim updates): what the
+    # path choice reads besides verdicts (classes, devices, nodes, quotas) is the same in all.
+    epoch: object = field(default_factory=object)
 
     @property
     def device_count(self) -> int:

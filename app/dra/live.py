@@ -135,6 +135,7 @@ class LiveIndex:
                     return None
                 nodes.add(s["spec"]["nodeName"])
         snapshot = self._begin()
+        snapshot.epoch = self._previous.epoch  # allocations only
         snapshot.allocated = set(self.whole)
         snapshot.shared_in_use = set(self.shares)
         snapshot.allocated_capacity = {k: dict(v) for k, v in self.capacity.items() if v}

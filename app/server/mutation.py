@@ -145,37 +145,6 @@ def shape_key(pod: dict, namespace: str | None, view: dict | None = None) -> tup
         return None
 
 
-class Decisions:
-    """Whole /mutate decisions (settings, plan, patch, path) of shapes already seen, under one
-    policy and one set of path facts: a replica of a known workload is answered without a
-    worker (the hand-off cost more than the lookup). Only for policies whose settings depend on
-    the namespace's name, not its labels. Bounded LRU; new policy or facts empty it."""
-
-    def __init__(self, size: int = 4096):
-        self.size = size
-        self._items: OrderedDict[tuple, tuple] = OrderedDict()
-        self._under: tuple = (None, None)
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple, policy: Policy, facts: Facts | None) -> tuple | None:
-        with self._lock:
-            if self._under[0] is not policy or self._under[1] is not facts:
-                return None
-            found = self._items.get(key)
-            if found is not None:
-                self._items.move_to_end(key)
-            return found
-
-    def put(self, key: tuple, policy: Policy, facts: Facts | None, decision: tuple) -> None:
-        with self._lock:
-            if self._under[0] is not policy or self._under[1] is not facts:
-                self._items.clear()
-                self._under = (policy, facts)
-            self._items[key] = decision
-            if len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-
 def index_facts(index: dra.Index, rules: MigrationRules, judge) -> Facts:
     """What an inventory index tells the planner and the path choice; judge(template) -> (state, why)
     (TemplateVerdicts.dra)."""

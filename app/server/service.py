@@ -7,7 +7,7 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.common import PolicyError
 from app import dra
@@ -16,7 +16,8 @@ from app.kube import ClaimReader, NamespaceLabels, TemplateStore
 from app.policy import Policy, default_policy, parse_policy, read_policy_text
 
 from .metrics import Metrics
-from .mutation import Decisions, index_facts
+from .decisions import Decisions
+from .mutation import index_facts
 from .tls import CertReloader
 
 log = logging.getLogger("dra_bridge.service")
@@ -107,7 +108,7 @@ class ServiceState:
     review_deadline_s: float = 4.0
     review_workers: int = 4
     executors: dict = field(default_factory=dict)
-    decisions: object = field(default_factory=lambda: Decisions())  # mutation.Decisions
+    decisions: Decisions = field(default_factory=Decisions)
     # SIGTERM: not ready (endpoints drop this replica), every answer closes its connection, so
     # the API server moves to another replica by itself (serve's drain).
     draining: bool = False
@@ -154,13 +155,22 @@ class ServiceState:
         return facts
 
     def known_path_facts(self) -> tuple[bool, object]:
-        """(True, facts) when `path_facts()` would answer without computing anything."""
+        """(True, facts) when `path_facts()` would answer without computing anything: the same
+        index, or one that only allocated claims since (its facts carried over but for the
+        verdicts, so decisions kept under them stay valid: decisions.Decisions)."""
         if not self.readiness()[1]["inventory"]:
             return True, None
         cached = self.extra.get("facts")
-        if cached is not None and cached[0] is self.index() and cached[1] is self.policy.policy.migration:
+        if cached is None or cached[1] is not self.policy.policy.migration:
+            return False, None
+        index = self.index()
+        if cached[0] is index:
             return True, cached[2]
-        return False, None
+        if cached[0].epoch is not index.epoch:
+            return False, None
+        facts = replace(cached[2], dra=dra.TemplateVerdicts(index, "spec").dra)
+        self.extra["facts"] = (index, cached[1], facts)
+        return True, facts
 
     def namespace_claims(self):
         """namespace -> its ResourceClaims now, from the live inventory's watch; None without one

@@ -16,7 +16,7 @@ from starlette.requests import ClientDisconnect
 from app.common import DeadlineExceeded, InputError, TemplateEnsureError, deadline
 from app.kube import NamespaceLookupError, TemplateConflict
 
-from . import admission, mutation, validation
+from . import admission, decisions, mutation, validation
 from .policyreview import review_policy
 from .metrics import metrics_kind
 from .service import ServiceState
@@ -229,7 +229,8 @@ def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict | _Pendin
         if req.kind == "Pod" and req.operation == "CREATE" and wanted and req.namespace:
             labels = state.namespace_labels.get(req.namespace)
         facts = state.path_facts()
-        mp = mutation.plan_request(req, policy, labels, facts=facts, index=state.index(), lookup=state.claims,
+        judged, noted = decisions.recording(facts)
+        mp = mutation.plan_request(req, policy, labels, facts=judged, index=state.index(), lookup=state.claims,
                                    namespace_claims=state.namespace_claims())
     except Exception as exc:  # noqa: BLE001 - planning bugs and deadlines: the failure rule decides
         return _unfinished(state, "mutate", req, exc)
@@ -237,7 +238,7 @@ def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict | _Pendin
             and not policy.needs_namespace_labels and not policy.rules:  # rules read labels, users
         key = mutation.shape_key(req.obj, req.namespace or None)
         if key is not None:  # filed under the facts it was decided with
-            state.decisions.put(key, policy, facts, (mp.settings, mp.plan, mp.patch, mp.path, mp.refused))
+            state.decisions.put(key, policy, facts, (mp.settings, mp.plan, mp.patch, mp.path, mp.refused), noted)
     return _after_plan(state, req, mp)
 
 

@@ -24,6 +24,7 @@ class Created:
 class Burst:
     created: list[Created]
     wall_s: float
+    allocated: int = 0  # claims the scheduler had allocated when the burst was done (the bench)
 
     @property
     def latencies(self) -> list[float]:

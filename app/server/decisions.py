@@ -1,0 +1,116 @@
+"""Whole /mutate decisions of pod shapes already seen, kept across claim allocations.
+
+A decision is a pure function of the pod's shape, the policy, the cluster facts that do not
+move when a claim is allocated (served classes, shareable devices, plugin nodes, quotas) and the
+DRA verdict of each generated template. The first three are compared by identity (the service
+carries them over unchanged from one allocation to the next); the verdicts a decision read are
+recorded with it and judged again on the index in force, so an allocation that turns "serves"
+into "busy" is a miss, and one that changes nothing the decision read is a hit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+
+from app.migration import Facts
+from app.policy import Policy
+
+# A verdict is judged again on the event loop until one such judgement there costs more than this;
+# dearer ones (large searches) go to a worker from then on, which is what a miss does. A worker's
+# own cost says little: a template's first verdict also compiles its selectors.
+CHEAP_VERDICT_S = 0.001
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One verdict a decision read: the template, whether the pod tolerates cordoned nodes, and
+    what the judge answered (the reason only where a decision can print it)."""
+    template: dict
+    tolerates_cordon: bool
+    answer: tuple[str, str]
+
+
+def _seen(answer: tuple[str, str]) -> tuple[str, str]:
+    # A serving template's reason (which node would hold it) never reaches the answer.
+    return (answer[0], "") if answer[0] == "serves" else answer
+
+
+def recording(facts: Facts | None) -> tuple[Facts | None, list[Judged]]:
+    """facts whose judge notes each verdict it gives, and the list it notes into."""
+    noted: list[Judged] = []
+    if facts is None or facts.dra is None:
+        return facts, noted
+    judge = facts.dra
+
+    def dra(template: dict, tolerates_cordon: bool = False) -> tuple[str, str]:
+        answer = judge(template, tolerates_cordon)
+        noted.append(Judged(template, tolerates_cordon, _seen(answer)))
+        return answer
+    return replace(facts, dra=dra), noted
+
+
+def _basis(facts: Facts | None) -> tuple:
+    """What a decision read besides verdicts, by identity (None: no inventory yet)."""
+    if facts is None:
+        return (None,)
+    return (facts.served, facts.sharing, facts.plugin_nodes, facts.quotas, facts.dra is None)
+
+
+class Decisions:
+    """Bounded LRU of decisions under one policy and one basis of facts; a new policy or basis
+    empties it. Only for policies whose settings depend on the namespace's name, not its labels."""
+
+    def __init__(self, size: int = 4096):
+        self.size = size
+        self._items: OrderedDict[tuple, tuple] = OrderedDict()
+        self._under: tuple = (None, ())
+        self._dear: set[str] = set()  # templates whose verdict cost too much on the event loop
+        self._lock = threading.Lock()
+        self.rejudged = 0  # verdicts judged again on a newer index (a test and a bench read it)
+
+    def _current(self, policy: Policy, facts: Facts | None) -> bool:
+        under_policy, under_basis = self._under
+        basis = _basis(facts)
+        return under_policy is policy and len(basis) == len(under_basis) and \
+            all(a is b for a, b in zip(basis, under_basis))
+
+    def get(self, key: tuple, policy: Policy, facts: Facts | None) -> tuple | None:
+        """The decision, if one was made for this shape under this policy and basis and every
+        verdict it read is still what the judge says (judged again only where cheap)."""
+        with self._lock:
+            if not self._current(policy, facts):
+                return None
+            found = self._items.get(key)
+            if found is None:
+                return None
+            self._items.move_to_end(key)
+            decision, judged = found
+            if any(j.template["metadata"]["name"] in self._dear for j in judged):
+                return None
+        for j in judged:  # outside the lock: a verdict on a new index is computed here
+            started = time.perf_counter()
+            answer = _seen(facts.dra(j.template, j.tolerates_cordon))
+            if time.perf_counter() - started > CHEAP_VERDICT_S:
+                self._note_dear(j.template)
+            self.rejudged += 1
+            if answer != j.answer:
+                return None
+        return decision
+
+    def put(self, key: tuple, policy: Policy, facts: Facts | None, decision: tuple, noted: list[Judged]) -> None:
+        with self._lock:
+            if not self._current(policy, facts):
+                self._items.clear()
+                self._under = (policy, _basis(facts))
+            self._items[key] = (decision, tuple(noted))
+            if len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def _note_dear(self, template: dict) -> None:
+        with self._lock:
+            if len(self._dear) >= self.size:
+                self._dear.clear()
+            self._dear.add(template["metadata"]["name"])
