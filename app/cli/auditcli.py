@@ -14,9 +14,11 @@ import urllib3
 
 from app import dra, kube
 from app.common import BridgeError, dump_documents, labels_by_name
-from app.migration import OptIn
+from app.migration import Facts, OptIn
+from app.migration.unmigrated import unmigrated
 from app.policy import load_policy
 from app.server import scan
+from app.server.mutation import index_facts
 
 from .inputs import load_inventory, read_some_inputs
 from .plancli import ObjectReport, clip, exit_status, namespace_labels, plan_objects
@@ -53,17 +55,16 @@ def live_objects(api, namespace: str | None = None) -> tuple[list[tuple[str, lis
     return out, controlled
 
 
-def unmigrated_pods(pods: list[dict], policy, namespace: str, ix, namespaces=None, opt_in=None) -> list[dict]:
+def unmigrated_pods(pods: list[dict], policy, ix, namespaces: dict, opt_in) -> list[dict]:
     """Running pods of controllers that still hold legacy GPU requests the webhook would rewrite
-    now: admitted while it was unreachable (failurePolicy: Ignore), or before it served them."""
-    result = plan_objects([("cluster:pods", [(0, p) for p in pods])], policy, namespace, ix, namespaces, opt_in)
+    now (migration.unmigrated, as `serve` counts them)."""
+    facts = index_facts(ix, policy.migration, dra.TemplateVerdicts(ix).dra) if ix is not None else Facts()
     out = []
-    for pod, report in zip(pods, result.reports):
-        if report.status == "migrated" and "rewrite" in report.path:
-            meta = pod.get("metadata") or {}
-            owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), {})
-            out.append({"namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
-                        "owner": f"{owner.get('kind', '?')}/{owner.get('name', '?')}"})
+    for pod in unmigrated(pods, namespaces, policy, facts, opt_in):
+        meta = pod.get("metadata") or {}
+        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), {})
+        out.append({"namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
+                    "owner": f"{owner.get('kind', '?')}/{owner.get('name', '?')}"})
     return out
 
 
@@ -159,8 +160,7 @@ def run_audit(args) -> int:
     # Objects that name no namespace land in the default one, as kubectl would put them.
     result = plan_objects(inputs, policy, args.namespace or "default", ix, namespaces, opt_in)
     rows = [_row(r) for r in result.reports if r.status != "unchanged" or r.path != "none"]
-    running = unmigrated_pods(controlled, policy, args.namespace or "default", ix, namespaces, opt_in) \
-        if controlled else []
+    running = unmigrated_pods(controlled, policy, ix, namespaces, opt_in) if controlled else []
     existing = [o for _s, objs in inputs for _l, o in objs] + controlled
     if not args.filename:
         existing += _from_cluster(found, claim_objects, args.namespace)

@@ -126,6 +126,9 @@ def _add_serve(sub) -> None:
               "Lease in $POD_NAMESPACE); 0: never")
     _opt(p, "--template-gc-interval", env="template_gc_interval", default=300.0, type=float,
          help="seconds between template collection rounds")
+    _opt(p, "--unmigrated-interval", env="unmigrated_interval", default=120.0, type=float,
+         help="seconds between counts of running pods in opted-in namespaces still on device-plugin GPUs the "
+              "webhook would rewrite (metric dra_bridge_unmigrated_pods; 0: off)")
     _opt(p, "--health-port", env="health_port", default=0, type=int,
          help="also serve /healthz, /readyz and /metrics over plain HTTP on this port (0: off)")
     _opt(p, "--read-timeout", env="read_timeout", default=10.0, type=float,

@@ -20,6 +20,9 @@ from app.common import BridgeError, InputError
 from app.server import (DeadlineHttpProtocol, Metrics, PolicyHolder, ServiceState, create_app, create_health_app,
                         small_tls_buffers, tls)
 
+from app.migration import OptIn
+from app.server.unmigrated_count import UnmigratedCount
+
 from .inputs import load_inventory
 
 log = logging.getLogger("dra_bridge")
@@ -93,6 +96,7 @@ def run_serve(args) -> int:
         state.index()  # build the device index before the first review, not during it
     if api is not None:
         _template_lifecycle(args, state)
+        _unmigrated_count(args, state)
     # Reviews run in worker threads; a short GIL switch interval keeps the event loop (health
     # probes, other reviews' IO) answering within milliseconds while one of them computes.
     sys.setswitchinterval(0.001)
@@ -231,6 +235,16 @@ async def _serve_all(servers: list) -> None:
         for s in others:
             s.should_exit = True
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _unmigrated_count(args, state: ServiceState) -> None:
+    """Pods the webhook never saw (a review lost to failurePolicy Ignore), counted per namespace."""
+    if args.unmigrated_interval <= 0:
+        return
+    opt_in = OptIn.parse(args.template_namespace_label, "--template-namespace-label")
+    api = kube.api_client(args.kubeconfig, True, args.context)  # long lists: their own pool
+    UnmigratedCount(state, lambda: kube.opted_in_pods(api, str(opt_in) if opt_in else None), opt_in,
+                    args.unmigrated_interval).start()
 
 
 def _template_lifecycle(args, state: ServiceState) -> None:

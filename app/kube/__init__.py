@@ -8,10 +8,10 @@ from .events import EventSink
 from .live_inventory import LiveInventory
 from .rollout import NodeWrites
 from .rollout import snapshot as rollout_snapshot
-from .namespaces import NamespaceLabels, NamespaceLookupError
+from .namespaces import NamespaceLabels, NamespaceLookupError, opted_in_pods
 from .template_gc import Lease, TemplateCollector, TemplateWatch
 from .templates import TemplateConflict, TemplateStore
 
-__all__ = ["ClaimReader", "EventSink", "NodeWrites", "rollout_snapshot", "Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "TemplateConflict", "TemplateStore", "ApiTarget", "api_client", "connect", "unreachable", "api_client_for_host", "api_message", "probe", "raw_send",
+__all__ = ["ClaimReader", "EventSink", "NodeWrites", "rollout_snapshot", "Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "opted_in_pods", "TemplateConflict", "TemplateStore", "ApiTarget", "api_client", "connect", "unreachable", "api_client_for_host", "api_message", "probe", "raw_send",
            "list_items", "list_pages",
            "raw_get"]

@@ -11,7 +11,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .client import within
+from .client import list_pages, within
 
 log = logging.getLogger("dra_bridge.kube")
 
@@ -78,3 +78,17 @@ class NamespaceLabels:
         if known is None:
             raise NamespaceLookupError(f"labels of namespace {namespace!r} are unknown ({why})")
         return known[1]
+
+
+RUNNING = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def opted_in_pods(api: client.ApiClient, selector: str | None, page_size: int = 500) -> tuple[dict[str, dict], list]:
+    """(name -> labels of the namespaces `selector` picks (None: all), their pods still running),
+    read in pages; ApiException or a connection error when the API does not answer."""
+    namespaces = {(n.get("metadata") or {}).get("name", ""): (n.get("metadata") or {}).get("labels") or {}
+                  for n in list_pages(api, "/api/v1/namespaces", selector, page_size)[0]}
+    pods = []
+    for name in sorted(namespaces):
+        pods += list_pages(api, f"/api/v1/namespaces/{name}/pods", None, page_size, fields=RUNNING)[0]
+    return namespaces, pods

@@ -63,6 +63,16 @@ class Metrics:
         self.inventory_failing = Gauge("dra_bridge_inventory_watch_failing_seconds",
                                        "How long the live inventory's list/watch of a resource has been failing "
                                        "(0: it works)", ["resource"], registry=self.registry)
+        self.unmigrated = Gauge("dra_bridge_unmigrated_pods",
+                                "Running pods in opted-in namespaces still on device-plugin GPUs that the webhook "
+                                "would rewrite now (admitted while it was unreachable), by their namespace (not "
+                                "`namespace`: Prometheus gives that label the scraped replica's)",
+                                ["pod_namespace"], registry=self.registry)
+        self.unmigrated_counted = Gauge("dra_bridge_unmigrated_pods_counted_timestamp_seconds",
+                                        "When dra_bridge_unmigrated_pods was last counted (Unix time)",
+                                        registry=self.registry)
+        self.unmigrated_failures = Counter("dra_bridge_unmigrated_count_failures_total",
+                                           "Counts of unmigrated pods that could not read the pods", registry=self.registry)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

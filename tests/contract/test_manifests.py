@@ -26,6 +26,7 @@ GRANTED = {
         ("resource.k8s.io", "resourceclaimtemplates", "delete"): "kube.TemplateCollector.run_once",
         ("", "pods", "list"): "kube.TemplateCollector.run_once (templates pods name)",
         ("", "namespaces", "get"): "kube.NamespaceLabels.get (policy namespace selectors)",
+        ("", "namespaces", "list"): "kube.opted_in_pods (serve: dra_bridge_unmigrated_pods)",
         ("resource.k8s.io", "resourceclaims", "get"): "kube.ClaimReader (the claims a pod names: per-pod limits)",
         **{("resource.k8s.io", r, v): "live.LiveInventory list + watch"
            for r in ("resourceslices", "deviceclasses", "resourceclaims", "devicetaintrules") for v in ("list", "watch")},

@@ -100,6 +100,14 @@ SCENARIOS = [
             "DraBridgeWebhookFailedOpen", "warning",
             "The API server failed open on mutate.dra-bridge.io 2 time(s) in 10 minutes.",
             name="mutate.dra-bridge.io", type="admit")])]),
+    ("pods a lost review left behind", [
+        ("dra_bridge_unmigrated_pods{namespace='dra-bridge', pod='a', pod_namespace='team-a'}", "0 3x20"),
+        ("dra_bridge_unmigrated_pods{namespace='dra-bridge', pod='b', pod_namespace='team-a'}", "0 3x20"),
+        ("dra_bridge_unmigrated_pods{namespace='dra-bridge', pod='a', pod_namespace='team-b'}", "0x20")], [
+        ("5m", "DraBridgeUnmigratedPods", []),  # not yet 10 minutes
+        ("12m", "DraBridgeUnmigratedPods", [fired(
+            "DraBridgeUnmigratedPods", "warning",
+            "3 running pod(s) in team-a hold device-plugin GPUs dra-bridge would rewrite.", pod_namespace="team-a")])]),
     ("pods left on the device plugin", [("dra_bridge_migrations_total{%s, result='legacy'}", "0 4 4"),
                                         ("dra_bridge_migrations_total{%s, result='migrated'}", "0 9 9")], [
         ("2m", "DraBridgePodsLeftUnmigrated", [fired(

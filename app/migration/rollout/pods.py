@@ -15,6 +15,8 @@ from app.policy import Policy
 from ..decision import DEFAULT_OPT_IN, Decision, OptIn, Refusal, decide
 from ..paths import Facts, served_resources, tolerates_cordon
 from ..planner import legacy_resources
+from ..unmigrated import recreated
+from ..unmigrated import running as live
 from .placement import pinned_node
 from .sides import DENIED, DRA, MIG_PREFIX, PLUGIN, Switches
 
@@ -110,11 +112,7 @@ def _path(pod: dict, namespace: str, labels: dict | None, policy: Policy, facts:
           opt_in: OptIn | None, refuse: Refusal | None) -> tuple[str, str, list]:
     """Where the pod its owner creates again belongs (the webhook's decision for it), why, and the
     claim templates it would get there."""
-    meta = pod.get("metadata") or {}
-    again = {"metadata": {"namespace": namespace, **({"annotations": meta["annotations"]}
-                                                    if "annotations" in meta else {})},
-             "spec": {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}}
-    found = decide(again, namespace, labels, policy, facts, opt_in, refuse=refuse)
+    found = decide(recreated(pod), namespace, labels, policy, facts, opt_in, refuse=refuse)
     path, why = _where(found)
     templates = found.planned.templates if found.planned is not None and found.planned.status == "migrated" else []
     return path, why, templates if path == DRA else []
@@ -164,12 +162,6 @@ def bound_by_owner(pods: list[dict]) -> Counter:
     """Live pods bound to a node, per namespace/Kind/name of what recreates them."""
     return Counter(f"{(p.get('metadata') or {}).get('namespace', '')}/{owner_of(p.get('metadata') or {})}"
                    for p in pods if live(p) and (p.get("spec") or {}).get("nodeName"))
-
-
-def live(pod: dict) -> bool:
-    """Neither being deleted nor finished."""
-    return not (pod.get("metadata") or {}).get("deletionTimestamp") and \
-        (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
 def _legacy_counts(spec: dict, rules) -> dict[str, int]:

@@ -1,0 +1,67 @@
+"""A periodic, cheap count of pods the webhook should have rewritten but never saw (a review
+lost to failurePolicy Ignore): `dra_bridge_unmigrated_pods{namespace}`, what the fail-open
+alert's consequence is measured by. The pods come from `read` (IO: app.kube); which of them
+count is migration.unmigrated's decision, the webhook's own."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from app.migration.unmigrated import per_namespace, unmigrated
+
+from .service import ServiceState
+
+log = logging.getLogger("dra_bridge.unmigrated")
+
+# () -> (opted-in namespace name -> labels, their pods)
+Read = Callable[[], tuple[dict[str, dict], list[dict]]]
+
+
+class UnmigratedCount:
+    def __init__(self, state: ServiceState, read: Read, opt_in, interval_s: float = 120.0):
+        self.state, self.read, self.opt_in, self.interval_s = state, read, opt_in, interval_s
+        self._stop = threading.Event()
+        self._counted: set[str] = set()
+
+    def run_once(self) -> dict[str, int] | None:
+        """Count now; None when the inventory is not synced or the pods could not be read (the
+        last count stays, its timestamp says how old it is)."""
+        if not self.state.readiness()[1]["inventory"]:
+            return None
+        metrics = self.state.metrics
+        try:
+            namespaces, pods = self.read()
+        except Exception as exc:  # noqa: BLE001 - counted, logged, tried again next round
+            metrics.unmigrated_failures.inc()
+            log.warning("could not count unmigrated pods: %s", exc)
+            return None
+        counts = per_namespace(unmigrated(pods, namespaces, self.state.policy.policy, self.state.path_facts(),
+                                          self.opt_in))
+        for namespace in self._counted - set(namespaces):
+            metrics.unmigrated.remove(namespace)  # no longer opted in
+        for namespace in namespaces:  # 0 where none: the alert resolves, the series stays
+            metrics.unmigrated.labels(namespace).set(counts.get(namespace, 0))
+        self._counted = set(namespaces)
+        metrics.unmigrated_counted.set(time.time())
+        if counts:
+            log.warning("%d running pod(s) hold device-plugin GPUs the webhook would rewrite now: %s",
+                        sum(counts.values()), ", ".join(f"{n} ({c})" for n, c in sorted(counts.items())[:10]))
+        return counts
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.run_once()
+            except Exception:  # noqa: BLE001 - a planning bug must not stop the count for good
+                self.state.metrics.unmigrated_failures.inc()
+                log.exception("counting unmigrated pods failed")
+
+    def start(self) -> "UnmigratedCount":
+        threading.Thread(target=self._loop, name="unmigrated-count", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()

@@ -1,0 +1,63 @@
+"""Issue 32: pods admitted unmigrated because a review never reached the webhook (failurePolicy
+Ignore) are counted per namespace, by the webhook's own decision, as a metric the fail-open
+alert's runbook points at."""
+
+from app import kube
+from app.migration import OptIn
+from app.migration.unmigrated import per_namespace, unmigrated
+from app.policy import default_policy
+from app.server import Metrics, PolicyHolder, ServiceState
+from app.server.unmigrated_count import UnmigratedCount
+from tests.helpers import container, pod
+from tests.unit.device_inventory import build_inventory
+
+OPT_IN = OptIn("dra-bridge.io/migrate", "enabled")
+
+
+def gpu_pod(name, namespace="team-a", **spec):
+    p = pod([container("w", {"nvidia.com/gpu": 1})])
+    p["metadata"].update(name=name, namespace=namespace)
+    p["spec"].update(spec)
+    return p
+
+
+def state() -> ServiceState:
+    metrics = Metrics()
+    return ServiceState(policy=PolicyHolder(None, metrics), templates=kube.TemplateStore(None),
+                        namespace_labels=kube.NamespaceLabels(None), metrics=metrics, inventory=build_inventory())
+
+
+def test_only_running_pods_the_webhook_would_rewrite_now_count():
+    finished = gpu_pod("done")
+    finished["status"] = {"phase": "Succeeded"}
+    migrated = pod([container("w", {})])
+    migrated["metadata"].update(name="claims", namespace="team-a")
+    migrated["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "t"}]
+    pods = [gpu_pod("missed"), gpu_pod("bound", nodeName="gpu-h100-0"), finished, migrated,
+            gpu_pod("elsewhere", namespace="plain"), gpu_pod("off", namespace="off")]
+    namespaces = {"team-a": {"dra-bridge.io/migrate": "enabled"}, "off": {}}
+    found = unmigrated(pods, namespaces, default_policy(), None, OPT_IN)
+    assert [p["metadata"]["name"] for p in found] == ["missed", "bound"]
+    assert per_namespace(found) == {"team-a": 2}
+
+
+def test_the_count_is_a_metric_per_opted_in_namespace_and_a_failed_read_keeps_the_last():
+    service = state()
+    reads = [({"team-a": {}, "team-b": {}}, [gpu_pod("missed")]), ({"team-b": {}}, [])]
+
+    def read():
+        if not reads:
+            raise ConnectionError("API down")
+        return reads.pop(0)
+    counter = UnmigratedCount(service, read, None)
+    assert counter.run_once() == {"team-a": 1}
+    text = service.metrics.render().decode()
+    assert 'dra_bridge_unmigrated_pods{pod_namespace="team-a"} 1.0' in text
+    assert 'dra_bridge_unmigrated_pods{pod_namespace="team-b"} 0.0' in text
+    assert counter.run_once() == {}  # team-a left the opt-in: its series goes
+    text = service.metrics.render().decode()
+    assert 'pod_namespace="team-a"' not in text and 'dra_bridge_unmigrated_pods{pod_namespace="team-b"} 0.0' in text
+    assert counter.run_once() is None
+    text = service.metrics.render().decode()
+    assert "dra_bridge_unmigrated_count_failures_total 1.0" in text
+    assert 'dra_bridge_unmigrated_pods{pod_namespace="team-b"} 0.0' in text
