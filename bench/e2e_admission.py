@@ -115,9 +115,16 @@ def gpu_nodes(plane: ControlPlane, count: int) -> None:
     plane.apply([s for n in names if "dra" in n for s in render.slices(description, n, "gpu.nvidia.com", 1)])
 
 
-def allocated_claims(plane: ControlPlane, namespace: str) -> int:
+def fast_path(webhook: Webhook) -> dict[str, float]:
+    return {m[0]: float(m[1]) for m in re.findall(r'^dra_bridge_fast_path_total\{result="(\w+)"\} (\S+)$',
+                                                   webhook.get("/metrics")[1], re.M)}
+
+
+def allocated_claims(plane: ControlPlane, namespace: str, tag: str) -> int:
+    """Allocated claims of this phase's pods (their owners), not of an earlier phase being deleted."""
     claims = plane.json("resourceclaims", "-n", namespace).get("items", [])
-    return sum(1 for c in claims if (c.get("status") or {}).get("allocation"))
+    return sum(1 for c in claims if (c.get("status") or {}).get("allocation") and any(
+        o.get("name", "").startswith(f"{tag}-") for o in c["metadata"].get("ownerReferences") or []))
 
 
 def echo_server(plane: ControlPlane) -> tuple[subprocess.Popen, str, str]:
@@ -137,7 +144,8 @@ def run_phase(plane: ControlPlane, namespace: str, clients: int, pods: int, tag:
         unmigrated = [c for c in burst.created if not c.pod["spec"].get("resourceClaims")]
         if unmigrated:
             raise SystemExit(f"{len(unmigrated)} pods admitted unmigrated: {unmigrated[0].warnings}")
-        burst.allocated = allocated_claims(plane, namespace)  # by the scheduler, while the pods came
+        burst.allocated = allocated_claims(plane, namespace, tag)  # by the scheduler, while the pods came
+        wait_for(lambda: allocated_claims(plane, namespace, tag) >= pods, 120, "every claim allocated", 0.2)
     plane.kubectl("delete", "pods", "-l", "bench=admission", "-n", namespace, "--grace-period=0", "--force",
                   "--wait=false")
     return burst
@@ -170,6 +178,7 @@ def main() -> int:
             for phase in PHASES:  # warm-up: connections, the template, the plan cache; not measured
                 run_phase(plane, f"bench-{phase}", 4, 16, f"warm-{phase}")
             before = plane.get("/metrics")
+            fast_before = fast_path(webhook)
             results: dict[tuple[int, str], list] = {}
             names = list(PHASES)
             for clients in levels:
@@ -179,6 +188,12 @@ def main() -> int:
                         results.setdefault((clients, phase), []).append(burst)
             after = plane.get("/metrics")
             report(results, levels, args)
+            mutated = sum(len(b.created) for (_c, phase), bursts in results.items() if phase == "dra-bridge"
+                          for b in bursts)
+            counts = {k: v - fast_before.get(k, 0) for k, v in fast_path(webhook).items()}
+            print(f"dra-bridge /mutate of {mutated} pods: {counts.get('reused', 0):.0f} answered from an earlier "
+                  f"replica's decision (the fast path); decided in a worker: "
+                  f"{ {k: int(v) for k, v in counts.items() if k != 'reused' and v} }")
             for name, step in ((f"mutate.{ECHO}", "admit"), (f"validate.{ECHO}", "validating"),
                                ("mutate.dra-bridge.io", "admit"), ("validate.dra-bridge.io", "validating")):
                 b, a = buckets(before, name, step), buckets(after, name, step)
@@ -198,7 +213,8 @@ def report(results: dict, levels: list[int], args) -> None:
     print(f"\n{args.pods} pods a phase, {args.rounds} rounds, phases interleaved; latency = client's create time")
     allocated = [b.allocated for (_c, phase), bursts in results.items() if phase == "dra-bridge"
                  for b in bursts]
-    print(f"claims the scheduler had allocated when each dra-bridge phase ended: {sorted(allocated)}")
+    print(f"claims the scheduler had allocated when each dra-bridge phase ended: {sorted(allocated)} "
+          f"(each phase then waited, untimed, until all {args.pods} were)")
     print(f"{'clients':>7} {'webhook':12} {'median ms':>10} {'p99 ms':>8} {'pods/s':>8}")
     for clients in levels:
         summary = {}

@@ -18,10 +18,14 @@ from dataclasses import dataclass, replace
 from app.migration import Facts
 from app.policy import Policy
 
-# A verdict is judged again on the event loop until one such judgement there costs more than this;
-# dearer ones (large searches) go to a worker from then on, which is what a miss does. A worker's
-# own cost says little: a template's first verdict also compiles its selectors.
+# A template's verdicts are judged again on the event loop unless they cost more CPU there than
+# this on average (a moving average: one collection pause is not the verdict's cost); dearer ones
+# (large searches) go to a worker, which is what a miss does, and are tried on the loop again
+# after DEAR_FOR_S. CPU time, not wall time: a loaded machine's GIL waits say nothing of the
+# verdict. A worker's cost says little either: a first verdict also compiles its selectors.
 CHEAP_VERDICT_S = 0.001
+DEAR_FOR_S = 60.0
+_WEIGHT = 0.2  # of the newest cost in the moving average
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ class Decisions:
         self.size = size
         self._items: OrderedDict[tuple, tuple] = OrderedDict()
         self._under: tuple = (None, ())
-        self._dear: set[str] = set()  # templates whose verdict cost too much on the event loop
+        self._cost: dict[str, tuple[float, float]] = {}  # template -> (average CPU s, when last judged here)
         self._lock = threading.Lock()
         self.rejudged = 0  # verdicts judged again on a newer index (a test and a bench read it)
 
@@ -77,28 +81,28 @@ class Decisions:
         return under_policy is policy and len(basis) == len(under_basis) and \
             all(a is b for a, b in zip(basis, under_basis))
 
-    def get(self, key: tuple, policy: Policy, facts: Facts | None) -> tuple | None:
-        """The decision, if one was made for this shape under this policy and basis and every
-        verdict it read is still what the judge says (judged again only where cheap)."""
+    def get(self, key: tuple, policy: Policy, facts: Facts | None) -> tuple[tuple | None, str]:
+        """(the decision, "reused") if one was made for this shape under this policy and basis
+        and every verdict it read is still what the judge says (judged again only where cheap);
+        else (None, why not: basis | unseen | dear | verdict)."""
         with self._lock:
             if not self._current(policy, facts):
-                return None
+                return None, "basis"
             found = self._items.get(key)
             if found is None:
-                return None
+                return None, "unseen"
             self._items.move_to_end(key)
             decision, judged = found
-            if any(j.template["metadata"]["name"] in self._dear for j in judged):
-                return None
+            if any(self._dear(j.template["metadata"]["name"]) for j in judged):
+                return None, "dear"
         for j in judged:  # outside the lock: a verdict on a new index is computed here
-            started = time.perf_counter()
+            started = time.thread_time()
             answer = _seen(facts.dra(j.template, j.tolerates_cordon))
-            if time.perf_counter() - started > CHEAP_VERDICT_S:
-                self._note_dear(j.template)
+            self._note_cost(j.template["metadata"]["name"], time.thread_time() - started)
             self.rejudged += 1
             if answer != j.answer:
-                return None
-        return decision
+                return None, "verdict"
+        return decision, "reused"
 
     def put(self, key: tuple, policy: Policy, facts: Facts | None, decision: tuple, noted: list[Judged]) -> None:
         with self._lock:
@@ -109,8 +113,13 @@ class Decisions:
             if len(self._items) > self.size:
                 self._items.popitem(last=False)
 
-    def _note_dear(self, template: dict) -> None:
+    def _dear(self, name: str) -> bool:
+        average, when = self._cost.get(name, (0.0, 0.0))
+        return average > CHEAP_VERDICT_S and time.monotonic() - when < DEAR_FOR_S
+
+    def _note_cost(self, name: str, seconds: float) -> None:
         with self._lock:
-            if len(self._dear) >= self.size:
-                self._dear.clear()
-            self._dear.add(template["metadata"]["name"])
+            if len(self._cost) >= self.size and name not in self._cost:
+                self._cost.clear()
+            average = self._cost.get(name, (seconds, 0.0))[0]
+            self._cost[name] = ((1 - _WEIGHT) * average + _WEIGHT * seconds, time.monotonic())

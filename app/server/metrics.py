@@ -63,6 +63,12 @@ class Metrics:
         self.inventory_failing = Gauge("dra_bridge_inventory_watch_failing_seconds",
                                        "How long the live inventory's list/watch of a resource has been failing "
                                        "(0: it works)", ["resource"], registry=self.registry)
+        self.fast_path = Counter("dra_bridge_fast_path_total",
+                                 "Pod creations at /mutate under a policy that allows the fast path: reused (answered "
+                                 "on the event loop from an earlier replica's decision), or why a worker decided: "
+                                 "facts (the inventory changed beyond allocations), basis, unseen (a new shape), "
+                                 "verdict (an allocation changed a verdict it read), dear (its verdicts cost too much "
+                                 "to judge again on the event loop)", ["result"], registry=self.registry)
         self.unmigrated = Gauge("dra_bridge_unmigrated_pods",
                                 "Running pods in opted-in namespaces still on device-plugin GPUs that the webhook "
                                 "would rewrite now (admitted while it was unreachable), by their namespace (not "

@@ -244,7 +244,8 @@ def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict | _Pendin
 
 def _known_mutation(state: ServiceState, body: bytes) -> tuple | None:
     """(review, kind, outcome) for a pod whose shape was decided under the policy and facts in
-    force, on the event loop (a lookup: small bodies only); None: a worker decides."""
+    force, on the event loop (a lookup: small bodies only); None: a worker decides. Each pod
+    review is counted by why (dra_bridge_fast_path_total)."""
     policy = state.policy.policy
     if len(body) > KNOWN_BODY_LIMIT or policy.needs_namespace_labels or policy.rules:
         return None
@@ -256,7 +257,9 @@ def _known_mutation(state: ServiceState, body: bytes) -> tuple | None:
         return None
     known, facts = state.known_path_facts()
     key = mutation.shape_key(req.obj, req.namespace or None) if known else None
-    decision = state.decisions.get(key, policy, facts) if key is not None else None
+    decision, why = state.decisions.get(key, policy, facts) if key is not None else \
+        (None, "facts" if not known else "unseen")
+    state.metrics.fast_path.labels(why).inc()
     if decision is None:
         return None
     review, outcome = _after_plan(state, req, mutation.MutationPlan(req, *decision))

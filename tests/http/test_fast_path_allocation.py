@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 from app import dra, kube
 from app.policy import default_policy
 from app.server import Metrics, PolicyHolder, ServiceState, create_app
-from app.server.decisions import CHEAP_VERDICT_S, Decisions, Judged
+from app.server.decisions import CHEAP_VERDICT_S, DEAR_FOR_S, Decisions, Judged
 from app.server.mutation import index_facts
 from tests.helpers import review
 from tests.unit.test_mixed_cluster import gpu_pod
@@ -81,6 +81,7 @@ def test_an_allocation_that_changes_nothing_read_keeps_the_fast_path():
         assert live.index() is not before and live.index().epoch is before.epoch
         second = mutate(client, "u1")
     assert executor.submitted == 1 and state.decisions.rejudged == 1  # answered on the event loop
+    assert 'dra_bridge_fast_path_total{result="reused"} 1.0' in state.metrics.render().decode()
     assert second == fresh_answer(live, "u1")
 
 
@@ -91,6 +92,7 @@ def test_an_allocation_that_makes_dra_busy_sends_the_replica_to_a_worker_and_to_
         live.allocate("ns/claim-a", 8)  # every DRA device in use; the plugin node has room
         second = mutate(client, "u1")
     assert executor.submitted == 2
+    assert 'dra_bridge_fast_path_total{result="verdict"} 1.0' in state.metrics.render().decode()
     assert "patch" not in second and "DRA cannot serve it now" in second["warnings"][0]
     assert second == fresh_answer(live, "u1")
 
@@ -102,18 +104,35 @@ def test_a_new_slice_is_a_new_basis_decided_in_a_worker():
         live.live.slice_changed("extra", real_slices("l4x4", "dra-2")[0])
         mutate(client, "u1")
     assert executor.submitted == 2 and state.decisions.rejudged == 0
+    assert 'dra_bridge_fast_path_total{result="facts"} 2.0' in state.metrics.render().decode()  # first: none yet
 
 
-def test_a_dear_verdict_is_judged_on_the_event_loop_once_then_left_to_workers():
+def test_a_dear_verdict_is_judged_on_the_event_loop_once_then_left_to_workers_a_while():
     ix = dra.build_index(dra.inventory_from_objects([(0, s) for s in SLICES + list(CLASSES.values())], "t"))
-    policy, calls = default_policy(), []
+    policy, calls, cost = default_policy(), [], [CHEAP_VERDICT_S * 3]
 
-    def slow_judge(template, tolerates_cordon=False):
+    def judge(template, tolerates_cordon=False):
         calls.append(template)
-        time.sleep(CHEAP_VERDICT_S * 3)
+        started = time.thread_time()
+        while time.thread_time() - started < cost[0]:  # CPU, not a sleep: what is measured
+            pass
         return "serves", "e.g. on node dra-1"
-    facts = index_facts(ix, policy.migration, slow_judge)
+    facts = index_facts(ix, policy.migration, judge)
     decisions = Decisions()
     decisions.put(("k",), policy, facts, ("decision",), [Judged({"metadata": {"name": "t-1"}}, False, ("serves", ""))])
-    assert decisions.get(("k",), policy, facts) == ("decision",) and len(calls) == 1
-    assert decisions.get(("k",), policy, facts) is None and len(calls) == 1  # left to a worker
+    assert decisions.get(("k",), policy, facts) == (("decision",), "reused") and len(calls) == 1
+    assert decisions.get(("k",), policy, facts) == (None, "dear") and len(calls) == 1  # left to a worker
+    average, _when = decisions._cost["t-1"]
+    decisions._cost["t-1"] = (average, time.monotonic() - DEAR_FOR_S)  # a minute later: tried again
+    cost[0] = 0.0
+    assert decisions.get(("k",), policy, facts) == (("decision",), "reused") and len(calls) == 2
+
+
+def test_one_dear_verdict_among_cheap_ones_is_a_pause_not_the_cost():
+    decisions = Decisions()
+    for seconds in [0.0001] * 5 + [CHEAP_VERDICT_S * 3]:
+        decisions._note_cost("t", seconds)
+    assert not decisions._dear("t")
+    for seconds in [CHEAP_VERDICT_S * 3] * 10:
+        decisions._note_cost("t", seconds)
+    assert decisions._dear("t")
