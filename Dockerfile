@@ -7,7 +7,11 @@ ARG PYTHON_IMAGE=python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352
 FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
 COPY requirements.lock requirements-build.lock ./
-RUN python -m venv /opt/build \
+# A package mirror behind a TLS proxy: its CA comes as a build secret (image/build.sh, PIP_CA),
+# read by pip while installing and kept in no layer.
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
+ && python -m venv /opt/build \
  && /opt/build/bin/pip install --no-cache-dir --require-hashes --no-deps --only-binary=:all: -r requirements-build.lock \
  && python -m venv /opt/dra-bridge \
  && /opt/dra-bridge/bin/pip install --no-cache-dir --require-hashes --no-deps --only-binary=:all: -r requirements.lock

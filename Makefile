@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@ $(VENV)/.installed-run
 
-.PHONY: install run test e2e bench lock
+.PHONY: install run test e2e bench lock image
 install: $(VENV)/.installed
 
 run: $(VENV)/.installed-run
@@ -31,6 +31,11 @@ e2e: $(VENV)/.installed
 	$(PY) -c 'from tests.e2e.cluster import build; print("control plane binaries:", build())'
 	$(PY) -c 'from tests.helm.helmbin import build; print("helm:", build())'
 	DRA_BRIDGE_E2E=1 $(PY) -m pytest -q tests/e2e
+
+# The container image (image/build.sh): docker, or Debian's podman / buildah. IMAGE=name:tag;
+# PYTHON_IMAGE=debian builds the Python base from Debian's packages where no registry answers.
+image:
+	./image/build.sh
 
 bench: $(VENV)/.installed
 	$(PY) bench/mutate.py
