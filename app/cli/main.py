@@ -141,6 +141,9 @@ def _add_serve(sub) -> None:
          help="on SIGTERM, keep answering (not ready, each answer closing its connection) until the API server "
               "has closed every connection, at most this long: longer than its 90 s idle timeout, inside "
               "terminationGracePeriodSeconds; 0: stop at once")
+    _opt(p, "--drain-min-seconds", env="drain_min_seconds", default=5.0, type=float,
+         help="on SIGTERM, serve at least this long, connections or not: the Service's endpoints take this long "
+              "to drop the replica, and a connection opened meanwhile must find it listening")
 
 
 def _add_certs(sub) -> None:

@@ -120,7 +120,7 @@ def run_serve(args) -> int:
         "dra-bridge %s listening on https://%s (policy: %s; inventory: %s; kubernetes: %s)", __version__, address,
         args.policy or "bundled default", inventory_text,
         "none (demo mode)" if api is None else "unreachable at start" if api_down else "reachable"),
-        args.drain_seconds, state)]
+        args.drain_seconds, state, min(args.drain_min_seconds, args.drain_seconds))]
     if args.health_port:
         health = uvicorn.Config(create_health_app(state), host=args.host, port=args.health_port, log_config=None,
                                 access_log=False, http=DeadlineHttpProtocol, limit_concurrency=64)
@@ -158,18 +158,21 @@ class _Started(uvicorn.Server):
 
     With a drain window, SIGTERM does not stop it at once: readiness goes false, every answer
     carries `Connection: close`, and it stops once no connection is left open (each was closed by
-    the API server, after an answer or when idle) or the window ends. Closing a connection the
+    the API server, after an answer or when idle) and the endpoints have had `min_s` to drop it
+    (a connection balanced here meanwhile finds it listening), or once the window ends. Closing a connection the
     API server may be reusing would fail that admission POST, which is not retried
     (kubernetes#127335): the pod would be admitted unmigrated. A second SIGTERM, or SIGINT, stops
     at once."""
 
-    def __init__(self, config, on_started, drain_s: float = 0.0, state: ServiceState | None = None):
+    def __init__(self, config, on_started, drain_s: float = 0.0, state: ServiceState | None = None,
+                 min_s: float = 0.0):
         super().__init__(config)
         self.on_started = on_started
-        self.drain_s, self.state, self.drain_until = drain_s, state, None
+        self.drain_s, self.min_s, self.state, self.drain_until, self.drain_from = drain_s, min_s, state, None, None
 
     def handle_exit(self, sig, frame) -> None:
         if sig == signal.SIGTERM and self.drain_s > 0 and self.drain_until is None and self.state is not None:
+            self.drain_from = time.monotonic() + self.min_s
             self.drain_until = time.monotonic() + self.drain_s
             self.state.draining = True
             log.info("SIGTERM: draining: not ready, every answer closes its connection; stopping once the %d open "
@@ -179,12 +182,23 @@ class _Started(uvicorn.Server):
 
     async def on_tick(self, counter: int) -> bool:
         if self.drain_until is not None and not self.should_exit:
-            left = len(self.server_state.connections)
-            if not left or time.monotonic() >= self.drain_until:
+            left, now = len(self.server_state.connections), time.monotonic()
+            if (not left and now >= self.drain_from) or now >= self.drain_until:
                 log.info("drained: %s", "no connection left open" if not left else
                          f"{left} connection(s) still open after {self.drain_s:.0f}s")
                 self.should_exit = True
         return await super().on_tick(counter)
+
+    async def shutdown(self, sockets=None) -> None:
+        # Connections still idle when it stops (the window ended) are dropped at once. uvicorn
+        # closes them gracefully, and a graceful TLS close waits for the peer's close_notify:
+        # behind a balancer an idle client sent none, and the stop waited uvicorn's whole
+        # timeout_graceful_shutdown (10 s) for nothing. One mid-answer still finishes it.
+        for connection in list(self.server_state.connections):
+            cycle = getattr(connection, "cycle", None)
+            if cycle is None or cycle.response_complete:
+                connection.transport.abort()
+        await super().shutdown(sockets)
 
     async def startup(self, sockets=None) -> None:
         await super().startup(sockets)

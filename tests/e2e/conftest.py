@@ -122,13 +122,14 @@ def run_reporter(plane: ControlPlane, node: str, description: str, config: str) 
 class Webhook:
     """`dra-bridge serve` on loopback with the webhook ServiceAccount's token and a live inventory."""
 
-    def __init__(self, plane: ControlPlane, *extra: str):
-        """extra: more `serve` flags; by default template collection every second (tests see it)."""
-        self.plane = plane
+    def __init__(self, plane: ControlPlane, *extra: str, bundle=None, name: str = "webhook"):
+        """extra: more `serve` flags; by default template collection every second (tests see it).
+        bundle: the certificates of another replica (one Secret, as a Deployment mounts it)."""
+        self.plane, self.name = plane, name
         self.extra = extra or ("--template-gc-grace", "3", "--template-gc-interval", "1")
         self.port = free_port()
         self.pki = plane.dir / "webhook-pki"
-        self.bundle = tls.write_bundle(str(self.pki), ["localhost", "127.0.0.1"])
+        self.bundle = bundle or tls.write_bundle(str(self.pki), ["localhost", "127.0.0.1"])
         (plane.dir / "policy.yaml").write_text(yaml.safe_dump(POLICY))
         self.kubeconfig = kubeconfig(plane.dir / "webhook.kubeconfig", plane.server, plane.ca,
                                      plane.token("dra-bridge", "dra-bridge"))
@@ -136,7 +137,7 @@ class Webhook:
 
     def start(self) -> "Webhook":
         env = {k: v for k, v in os.environ.items() if not k.startswith("DRA_BRIDGE_")}
-        self.log = open(self.plane.dir / "webhook.log", "ab")
+        self.log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(self.port),
              "--tls-cert", self.bundle.cert, "--tls-key", self.bundle.key, "--inventory", "live",
@@ -147,6 +148,10 @@ class Webhook:
             stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
         wait_for(self.ready, 60, "webhook /readyz")
         return self
+
+    @property
+    def log_path(self) -> pathlib.Path:
+        return self.plane.dir / f"{self.name}.log"
 
     def get(self, path: str, timeout: float = 5) -> tuple[int, str]:
         """(status, body) of a GET on the webhook's own port (/readyz, /metrics)."""
@@ -167,13 +172,13 @@ class Webhook:
             return self.get("/readyz", timeout=2)[0] == 200
         except OSError:
             if self.process.poll() is not None:
-                raise AssertionError(f"webhook exited:\n{(self.plane.dir / 'webhook.log').read_text()[-3000:]}")
+                raise AssertionError(f"webhook exited:\n{self.log_path.read_text()[-3000:]}")
             return False
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 20) -> None:
         if self.process and self.process.poll() is None:
             self.process.terminate()
-            self.process.wait(timeout=20)
+            self.process.wait(timeout=timeout)
 
     def configurations(self) -> list[dict]:
         """The webhook configurations from manifests/, pointed at this server."""
