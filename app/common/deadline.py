@@ -38,7 +38,3 @@ def check() -> None:
     if until is not None and time.monotonic() > until:
         raise DeadlineExceeded("the review ran out of time")
 
-
-def remaining() -> float | None:
-    until = getattr(_local, "until", None)
-    return None if until is None else until - time.monotonic()

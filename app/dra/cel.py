@@ -354,7 +354,6 @@ def _clean(message: str) -> str:
 
 
 _MACRO = re.compile(r"\.\s*(?:exists_one|exists|all|map|filter)\s*\(")
-_TOKEN = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\w+|[^\s\w]")
 
 
 def _structure(text: str):

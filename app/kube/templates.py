@@ -88,10 +88,6 @@ class TemplateStore:
         self.conflicts = 0
         self.creates = 0
 
-    @property
-    def is_offline(self) -> bool:
-        return self.api is None
-
     # -- what the watch tells us -------------------------------------------------------------
     def observe(self, obj: dict) -> None:
         """The watch saw this template (added or modified): compared with ours when a pod needs it."""

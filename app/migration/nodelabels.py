@@ -95,7 +95,6 @@ class _Translator:
         self.by_label: dict[str, NodeLabelRule] = {r.label: r for r in rules.nodeLabels}
         self.mig_profiles: set[str] = set()
         self.shared: str | None = None
-        self.notes: list[str] = []
 
     def covers(self, label: str) -> bool:
         return label in self.by_label
@@ -311,7 +310,6 @@ def translate(spec: dict, rules: MigrationRules) -> NodeConstraints:
     if terms:
         _translate_terms(terms, tr, result, after, remove)
 
-    result.notes.extend(tr.notes)
     result.shared = tr.shared
     if len(tr.mig_profiles) == 1:
         result.mig_profile = next(iter(tr.mig_profiles))

@@ -6,26 +6,23 @@ from __future__ import annotations
 import hashlib
 import os
 import pathlib
-import shutil
 import subprocess
 import threading
 
 import orjson
+
+from tests.gobuild import GoUnavailable, go_command
 
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCES = ("go.mod", "go.sum", "oracle/main.go")
 BIN_DIR = HERE / ".bin"
 
 
-class OracleUnavailable(Exception):
-    """No Go toolchain: the only reason the upstream tests may skip."""
+OracleUnavailable = GoUnavailable  # no Go toolchain: the only reason the upstream tests may skip
 
 
 def go_binary() -> str:
-    go = shutil.which("go")
-    if go is None:
-        raise OracleUnavailable("Go is not installed: the upstream oracle (tests/upstream) needs the go command")
-    return go
+    return go_command("the upstream oracle (tests/upstream)")
 
 
 def build() -> pathlib.Path:
