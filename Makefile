@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@ $(VENV)/.installed-run
 
-.PHONY: install run test e2e bench lock image
+.PHONY: install run test e2e bench lock image wheels-arm64
 install: $(VENV)/.installed
 
 run: $(VENV)/.installed-run
@@ -36,6 +36,14 @@ e2e: $(VENV)/.installed
 # PYTHON_IMAGE=debian builds the Python base from Debian's packages where no registry answers.
 image:
 	./image/build.sh
+
+# Every package the image installs has an arm64 wheel the lock's hashes accept (multi-arch builds).
+wheels-arm64: $(VENV)/.installed
+	rm -rf build/wheels-arm64
+	$(PY) -m pip download -q --only-binary=:all: --no-deps --require-hashes --python-version 3.11 \
+	  --implementation cp --abi cp311 --platform manylinux2014_aarch64 --platform manylinux_2_28_aarch64 \
+	  -r requirements.lock -d build/wheels-arm64
+	@echo "arm64 wheels: $$(ls build/wheels-arm64 | wc -l) of $$(grep -c '==' requirements.lock) packages"
 
 bench: $(VENV)/.installed
 	$(PY) bench/mutate.py
