@@ -13,7 +13,7 @@ import time
 import urllib3
 
 from app import dra, kube
-from app.common import BridgeError, dump_documents, labels_by_name
+from app.common import BridgeError, controller_ref, dump_documents, labels_by_name
 from app.migration import Facts, OptIn
 from app.migration.unmigrated import unmigrated
 from app.policy import load_policy
@@ -36,7 +36,7 @@ INVENTORY_PATHS = [("/apis/resource.k8s.io/v1", "resourceslices", "ResourceSlice
 
 
 def _controlled(obj: dict) -> bool:
-    return any(ref.get("controller") for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
+    return controller_ref(obj) is not None
 
 
 def live_objects(api, namespace: str | None = None) -> tuple[list[tuple[str, list[tuple[int, dict]]]], list[dict]]:
@@ -62,7 +62,7 @@ def unmigrated_pods(pods: list[dict], policy, ix, namespaces: dict, opt_in) -> l
     out = []
     for pod in unmigrated(pods, namespaces, policy, facts, opt_in):
         meta = pod.get("metadata") or {}
-        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), {})
+        owner = controller_ref(pod) or {}
         out.append({"namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
                     "owner": f"{owner.get('kind', '?')}/{owner.get('name', '?')}"})
     return out

@@ -6,7 +6,7 @@ import json
 import sys
 
 from app import dra
-from app.common import InputError
+from app.common import InputError, metadata_of
 from app.policy import load_policy
 from app.server.chain import answer
 from app.server.mutation import index_facts
@@ -22,7 +22,7 @@ def check_object(obj: dict, ix: dra.Index, namespaces: dict | None = None) -> dr
     except dra.ClaimError as exc:
         return dra.Verdict("invalid", str(exc))
     if namespaces is not None:
-        namespace = (obj.get("metadata") or {}).get("namespace") or "default"
+        namespace = metadata_of(obj).get("namespace") or "default"
         refused = admin_label_rule(parsed, namespace, namespaces.get(namespace, {}))
         if refused:
             return dra.Verdict("invalid", refused[0].message)
@@ -83,7 +83,7 @@ def _policy_judge(path: str, ix: dra.Index, inputs, namespaces: dict):
     known = KnownClaims(o for _s, objects in inputs for _l, o in objects)
 
     def judge(obj: dict):
-        namespace = (obj.get("metadata") or {}).get("namespace") or "default"
+        namespace = metadata_of(obj).get("namespace") or "default"
         return answer(obj, namespace, namespaces.get(namespace, {}), policy, ix, facts,
                       known.lookup, namespace_claims=known.in_namespace)
     return judge

@@ -1,5 +1,6 @@
-"""Shared by every layer: errors that name the field to fix, Kubernetes quantities, and
-manifest documents (YAML/JSON streams and Lists). Imports nothing else of ours."""
+"""Shared by every layer: errors that name the field to fix, Kubernetes quantities, manifest
+documents (YAML/JSON streams and Lists) and vocabulary (metadata, controllers, our keys).
+Imports nothing else of ours."""
 
 from . import deadline
 from .retry import Backoff, Throttled
@@ -9,6 +10,8 @@ from .errors import BridgeError, InputError, PolicyError, TemplateEnsureError
 from .nodes import add_quota, device_quota, extended_allocatable, quota_map
 from .nodeselector import node_matches, tolerates
 from .quantity import format_mebibytes, parse_count, parse_quantity
+from .vocabulary import NVIDIA_DRIVER, SHADOW_OF, controller_ref
+from .vocabulary import meta as metadata_of
 
-__all__ = ["Backoff", "Throttled", "BridgeError", "DeadlineExceeded", "deadline", "InputError", "PolicyError", "TemplateEnsureError", "add_quota", "device_quota", "extended_allocatable", "node_matches", "quota_map", "tolerates", "format_mebibytes", "parse_count",
+__all__ = ["NVIDIA_DRIVER", "SHADOW_OF", "controller_ref", "metadata_of", "Backoff", "Throttled", "BridgeError", "DeadlineExceeded", "deadline", "InputError", "PolicyError", "TemplateEnsureError", "add_quota", "device_quota", "extended_allocatable", "node_matches", "quota_map", "tolerates", "format_mebibytes", "parse_count",
            "dump_document", "dump_documents", "labels_by_name", "parse_objects", "parse_quantity", "read_objects"]

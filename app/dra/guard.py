@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from app.common import metadata_of
 from app.policy import Rule
 
 from . import cel
@@ -183,9 +184,9 @@ def _namespace_total(claims: list[dict], subject: Subject, usage: Usage, devices
     what it asks. The subject's own claims are counted with the subject, not here."""
     own = {c.existing for c in usage.claims if c.existing}
     if subject.kind == "ResourceClaim":
-        own.add(((subject.obj or {}).get("metadata") or {}).get("name"))
+        own.add(metadata_of(subject.obj).get("name"))
     total = 0
-    pod = ((subject.obj or {}).get("metadata") or {}).get("name") if subject.kind == "Pod" else None
+    pod = metadata_of(subject.obj).get("name") if subject.kind == "Pod" else None
     for claim in claims:
         meta = claim.get("metadata") or {}
         if meta.get("name") in own or (pod and any(r.get("kind") == "Pod" and r.get("name") == pod

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from app.common import InputError, add_quota, extended_allocatable, parse_quantity, quota_map
+from app.common import add_quota, extended_allocatable, InputError, metadata_of, parse_quantity, quota_map
 
 SUPPORTED = "resource.k8s.io/v1"
 INVENTORY_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "DeviceTaintRule")
@@ -64,7 +64,7 @@ def from_objects(objects: list[tuple[int, dict]], source: str) -> Inventory:
         if obj.get("apiVersion") != SUPPORTED:
             raise InputError(where, f"{kind} apiVersion {obj.get('apiVersion')!r} is not supported; "
                                     f"export it as {SUPPORTED} (kubectl get {kind.lower()}s.v1.resource.k8s.io -o yaml)")
-        name = (obj.get("metadata") or {}).get("name")
+        name = metadata_of(obj).get("name")
         if not isinstance(name, str) or not name:
             raise InputError(f"{where}.metadata.name", "missing")
         if kind == "DeviceClass":

@@ -12,11 +12,12 @@ slices are ignored.
 
 from __future__ import annotations
 
-SHADOW_LABEL = "dra-bridge.io/shadow-of"
+from app.common import SHADOW_OF as SHADOW_LABEL
+from app.common import metadata_of
 
 
 def shadow_of(s: dict) -> str | None:
-    labels = (s.get("metadata") or {}).get("labels")
+    labels = metadata_of(s).get("labels")
     value = labels.get(SHADOW_LABEL) if isinstance(labels, dict) else None
     return value if isinstance(value, str) and value else None
 

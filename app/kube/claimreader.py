@@ -12,6 +12,7 @@ import orjson
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from app.common import metadata_of
 from .client import raw_get, within
 
 PLURALS = {"ResourceClaim": "resourceclaims", "ResourceClaimTemplate": "resourceclaimtemplates"}
@@ -25,7 +26,7 @@ class ClaimReader:
 
     def remember(self, namespace: str, obj: dict) -> None:
         """A template this replica generated: known before (or without) the API having it."""
-        name = (obj.get("metadata") or {}).get("name")
+        name = metadata_of(obj).get("name")
         if isinstance(name, str):
             self._keep((namespace, obj.get("kind", "ResourceClaimTemplate"), name), obj, float("inf"))
 

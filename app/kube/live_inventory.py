@@ -29,7 +29,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.common import Backoff, Throttled, device_quota, extended_allocatable
+from app.common import Backoff, device_quota, extended_allocatable, metadata_of, Throttled
 
 from .client import raw_get, watch_events, why_failed
 
@@ -217,7 +217,7 @@ class LiveInventory:
             query = [("limit", str(self.page_size))] + ([("continue", token)] if token else [])
             data = orjson.loads(self._get(resource, query, stream=False).data)
             for i in data.get("items") or []:
-                items[(i.get("metadata") or {}).get("namespace", "") + "/" + i["metadata"]["name"]] = \
+                items[metadata_of(i).get("namespace", "") + "/" + i["metadata"]["name"]] = \
                     self._kept(resource, i)
             meta = data.get("metadata") or {}
             version = meta.get("resourceVersion", version)

@@ -19,7 +19,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.common import Backoff, Throttled
+from app.common import Backoff, metadata_of, Throttled
 
 from .client import list_pages, raw_get, watch_events, why_failed
 
@@ -33,7 +33,7 @@ def referenced(pods) -> set[tuple[str, str]]:
     """(namespace, template) of every template a pod's spec.resourceClaims names."""
     out = set()
     for pod in pods:
-        ns = (pod.get("metadata") or {}).get("namespace", "")
+        ns = metadata_of(pod).get("namespace", "")
         for ref in (pod.get("spec") or {}).get("resourceClaims") or []:
             name = (ref or {}).get("resourceClaimTemplateName")
             if name:
@@ -42,7 +42,7 @@ def referenced(pods) -> set[tuple[str, str]]:
 
 
 def _created(template: dict) -> float:
-    text = (template.get("metadata") or {}).get("creationTimestamp")
+    text = metadata_of(template).get("creationTimestamp")
     try:
         return dt.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
     except ValueError:

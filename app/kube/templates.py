@@ -15,7 +15,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.common import TemplateEnsureError
+from app.common import metadata_of, TemplateEnsureError
 
 from .client import api_message, within
 
@@ -44,7 +44,7 @@ def same_spec(ours, theirs) -> bool:
 
 
 def _is_ours(template: dict, existing: dict) -> bool:
-    labels = (existing.get("metadata") or {}).get("labels") or {}
+    labels = metadata_of(existing).get("labels") or {}
     ours = template["metadata"].get("labels") or {}
     return all(labels.get(k) == v for k, v in ours.items()) and same_spec(template["spec"], existing.get("spec"))
 

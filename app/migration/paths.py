@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from app.common import tolerates
+from app.common import metadata_of, tolerates
 from app.policy import MigrationRules
 
 from .planner import Plan, legacy_resources
@@ -81,7 +81,7 @@ def _native_gap(pod: dict, plan: Plan, rules: MigrationRules, served: dict[str, 
         return f"its node labels ask for {other[0]} devices, not what {resource} names"
     if plan.shares:
         return f"container {plan.shares[0]} is a share of a GPU"
-    annotations = ((pod.get("metadata") or {}).get("annotations") or {})
+    annotations = (metadata_of(pod).get("annotations") or {})
     used = [r.key for r in rules.annotations if isinstance(annotations, dict) and r.key in annotations]
     if used:
         return f"annotation {used[0]} narrows the devices"
@@ -135,7 +135,7 @@ def kept_on_plugin(pod: dict, plan: Plan, rules: MigrationRules, facts: Facts, c
         return Choice("legacy", f"Kueue admits this pod by itself (queue {queue}) and counts its "
                                 f"{', '.join(resources)}: rewritten, its DeviceClass {', '.join(classes)} would not "
                                 "be in its quota unless Kueue maps it (policy migration.kueueDeviceClasses)", "kueue")
-    namespace = (pod.get("metadata") or {}).get("namespace") or (plan.templates[0]["metadata"].get("namespace")
+    namespace = metadata_of(pod).get("namespace") or (plan.templates[0]["metadata"].get("namespace")
                                                                  if plan.templates else None)
     escaped = quota_escapes(facts.quotas.get(namespace or "", []) if facts.quotas else [], resources, classes)
     if escaped:

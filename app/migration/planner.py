@@ -13,7 +13,7 @@ from decimal import Decimal
 
 import orjson
 
-from app.common import format_mebibytes, parse_count, parse_quantity
+from app.common import format_mebibytes, metadata_of, parse_count, parse_quantity
 from app.policy import AnnotationRule, MigrationRules, ResourceRule
 
 from . import cel_selectors
@@ -255,7 +255,7 @@ def _topology(annotations: dict, rules: MigrationRules, notes: list[str]) -> tup
 
 
 def _kai_annotations(pod: dict) -> list[str]:
-    annotations = (pod.get("metadata") or {}).get("annotations")
+    annotations = metadata_of(pod).get("annotations")
     return [k for k in KAI_ANNOTATIONS if isinstance(annotations, dict) and k in annotations]
 
 
@@ -270,7 +270,7 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None,
                             f"{MAX_REQUESTS} requests per claim")
     constraints = translate(spec, rules)
     notes.extend(constraints.notes)
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    annotations = metadata_of(pod).get("annotations") or {}
     pinned = [k for k in HAMI_INDEX_PINS if isinstance(annotations, dict) and k in annotations]
     if pinned:
         raise _Unmigratable(f"annotation {pinned[0]}={annotations[pinned[0]]!s:.40} pins the pod to GPU indexes on its "

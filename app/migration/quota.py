@@ -8,6 +8,7 @@ namespace's GPU budget silently stops applying to migrated pods.
 
 from __future__ import annotations
 
+from app.common import controller_ref, metadata_of
 from app.policy import MigrationRules
 
 DRA_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
@@ -23,14 +24,13 @@ PER_POD_OWNERS = frozenset({"ReplicaSet", "StatefulSet", "LeaderWorkerSet"})
 def kueue_per_pod(pod: dict) -> str | None:
     """The queue of a pod Kueue admits by itself (its quota counts this pod's requests); None
     when Kueue does not, or admits the Job that owns it."""
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    meta = metadata_of(pod)
     labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
     queue = labels.get(KUEUE_QUEUE)
     if not queue and labels.get(KUEUE_MANAGED) != "true":
         return None
-    owners = meta.get("ownerReferences") if isinstance(meta.get("ownerReferences"), list) else []
-    kinds = {o.get("kind") for o in owners if isinstance(o, dict) and o.get("controller")}
-    if kinds - PER_POD_OWNERS and KUEUE_GROUP not in labels:
+    controller = controller_ref(pod)
+    if controller is not None and controller.get("kind") not in PER_POD_OWNERS and KUEUE_GROUP not in labels:
         return None
     return str(queue or "(managed)")
 

@@ -5,6 +5,7 @@ it was unreachable (failurePolicy: Ignore), or before it served them. `audit` li
 
 from __future__ import annotations
 
+from app.common import metadata_of
 from app.policy import Policy
 
 from .decision import Decision, OptIn, decide
@@ -22,7 +23,7 @@ def recreated(pod: dict) -> dict:
 
 def running(pod: dict) -> bool:
     """Neither being deleted nor finished."""
-    return not (pod.get("metadata") or {}).get("deletionTimestamp") and \
+    return not metadata_of(pod).get("deletionTimestamp") and \
         (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
@@ -37,7 +38,7 @@ def unmigrated(pods: list[dict], namespaces: dict[str, dict], policy: Policy, fa
     namespaces: name -> labels (a pod whose namespace is not there is skipped: not known)."""
     out = []
     for pod in pods:
-        namespace = (pod.get("metadata") or {}).get("namespace", "")
+        namespace = metadata_of(pod).get("namespace", "")
         spec = pod.get("spec")
         if namespace not in namespaces or not isinstance(spec, dict) or not running(pod) or \
                 not legacy_resources(spec, policy.migration):
@@ -50,6 +51,6 @@ def unmigrated(pods: list[dict], namespaces: dict[str, dict], policy: Policy, fa
 def per_namespace(pods: list[dict]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for pod in pods:
-        namespace = (pod.get("metadata") or {}).get("namespace", "")
+        namespace = metadata_of(pod).get("namespace", "")
         counts[namespace] = counts.get(namespace, 0) + 1
     return counts

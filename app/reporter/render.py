@@ -25,9 +25,10 @@ import re
 
 import orjson
 
+from app.common import NVIDIA_DRIVER as NVIDIA_DOMAIN
+
 from .gpuinfo import Gpu, MigDevice, MigProfile, NodeGpus, gi_profile_id
 
-NVIDIA_DOMAIN = "gpu.nvidia.com"
 EXTRA_DOMAIN = "dra-bridge.io"
 MAX_DEVICES_PER_SLICE = 128  # resource.k8s.io/v1 ResourceSliceMaxDevices
 MANAGED_LABEL = "app.kubernetes.io/managed-by"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import jsonpatch
 import orjson
 
+from app.common import metadata_of
 from app import dra
 from app.migration import Facts
 from app.policy import Policy
@@ -36,7 +37,7 @@ def review_body(obj: dict, namespace: str, user: str, groups: list[str], dry_run
     return orjson.dumps({"apiVersion": admission.API_VERSION, "kind": "AdmissionReview", "request": {
         "uid": "preview", "kind": {"group": group, "version": version, "kind": kind},
         "resource": {"group": group, "version": version, "resource": kind.lower() + "s"},
-        "namespace": namespace, "operation": "CREATE", "name": (obj.get("metadata") or {}).get("name", ""),
+        "namespace": namespace, "operation": "CREATE", "name": metadata_of(obj).get("name", ""),
         "userInfo": {"username": user, "groups": groups}, "object": obj, "dryRun": dry_run}})
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from app import dra
-from app.common import parse_count
+from app.common import metadata_of, parse_count
 from app.dra.guard import Claim, Subject, Usage, Violation
 from app.migration import TEMPLATE_PREFIX, legacy_resources, plan_pod, pod_errors
 from app.policy import Policy
@@ -56,7 +56,7 @@ def pod_usage(pod: dict, policy: Policy, namespace: str, lookup: Lookup = no_loo
     pod's device-plugin asks would be as claims (None: planned here)."""
     usage = Usage()
     spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
-    known = {(t.get("metadata") or {}).get("name"): t for t in generated}
+    known = {metadata_of(t).get("name"): t for t in generated}
     for i, entry in enumerate(spec.get("resourceClaims") or []):
         if not isinstance(entry, dict):
             continue

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from app.common import BridgeError
+from app.common import BridgeError, metadata_of
 from app.policy import Policy
 
 from ..decision import DEFAULT_OPT_IN, OptIn
@@ -269,7 +269,7 @@ class Mover:
 
     def _write(self, name: str, record: MoveRecord, extra: dict | None = None) -> None:
         patch = dict(extra or {})
-        patch["metadata"] = {**(patch.get("metadata") or {}), "annotations": record.annotations()}
+        patch["metadata"] = {**metadata_of(patch), "annotations": record.annotations()}
         self.api.patch_node(name, patch)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from app.common import labels_by_name, parse_count, quota_map
+from app.common import controller_ref, labels_by_name, metadata_of, parse_count, quota_map
 from app.policy import Policy
 
 from ..decision import DEFAULT_OPT_IN, Decision, OptIn, Refusal, decide
@@ -81,10 +81,10 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
     refuse: the admin rules' denial (decide's)."""
     namespaces = labels_by_name(objects.get("namespaces", []))
     if facts is None:
-        classes = {(c.get("metadata") or {}).get("name"): c for c in objects.get("deviceclasses", [])}
+        classes = {metadata_of(c).get("name"): c for c in objects.get("deviceclasses", [])}
         facts = Facts(served=served_resources(classes), quotas=quota_map(objects.get("resourcequotas", [])))
     held = _claim_devices(objects.get("resourceclaims", []), switches.driver)
-    jobs = {(j.get("metadata") or {}).get("namespace", "") + "/" + (j.get("metadata") or {}).get("name", ""): j
+    jobs = {metadata_of(j).get("namespace", "") + "/" + metadata_of(j).get("name", ""): j
             for j in objects.get("jobs", [])}
     out = []
     for pod in filter(live, objects.get("pods", [])):
@@ -194,11 +194,11 @@ def _claim_devices(claims: list[dict], driver: str) -> dict[tuple[str, str], int
 
 def owner_of(meta: dict) -> str:
     """Kind/name of what recreates the pod: its controller (a ReplicaSet's Deployment)."""
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("controller"):
-            kind, name = ref.get("kind", ""), ref.get("name", "")
-            hash_ = (meta.get("labels") or {}).get("pod-template-hash")
-            if kind == "ReplicaSet" and hash_ and name.endswith(f"-{hash_}"):
-                return f"Deployment/{name[:-len(hash_) - 1]}"
-            return f"{kind}/{name}"
-    return ""
+    ref = controller_ref({"metadata": meta})
+    if ref is None:
+        return ""
+    kind, name = ref.get("kind", ""), ref.get("name", "")
+    hash_ = (meta.get("labels") or {}).get("pod-template-hash")
+    if kind == "ReplicaSet" and hash_ and name.endswith(f"-{hash_}"):
+        return f"Deployment/{name[:-len(hash_) - 1]}"
+    return f"{kind}/{name}"

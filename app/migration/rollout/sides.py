@@ -12,15 +12,14 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from app.common import extended_allocatable
+from app.common import NVIDIA_DRIVER as NVIDIA_DOMAIN  # shadow slices qualify its attribute names
+from app.common import SHADOW_OF, extended_allocatable, metadata_of
 
 PLUGIN, DRA, MOVING = "plugin", "dra", "moving"
 DENIED = "denied"  # a pod's path when the webhook would deny its owner's new pod
 WAVE = "dra-bridge.io/rollout-wave"  # node annotations: the wave a node moved in, its step, what it was
 STEP = "dra-bridge.io/rollout-step"
 BEFORE = "dra-bridge.io/rollout-before"
-SHADOW_OF = "dra-bridge.io/shadow-of"
-NVIDIA_DOMAIN = "gpu.nvidia.com"  # shadow slices qualify its attribute names
 MIG_PREFIX = "nvidia.com/mig-"
 
 
@@ -71,8 +70,8 @@ def node_view(node: dict, slices: list[dict], switches: Switches) -> NodeView | 
     advertised = plugin_advertised(node)
     own = [s for s in slices if (s.get("spec") or {}).get("nodeName") == name]
     dra = _devices([s for s in own if s["spec"].get("driver") == switches.driver
-                    and SHADOW_OF not in ((s.get("metadata") or {}).get("labels") or {})])
-    shadow = _devices([s for s in own if ((s.get("metadata") or {}).get("labels") or {}).get(SHADOW_OF)])
+                    and SHADOW_OF not in (metadata_of(s).get("labels") or {})])
+    shadow = _devices([s for s in own if (metadata_of(s).get("labels") or {}).get(SHADOW_OF)])
     wave = int(annotations[WAVE]) if str(annotations.get(WAVE, "")).isdigit() else None
     step = annotations.get(STEP)
     known = shadow if shadow[0] else dra
@@ -98,8 +97,8 @@ def plugin_advertised(node: dict) -> dict[str, int]:
 def published(node: dict, slices: list[dict], switches: Switches) -> NodeView | None:
     """The node as NVIDIA's driver publishes it: its slices only (our shadow slices aside), the
     move's annotations aside."""
-    meta = {**(node.get("metadata") or {}), "annotations": {}}
-    theirs = [s for s in slices if SHADOW_OF not in ((s.get("metadata") or {}).get("labels") or {})]
+    meta = {**metadata_of(node), "annotations": {}}
+    theirs = [s for s in slices if SHADOW_OF not in (metadata_of(s).get("labels") or {})]
     return node_view({**node, "metadata": meta}, theirs, switches)
 
 
