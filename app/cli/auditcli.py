@@ -14,8 +14,7 @@ import urllib3
 
 from app import dra, kube
 from app.common import BridgeError, controller_ref, dump_documents, labels_by_name
-from app.migration import Facts, OptIn
-from app.migration.unmigrated import unmigrated
+from app.migration import Facts, OptIn, unmigrated
 from app.policy import load_policy
 from app.server import scan
 from app.server.mutation import index_facts

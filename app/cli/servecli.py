@@ -17,11 +17,9 @@ import uvicorn
 
 from app import __version__, dra, kube
 from app.common import BridgeError, InputError
-from app.server import (DeadlineHttpProtocol, Metrics, PolicyHolder, ServiceState, create_app, create_health_app,
-                        small_tls_buffers, tls)
-
 from app.migration import OptIn
-from app.server.unmigrated_count import UnmigratedCount
+from app.server import (DeadlineHttpProtocol, Metrics, PolicyHolder, ServiceState, UnmigratedCount, create_app,
+                        create_health_app, small_tls_buffers, tls)
 
 from .inputs import load_inventory
 

@@ -1,6 +1,5 @@
-"""Shared by every layer: errors that name the field to fix, Kubernetes quantities, manifest
-documents (YAML/JSON streams and Lists) and vocabulary (metadata, controllers, our keys).
-Imports nothing else of ours."""
+"""Shared by every layer: errors that name the field, quantities, manifest documents, and the
+Kubernetes vocabulary (metadata, controllers, our keys). Imports nothing else of ours."""
 
 from . import deadline
 from .retry import Backoff, Throttled

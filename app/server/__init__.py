@@ -5,7 +5,8 @@ from . import admission, chain, mutation, scan, tls, validation
 from .metrics import Metrics
 from .protocol import DeadlineHttpProtocol, small_tls_buffers
 from .service import PolicyHolder, ServiceState
+from .unmigrated_count import UnmigratedCount
 from .webhook import MAX_BODY, create_app, create_health_app, read_body
 
-__all__ = ["MAX_BODY", "DeadlineHttpProtocol", "Metrics", "PolicyHolder", "ServiceState", "admission", "chain", "create_app", "create_health_app",
+__all__ = ["UnmigratedCount", "MAX_BODY", "DeadlineHttpProtocol", "Metrics", "PolicyHolder", "ServiceState", "admission", "chain", "create_app", "create_health_app",
            "mutation", "read_body", "scan", "small_tls_buffers", "tls", "validation"]

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from app.migration.unmigrated import per_namespace, unmigrated
+from app.migration import per_namespace, unmigrated
 
 from .service import ServiceState
 
