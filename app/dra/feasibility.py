@@ -199,10 +199,10 @@ class _Units:
         self.erring: dict[int, bool] = {}  # shape -> can stop the search with an error
 
     def _group_shapes(self, gi: int, view) -> list[int]:
-        cache = self.index.group_cache
-        if gi not in cache:
-            cache[gi] = sorted({self.index.devices[p].shape for pool in view for p in pool.devices})
-        return cache[gi]
+        shapes = self.index.group_cache.shapes
+        if gi not in shapes:
+            shapes[gi] = sorted({self.index.devices[p].shape for pool in view for p in pool.devices})
+        return shapes[gi]
 
     def may_error(self, gi: int, view) -> bool:
         for shape in self._group_shapes(gi, view):
@@ -225,9 +225,8 @@ class _Units:
     def histogram(self, gi: int, view) -> list[tuple[int, bool, int]]:
         """(shape, allocated, how many) of the devices the group's nodes may use, incomplete
         pools marked allocated-like by a None."""
-        key = ("histogram", gi)
-        cache = self.index.group_cache
-        if key not in cache:
+        cache = self.index.group_cache.histograms
+        if gi not in cache:
             counts: dict = {}
             for pool in view:
                 if pool.status == "invalid":
@@ -238,8 +237,8 @@ class _Units:
                     device = self.index.devices[p]
                     state = None if pool.status == "incomplete" else device.key in self.index.allocated
                     counts[(device.shape, state)] = counts.get((device.shape, state), 0) + 1
-            cache[key] = [(shape, state, n) for (shape, state), n in counts.items()]
-        return cache[key]
+            cache[gi] = [(shape, state, n) for (shape, state), n in counts.items()]
+        return cache[gi]
 
     def __iter__(self):
         index = self.index
@@ -269,8 +268,8 @@ class _Units:
         see on each node. Constraint patterns depend only on the node's devices: kept in the
         index for every claim after (a burst of claims with one constraint on 2,000 equal nodes
         recomputed them all for each claim)."""
-        cache = self.index.group_cache
-        whole_key = ("refined", gi, pi, self.attrs, exact, bool(self.skip))
+        cache = self.index.group_cache.refined
+        whole_key = (gi, pi, self.attrs, exact, bool(self.skip))
         if not self.selection.per_device and whole_key in cache:
             return cache[whole_key]
         refined: dict[tuple, list[str]] = {}
@@ -285,10 +284,10 @@ class _Units:
         return groups
 
     def _constraint_pattern(self, node: str, view, exact: bool) -> tuple:
-        key = ("constraint", node, self.attrs, exact)
-        found = self.index.group_cache.get(key)
+        patterns, key = self.index.group_cache.constraints, (node, self.attrs, exact)
+        found = patterns.get(key)
         if found is None:
-            found = self.index.group_cache[key] = _constraint_pattern(view, self.index, self.attrs, exact)
+            found = patterns[key] = _constraint_pattern(view, self.index, self.attrs, exact)
         return found
 
 
@@ -369,6 +368,8 @@ def check(spec: ClaimSpec, index: Index, count_nodes: bool = False, allocatable_
     units = _Units(index, spec, selection, (index.shadow_nodes | skip) if allocatable_only else skip)
     quick = not any(r.mode == "All" for r in units.reqs)
 
+    failed: list = []  # (node, why) of nodes only that one fails: invalid pools (ErrFailedAllocationOnNode)
+
     def decide(now: bool):
         count, example, errors, undecided, binding = 0, None, [], 0, False
         passes: dict = {}
@@ -376,8 +377,8 @@ def check(spec: ClaimSpec, index: Index, count_nodes: bool = False, allocatable_
             deadline.check()
             if quick and not exact and _cannot(spec, units.histogram(gi, view), index, selection, now, passes):
                 error = search.invalid_pool_error(view)
-                if error:
-                    errors.append((nodes[0], error))
+                if error and now:
+                    failed.append((nodes[0], error))
                 continue
             try:
                 outcome = search.allocate(spec, view, index, selection, now, selection.per_device, SEARCH_BUDGET)
@@ -392,6 +393,8 @@ def check(spec: ClaimSpec, index: Index, count_nodes: bool = False, allocatable_
                     break
             elif outcome.status == "error":
                 errors.append((nodes[0], outcome.message))
+            elif outcome.status == "failed" and now:
+                failed.append((nodes[0], outcome.message))
         return count, example, errors, undecided, binding
 
     nodes, example, errors, undecided, binding = decide(now=True)
@@ -406,11 +409,24 @@ def check(spec: ClaimSpec, index: Index, count_nodes: bool = False, allocatable_
         notes.append(f"if the scheduler filters node {node} before it has found enough feasible nodes, it stops "
                      f"the pod's scheduling cycle with an error: {message}")
     if nodes:
+        if failed:
+            node, message = failed[0]
+            notes.append(f"node {node} is unschedulable for it ({message}); the scheduler tries the other nodes")
         where = f"on {nodes} node(s), e.g. {example}" if count_nodes else f"e.g. on node {example}"
         return Verdict("satisfiable", f"satisfiable {where}", nodes, example, notes=notes)
     if errors:
         node, message = errors[0]
         return Verdict("invalid", f"the scheduler would stop with an error (on node {node}): {message}", notes=notes)
+    verdict = _unsatisfiable(spec, index, selection, undecided, notes, count_nodes, decide)
+    if failed:  # surfaced as the scheduler does: only because no node can take the pod
+        node, message = failed[0]
+        verdict.message = f"node {node} is unschedulable ({message}); no other node can hold it: {verdict.message}"
+    return verdict
+
+
+def _unsatisfiable(spec: ClaimSpec, index: Index, selection: _Selection, undecided: int, notes: list,
+                   count_nodes: bool, decide) -> Verdict:
+    """Why no node can take the claim now: the search ran out, devices are in use, or never."""
     if undecided:
         return Verdict("unsatisfiable-now", f"not decided: the search for {undecided} node(s) went past "
                        f"{SEARCH_BUDGET} device attempts", notes=notes)

@@ -39,7 +39,7 @@ class _MaxSize(Exception):
 
 @dataclass
 class Outcome:
-    status: str  # ok | none | error
+    status: str  # ok | none | failed (this node only: invalid pools) | error (upstream aborts the cycle)
     message: str = ""
     results: list = field(default_factory=list)  # (request name, device key)
     binding: bool = False  # a chosen device waits for binding conditions
@@ -219,8 +219,10 @@ class Search:
         if done:
             binding = any(self.index.devices[p].binding for _n, p in self.results)
             return Outcome("ok", results=[(n, self.index.devices[p].key) for n, p in self.results], binding=binding)
+        # Upstream wraps this one in ErrFailedAllocationOnNode: the scheduler marks the node
+        # unschedulable and tries the others; it is surfaced only if no node can take the pod.
         error = invalid_pool_error(self.view)
-        return Outcome("error", error) if error else Outcome("none")
+        return Outcome("failed", error) if error else Outcome("none")
 
     def _prepare(self, req: Request) -> _Alternative:
         if req.device_class not in self.index.classes:

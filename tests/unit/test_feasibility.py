@@ -190,9 +190,11 @@ def test_first_available_beyond_64_combinations_is_searched_not_capped():
 
 
 def test_duplicate_device_names_make_the_pool_invalid():
+    """Kubernetes 1.37: the node is unschedulable (ErrFailedAllocationOnNode), the cycle goes on."""
     ix = index(slice_("n1", [device("a"), device("a")]))
     verdict = dra.check(claim({"name": "r"}), ix)
-    assert verdict.status == "invalid" and "duplicate device name a" in verdict.message
+    assert verdict.status == "never" and "node n1 is unschedulable" in verdict.message
+    assert "duplicate device name a" in verdict.message
 
 
 def test_binding_conditions_are_allocatable_and_noted():

@@ -81,7 +81,8 @@ def allocation_outcome(answer: dict) -> str:
 def scheduler_outcome(answer: dict, case: dict) -> str:
     """What the scheduler does with the pod, from the allocator's answer per node: its PreFilter
     leaves the pod Unschedulable while a DeviceClass is missing; with fewer than 100 nodes it
-    filters every node and an error on any one fails the scheduling cycle."""
+    filters every node and an error on any one fails the scheduling cycle, except one the
+    allocator marks ErrFailedAllocationOnNode (invalid pools): that node only is unschedulable."""
     classes = {c["metadata"]["name"] for c in case["classes"]}
     for claim in case["claims"]:
         for request in claim["spec"]["devices"]["requests"]:
@@ -89,9 +90,12 @@ def scheduler_outcome(answer: dict, case: dict) -> str:
                 if isinstance(alternative, dict) and alternative.get("deviceClassName") not in classes:
                     return "unsatisfiable"
     nodes = answer["nodes"]
-    if len(nodes) < 100 and any(n["error"] for n in nodes):
+    fatal = [n for n in nodes if n["error"] and not n.get("nodeOnly")]
+    if len(nodes) < 100 and fatal:
         return "error"
-    return allocation_outcome(answer)
+    if any(n["allocations"] for n in nodes):
+        return "satisfiable"
+    return "error" if fatal else "unsatisfiable"
 
 
 def results_of(node_answer: dict) -> list[list[tuple]] | None:

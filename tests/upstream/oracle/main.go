@@ -17,6 +17,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
@@ -97,6 +98,9 @@ type nodeAnswer struct {
 	Node        string                         `json:"node"`
 	Allocations []resourceapi.AllocationResult `json:"allocations"`
 	Error       *string                        `json:"error"`
+	// NodeOnly: the error is ErrFailedAllocationOnNode's (the scheduler marks this node
+	// unschedulable and tries the others) rather than one that aborts the scheduling cycle.
+	NodeOnly bool `json:"nodeOnly"`
 }
 
 type allocateAnswer struct {
@@ -297,6 +301,7 @@ func allocate(req request) any {
 		entry := nodeAnswer{Node: node.Name, Allocations: results}
 		if err != nil {
 			entry.Error = text(err.Error())
+			entry.NodeOnly = errors.Is(err, structured.ErrFailedAllocationOnNode)
 			entry.Allocations = nil
 		}
 		answer.Nodes = append(answer.Nodes, entry)
