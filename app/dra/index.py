@@ -19,6 +19,7 @@ import orjson
 from app.common import extended_allocatable, metadata_of, parse_quantity
 
 from . import cel, shadow
+from .groupcache import GroupCache
 from .inventory import Inventory, allocated_capacity, allocated_devices, apply_taint_rules, shared_devices
 from app.common import node_matches
 
@@ -91,7 +92,7 @@ class Index:
     # Nodes whose views hold the same devices in any order (canonical signature); the exact order
     # matters only when an error can stop upstream, and is compared then (ordered_signature).
     node_groups: dict[tuple, list[str]] = field(default_factory=dict)
-    group_cache: dict = field(default_factory=dict)  # feasibility: per-group shapes, ordered signatures
+    group_cache: GroupCache = field(default_factory=GroupCache)  # feasibility's, kept between claims
     node_labels_known: bool = False  # Node objects were read: nodeSelector slices are matched for real
     node_labels: dict | None = None  # node -> labels, as read (None: not read)
     node_resources: dict | None = None  # node -> extended resource -> allocatable (None: not read)
@@ -129,16 +130,16 @@ class Index:
 
     def groups(self) -> list[tuple[list[str], list[PoolView]]]:
         """(nodes, the first node's view) per group of interchangeable nodes."""
-        if self.group_cache.get("groups") is None:
-            self.group_cache["groups"] = [(nodes, self.views[nodes[0]]) for nodes in self.node_groups.values()]
-        return self.group_cache["groups"]
+        if self.group_cache.groups is None:
+            self.group_cache.groups = [(nodes, self.views[nodes[0]]) for nodes in self.node_groups.values()]
+        return self.group_cache.groups
 
     def ordered_signature(self, node: str) -> tuple:
         """The node's view with its devices in allocation order (computed when first needed)."""
-        key = ("ordered", node)
-        if key not in self.group_cache:
-            self.group_cache[key] = _view_signature(self.views[node], self, ordered=True)
-        return self.group_cache[key]
+        ordered = self.group_cache.ordered
+        if node not in ordered:
+            ordered[node] = _view_signature(self.views[node], self, ordered=True)
+        return ordered[node]
 
 
 def _split_identity(variable: dict) -> tuple[dict, dict]:

@@ -234,13 +234,4 @@ class LiveIndex:
         view: both are kept for what the update did not touch (a group's split by constraints
         is rebuilt from its nodes' kept patterns)."""
         position = {signature: gi for gi, signature in enumerate(snapshot.node_groups)}
-        cache = {}
-        for key, value in old.group_cache.items():
-            if isinstance(key, int) or (isinstance(key, tuple) and key[0] == "histogram"):
-                gi = key if isinstance(key, int) else key[1]
-                new = position.get(old_keys[gi]) if gi < len(old_keys) else None
-                if new is not None:
-                    cache[new if isinstance(key, int) else ("histogram", new)] = value
-            elif isinstance(key, tuple) and key[0] in ("ordered", "constraint") and key[1] not in changed:
-                cache[key] = value
-        snapshot.group_cache = cache
+        snapshot.group_cache = old.group_cache.carried(old_keys, position, changed)
