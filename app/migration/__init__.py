@@ -2,7 +2,7 @@
 become a ResourceClaimTemplate and a rewritten pod; pod templates found in any workload; the patch."""
 
 from .controllers import keep_ray_gpu_count, left_to_admission
-from .paths import Choice, Facts, plugin_nodes, served_resources
+from .paths import Choice, Facts, extended_resources, plugin_nodes, served_resources
 from .paths import choose as choose_path
 from .patch import apply as apply_patch
 from .patch import diff as patch_diff
@@ -26,4 +26,4 @@ from .workloads import is_pod_spec, pod_templates
 __all__ = ["per_namespace", "unmigrated", "rollout", "OPT_IN_LABEL", "Admitted", "Decision", "OptIn", "decide", "MAX_DEVICES_PER_CLAIM", "MAX_REQUESTS", "MIGRATION_ANNOTATION", "TEMPLATE_PREFIX", "Choice", "ClusterSharing",
            "Facts", "Plan", "ShareableDevices",
            "apply_patch", "choose_path", "keep_ray_gpu_count", "left_to_admission", "is_pod_spec", "legacy_resources", "patch_diff", "plan_pod", "plugin_nodes", "pod_errors",
-           "pod_templates", "kueue_per_pod", "quota_additions", "quota_escapes", "served_resources"]
+           "pod_templates", "kueue_per_pod", "quota_additions", "quota_escapes", "served_resources", "extended_resources"]

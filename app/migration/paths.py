@@ -32,6 +32,8 @@ class Facts:
       the pod does not tolerate that) | never.
     plugin_nodes: extended resource -> nodes whose device plugin advertises it (allocatable).
     quotas: namespace -> [(ResourceQuota name, spec.hard)].
+    extended: DeviceClass -> the extended resource it declares (extendedResourceName): a claim of
+      that class is counted by quota under requests.<resource> too (KEP-5004, 1.37).
     """
 
     served: dict[str, str] | None = None
@@ -39,6 +41,7 @@ class Facts:
     sharing: ClusterSharing | None = None  # shareable devices, time-sliced nodes
     plugin_nodes: Mapping[str, tuple[str, ...]] | None = None
     quotas: Mapping[str, list[tuple[str, dict]]] | None = None
+    extended: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,17 @@ class Choice:
     path: str  # native | rewrite | legacy
     reason: str
     code: str = ""  # why, from a closed set (the metric's label)
+
+
+def extended_resources(classes: dict[str, dict]) -> dict[str, str]:
+    """DeviceClass -> the extended resource it declares (extendedResourceName), for each that does."""
+    out = {}
+    for name, cls in classes.items():
+        spec = (cls or {}).get("spec")
+        resource = spec.get("extendedResourceName") if isinstance(spec, dict) else None
+        if isinstance(resource, str) and resource:
+            out[name] = resource
+    return out
 
 
 def served_resources(classes: dict[str, dict]) -> dict[str, str]:
@@ -137,7 +151,8 @@ def kept_on_plugin(pod: dict, plan: Plan, rules: MigrationRules, facts: Facts, c
                                 "be in its quota unless Kueue maps it (policy migration.kueueDeviceClasses)", "kueue")
     namespace = metadata_of(pod).get("namespace") or (plan.templates[0]["metadata"].get("namespace")
                                                                  if plan.templates else None)
-    escaped = quota_escapes(facts.quotas.get(namespace or "", []) if facts.quotas else [], resources, classes)
+    escaped = quota_escapes(facts.quotas.get(namespace or "", []) if facts.quotas else [], resources, classes,
+                            facts.extended)
     if escaped:
         return Choice("legacy", f"{escaped}{plugin}", "quota")
     if not check_dra or facts.dra is None:

@@ -9,6 +9,8 @@ namespace's GPU budget silently stops applying to migrated pods.
 from __future__ import annotations
 
 from app.common import controller_ref, metadata_of
+from collections.abc import Mapping
+
 from app.policy import MigrationRules
 
 DRA_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
@@ -35,15 +37,24 @@ def kueue_per_pod(pod: dict) -> str | None:
     return str(queue or "(managed)")
 
 
-def quota_escapes(quotas: list[tuple[str, dict]], resources: list[str], classes: list[str]) -> str | None:
-    """Why a rewritten pod would escape a ResourceQuota of its namespace: it limits the legacy
-    resource but not the DeviceClass its claim is counted by; None when every GPU quota counts it."""
+def quota_escapes(quotas: list[tuple[str, dict]], resources: list[str], classes: list[str],
+                  extended: Mapping[str, str] | None = None) -> str | None:
+    """Why a rewritten pod would escape a ResourceQuota of its namespace: it limits a legacy
+    resource that the claim's DeviceClass is counted by neither way, by the class's own key or
+    (1.37, KEP-5004) under requests.<resource> because the class declares it as its
+    extendedResourceName; None when every GPU quota counts it."""
     for name, hard in quotas:
-        limited = [f"requests.{r}" for r in resources if f"requests.{r}" in hard]
-        missing = [f"{c}{DRA_QUOTA_SUFFIX}" for c in classes if f"{c}{DRA_QUOTA_SUFFIX}" not in hard]
-        if limited and missing:
-            return (f"ResourceQuota {name} limits {limited[0]} but not {missing[0]}: the rewritten pod's claim would "
-                    f"not be counted (add {missing[0]}: {hard[limited[0]]}, as `dra-bridge audit` lists)")
+        for resource in resources:
+            key = f"requests.{resource}"
+            if key not in hard:
+                continue
+            for cls in classes:
+                own = f"{cls}{DRA_QUOTA_SUFFIX}"
+                if own in hard or (extended or {}).get(cls) == resource:
+                    continue
+                return (f"ResourceQuota {name} limits {key} but not {own}, and DeviceClass {cls} does not declare "
+                        f"extendedResourceName {resource}: the rewritten pod's claim would not be counted (add "
+                        f"{own}: {hard[key]}, as `dra-bridge plan` proposes)")
     return None
 
 
@@ -74,5 +85,8 @@ def quota_additions(quota: dict, rules: MigrationRules) -> tuple[dict[str, str],
         additions[target] = str(value)
         scope = " (all MIG profiles together)" if rule.deviceType == "mig" else ""
         notes.append(f"{key}: migrated pods are counted by {target}{scope}; add it with the same value "
-                     f"{value} (keep {key} for pods left on the native or legacy path)")
+                     f"{value} (keep {key} for pods left on the native or legacy path). The two limits are "
+                     f"apart: pods on both sides can hold up to twice {value} together, unless DeviceClass "
+                     f"{rule.deviceClass} declares extendedResourceName {_resource(key)} (Kubernetes 1.37: its "
+                     f"claims then count under {key} too, one budget)")
     return additions, notes

@@ -14,7 +14,8 @@ import orjson
 
 from app import dra
 from app.migration import (MIGRATION_ANNOTATION, Choice, ClusterSharing, Facts, Plan, ShareableDevices, decide,
-                           kueue_per_pod, patch_diff, plan_pod, plugin_nodes, served_resources)
+                           extended_resources, kueue_per_pod, patch_diff, plan_pod, plugin_nodes,
+                           served_resources)
 from app.policy import Effective, MigrationRules, Policy
 
 from . import admission, validation
@@ -153,7 +154,8 @@ def index_facts(index: dra.Index, rules: MigrationRules, judge) -> Facts:
                  for name, (caps, sizes) in dra.shareable_classes(index, rules.sharing.memoryCapacity).items()}
     nodes = [node for node, positions in index.by_node.items() if positions]
     sharing = ClusterSharing(shareable, dra.time_sliced(index.node_labels, nodes, sharing_labels))
-    return Facts(served_resources(index.classes), judge, sharing, plugin_nodes(index.node_resources), index.quotas)
+    return Facts(served_resources(index.classes), judge, sharing, plugin_nodes(index.node_resources), index.quotas,
+                 extended_resources(index.classes))
 
 
 def plan_request(req: admission.Request, policy: Policy, namespace_labels: dict[str, str],

@@ -13,7 +13,7 @@ from app.common import controller_ref, labels_by_name, metadata_of, parse_count,
 from app.policy import Policy
 
 from ..decision import DEFAULT_OPT_IN, Decision, OptIn, Refusal, decide
-from ..paths import Facts, served_resources, tolerates_cordon
+from ..paths import Facts, extended_resources, served_resources, tolerates_cordon
 from ..planner import legacy_resources
 from ..unmigrated import recreated
 from ..unmigrated import running as live
@@ -82,7 +82,8 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
     namespaces = labels_by_name(objects.get("namespaces", []))
     if facts is None:
         classes = {metadata_of(c).get("name"): c for c in objects.get("deviceclasses", [])}
-        facts = Facts(served=served_resources(classes), quotas=quota_map(objects.get("resourcequotas", [])))
+        facts = Facts(served=served_resources(classes), quotas=quota_map(objects.get("resourcequotas", [])),
+                      extended=extended_resources(classes))
     held = _claim_devices(objects.get("resourceclaims", []), switches.driver)
     jobs = {metadata_of(j).get("namespace", "") + "/" + metadata_of(j).get("name", ""): j
             for j in objects.get("jobs", [])}
