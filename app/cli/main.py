@@ -222,6 +222,17 @@ def _add_audit(sub) -> None:
     _opt_in(p, "pods of namespaces without it are left as written")
 
 
+def _add_quota(sub) -> None:
+    p = sub.add_parser("quota", help="GPU quotas and Kueue queues: the DRA keys that make migrated pods count "
+                       "against the same budgets (printed, never written)", epilog="exit codes: 0 every budget counts "
+                       "them already; 1 changes proposed; 2 bad input, or no cluster to read" + VARIABLES)
+    p.add_argument("-f", "--filename", action="append", help="ResourceQuotas, DeviceClasses, ClusterQueues from "
+                   "these files (repeatable) (default: the cluster)")
+    _kube_flags(p)
+    _opt(p, "--policy", help="policy file (the planner's resource -> DeviceClass rules)", shown="the bundled policy")
+    _opt(p, "-o", "--output", choices=["yaml", "diff"], default="yaml", help="the objects to apply, or quota diffs")
+
+
 def _add_reporter(sub) -> None:
     p = sub.add_parser("reporter", help="publish this node's GPUs as ResourceSlices", epilog=
                        "exit codes: 0 done; 2 bad input or configuration; 3 no NVML library; 4 NVML without a "
@@ -330,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dra-bridge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_serve, _add_certs, _add_plan, _add_check, _add_audit, _add_classes, _add_reporter,
-                _add_rollout, _add_policy):
+                _add_rollout, _add_policy, _add_quota):
         add(sub)
     return parser
 
@@ -374,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "policy":
             from .policytestcli import run_policy_test
             return run_policy_test(args)
+        if args.command == "quota":
+            from .quotacli import run_quota
+            return run_quota(args)
     except (BridgeError, InputError, PolicyError) as exc:
         print(f"dra-bridge: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

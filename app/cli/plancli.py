@@ -122,7 +122,7 @@ def plan_objects(inputs, policy: Policy, namespace: str | None, ix: dra.Index | 
                                   str(meta.get("name") or meta.get("generateName") or "?"), ns, "unchanged")
             planned = copy.deepcopy(obj)
             if obj.get("kind") == "ResourceQuota":
-                additions, notes = quota_additions(obj, rules)
+                additions, notes = quota_additions(obj, rules, facts.extended)
                 if additions:
                     planned.setdefault("spec", {}).setdefault("hard", {}).update(additions)
                     report.status, report.path = "migrated", "rewrite"

@@ -62,8 +62,11 @@ def _resource(key: str) -> str:
     return key[len("requests."):] if key.startswith("requests.") else key
 
 
-def quota_additions(quota: dict, rules: MigrationRules) -> tuple[dict[str, str], list[str]]:
-    """Hard limits to add (DeviceClass quota key -> value) and what each replaces."""
+def quota_additions(quota: dict, rules: MigrationRules,
+                    extended: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+    """Hard limits to add (DeviceClass quota key -> value) and a note per legacy GPU limit.
+    extended: DeviceClass -> its extendedResourceName (a class declaring the limited resource is
+    counted under that limit already, Kubernetes 1.37)."""
     hard = ((quota.get("spec") or {}).get("hard") or {}) if isinstance(quota, dict) else {}
     if not isinstance(hard, dict):
         return {}, []
@@ -77,7 +80,12 @@ def quota_additions(quota: dict, rules: MigrationRules) -> tuple[dict[str, str],
             continue
         rule = found[0]
         target = f"{rule.deviceClass}{DRA_QUOTA_SUFFIX}"
+        if (extended or {}).get(rule.deviceClass) == _resource(key):
+            notes.append(f"{key}: counts migrated pods already: DeviceClass {rule.deviceClass} declares "
+                         f"extendedResourceName {_resource(key)}, so its claims count under {key} (one budget)")
+            continue
         if target in hard:
+            notes.append(f"{key}: migrated pods are counted by {target}, limited to {hard[target]}")
             continue
         if target in additions:
             notes.append(f"{key}: shares {target} with another GPU quota; the first value is kept")

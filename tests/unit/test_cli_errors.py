@@ -234,7 +234,7 @@ def test_help_of_every_command_gives_each_flag_help_default_and_variable(capsys)
     parser = build_parser()
     [commands] = [a for a in parser._actions if a.dest == "command"]
     assert set(commands.choices) == {"serve", "certs", "plan", "check", "audit", "classes", "reporter", "rollout",
-                                     "policy"}
+                                     "policy", "quota"}
     [actions] = [a for a in commands.choices["rollout"]._actions if a.dest == "action"]
     assert set(actions.choices) == {"plan", "run", "undo", "status"}
     [policy] = [a for a in commands.choices["policy"]._actions if a.dest == "action"]

@@ -1,0 +1,97 @@
+"""The DRA side of GPU budgets: what a ResourceQuota or a Kueue ClusterQueue that limits legacy GPU
+resources needs so that migrated pods' claims count against the same budget (`dra-bridge quota`).
+Pure: objects in, proposed objects and notes out; nothing is written.
+
+ResourceQuota (Kubernetes 1.37): a claim of DeviceClass C is counted under
+`C.deviceclass.resource.k8s.io/devices`, and also under `requests.R` when C declares
+`extendedResourceName: R` (KEP-5004). So a quota on `requests.nvidia.com/gpu` already counts
+the claims of a class that declares `nvidia.com/gpu`: one budget over both sides. For any other
+class the class's own key is proposed with the same value: a second budget, as large, for the
+DRA side (the note says so).
+
+Kueue counts a claim's devices against a ClusterQueue's resource only through its Configuration's
+`resources.deviceClassMappings` (name: the resource, deviceClassNames: the classes); without one,
+DRA usage counts as nothing (kueue#10504).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from app.common import metadata_of
+from app.policy import MigrationRules
+
+from .quota import quota_additions
+
+KUEUE_CONFIG_API = "config.kueue.x-k8s.io/v1beta1"
+
+
+@dataclass
+class QuotaChange:
+    quota: dict
+    proposed: dict | None  # the quota with the DRA keys added; None: nothing to add
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        meta = metadata_of(self.quota)
+        return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _clean(obj: dict) -> dict:
+    """The object as `kubectl apply` takes it back: no status or server-set metadata."""
+    out = {k: copy.deepcopy(v) for k, v in obj.items() if k != "status"}
+    meta = out.get("metadata")
+    if isinstance(meta, dict):
+        out["metadata"] = {k: v for k, v in meta.items() if k in ("name", "namespace", "labels", "annotations")}
+    return out
+
+
+def quota_changes(quotas: list[dict], rules: MigrationRules, extended: Mapping[str, str]) -> list[QuotaChange]:
+    """One change per ResourceQuota that limits a legacy GPU resource (the others are not listed)."""
+    out = []
+    for quota in quotas:
+        additions, notes = quota_additions(quota, rules, extended)
+        if not notes:
+            continue
+        proposed = None
+        if additions:
+            proposed = _clean(quota)
+            proposed.setdefault("spec", {}).setdefault("hard", {}).update(additions)
+        out.append(QuotaChange(_clean(quota), proposed, notes))
+    return out
+
+
+def kueue_mappings(cluster_queues: list[dict], rules: MigrationRules) -> tuple[list[dict], list[str]]:
+    """deviceClassMappings for every legacy GPU resource a ClusterQueue covers, and notes: the
+    DeviceClass our templates use for it is counted as that resource."""
+    covered: dict[str, list[str]] = {}  # resource -> the queues covering it
+    for queue in cluster_queues:
+        spec = queue.get("spec") if isinstance(queue.get("spec"), dict) else {}
+        for group in spec.get("resourceGroups") or []:
+            for resource in (group.get("coveredResources") or []) if isinstance(group, dict) else []:
+                covered.setdefault(str(resource), []).append(metadata_of(queue).get("name", "?"))
+    mappings, notes, owner = [], [], {}
+    for resource in sorted(covered):
+        found = rules.rule_for(resource)
+        if found is None or found[0].role not in ("count", "countPercent") or not found[0].deviceClass:
+            continue
+        cls = found[0].deviceClass
+        queues = ", ".join(sorted(set(covered[resource])))
+        if cls in owner:
+            notes.append(f"{resource} (ClusterQueue {queues}): DeviceClass {cls} is already mapped to {owner[cls]}; "
+                         f"Kueue counts a class as one resource: pods asking {resource} stay on the device plugin "
+                         "under Kueue")
+            continue
+        owner[cls] = resource
+        mappings.append({"name": resource, "deviceClassNames": [cls]})
+        notes.append(f"{resource} (ClusterQueue {queues}): claims of DeviceClass {cls} count as {resource}; list "
+                     f"{cls} in the policy's migration.kueueDeviceClasses once Kueue runs with this mapping")
+    return mappings, notes
+
+
+def kueue_configuration(mappings: list[dict]) -> dict:
+    """The part of Kueue's Configuration (ConfigMap kueue-manager-config) to merge in."""
+    return {"apiVersion": KUEUE_CONFIG_API, "kind": "Configuration", "resources": {"deviceClassMappings": mappings}}

@@ -1,0 +1,59 @@
+"""Issue 34: `dra-bridge quota` proposes the DRA side of every GPU budget: ResourceQuota keys
+(none where a DeviceClass declares the limited resource: 1.37 counts its claims there already)
+and the Kueue deviceClassMappings for the GPU resources ClusterQueues cover."""
+
+import yaml
+
+from app.cli import main
+from app.migration.budgets import kueue_mappings, quota_changes
+from app.policy import default_policy
+
+RULES = default_policy().migration
+QUOTA = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus", "namespace": "team-a",
+                                                                    "resourceVersion": "7"},
+         "spec": {"hard": {"requests.nvidia.com/gpu": "4", "pods": "100"}}, "status": {"used": {}}}
+CPU_QUOTA = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "cpu", "namespace": "team-a"},
+             "spec": {"hard": {"requests.cpu": "4"}}}
+QUEUE = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "research"},
+         "spec": {"resourceGroups": [{"coveredResources": ["cpu", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb",
+                                                           "nvidia.com/mig-2g.20gb"]}]}}
+MAPPED = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+          "spec": {"extendedResourceName": "nvidia.com/gpu"}}
+
+
+def test_a_quota_on_legacy_gpus_gets_the_class_key_with_its_value_and_server_fields_go():
+    [change] = quota_changes([QUOTA, CPU_QUOTA], RULES, {})
+    assert change.proposed["spec"]["hard"]["gpu.nvidia.com.deviceclass.resource.k8s.io/devices"] == "4"
+    assert "status" not in change.proposed and "resourceVersion" not in change.proposed["metadata"]
+    assert "twice 4" in change.notes[0]
+
+
+def test_a_class_declaring_the_resource_needs_nothing_added():
+    [change] = quota_changes([QUOTA], RULES, {"gpu.nvidia.com": "nvidia.com/gpu"})
+    assert change.proposed is None and "counts migrated pods already" in change.notes[0]
+
+
+def test_kueue_maps_each_class_once():
+    mappings, notes = kueue_mappings([QUEUE], RULES)
+    assert mappings[0] == {"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}
+    classes = [c for m in mappings for c in m["deviceClassNames"]]
+    assert len(classes) == len(set(classes))  # Kueue counts a class as one resource
+    assert any("already mapped" in n for n in notes)
+
+
+def test_the_command_prints_what_to_apply_and_exits_1(tmp_path, capsys):
+    source = tmp_path / "budgets.yaml"
+    source.write_text(yaml.safe_dump_all([QUOTA, CPU_QUOTA, QUEUE]))
+    assert main(["quota", "-f", str(source)]) == 1
+    out = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [d["kind"] for d in out] == ["ResourceQuota", "Configuration"]
+    assert main(["quota", "-f", str(source), "-o", "diff"]) == 1
+    assert "+    gpu.nvidia.com.deviceclass.resource.k8s.io/devices: '4'" in capsys.readouterr().out
+
+
+def test_nothing_to_do_exits_0(tmp_path, capsys):
+    source = tmp_path / "budgets.yaml"
+    source.write_text(yaml.safe_dump_all([QUOTA, MAPPED]))
+    assert main(["quota", "-f", str(source)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and "one budget" in captured.err
