@@ -13,8 +13,8 @@ import time
 import urllib3
 
 from app import dra, kube
-from app.common import BridgeError, controller_ref, dump_documents, labels_by_name
-from app.migration import Facts, OptIn, unmigrated
+from app.common import BridgeError, controller_ref, dump_documents, labels_by_name, metadata_of
+from app.migration import Facts, OptIn, extended_resources, quota_use, unmigrated
 from app.policy import load_policy
 from app.server import scan
 from app.server.mutation import index_facts
@@ -164,11 +164,15 @@ def run_audit(args) -> int:
     if not args.filename:
         existing += _from_cluster(found, claim_objects, args.namespace)
     violations = _violations(existing, policy, ix, namespaces, args.namespace or "default")
+    classes = [o for o in existing if o.get("kind") == "DeviceClass"] or \
+        ([] if args.filename else _from_cluster(found, lambda api: kube.list_items(api, DEVICE_CLASSES)))
+    budgets = _budgets(existing, classes, policy)
     if args.output == "json":
         sys.stdout.write(json.dumps({"inventoryChecked": ix is not None, "objects": rows, "unmigratedPods": running,
                                      "violations": [{"kind": v.kind, "namespace": v.namespace, "name": v.name,
                                                      "rule": v.violation.rule, "actions": list(v.violation.actions),
-                                                     "message": v.violation.message} for v in violations]},
+                                                     "message": v.violation.message} for v in violations],
+                                     "budgets": [vars(b) | {"problem": b.problem} for b in budgets]},
                                     indent=2) + "\n")
     elif args.output == "policyreport":
         sys.stdout.write(dump_documents(policy_reports(rows, ix is not None, violations)))
@@ -189,7 +193,26 @@ def run_audit(args) -> int:
         if violations:
             sys.stdout.write(f"{len(violations)} existing object(s) break the policy's rules (-o policyreport "
                              "lists each)\n")
-    return max(exit_status([r["status"] for r in rows]), 1 if violations else 0)
+        for b in budgets:
+            sys.stdout.write(f"budget: ResourceQuota {b.namespace}/{b.quota} {b.key} {b.limit}: device plugin "
+                             f"{b.plugin}, DRA {b.dra}" + (f", escaped {b.escaped}\n" if b.escaped else "\n"))
+            if b.problem:
+                sys.stdout.write(f"escaped budget: {b.problem}\n")
+    escaped = any(b.escaped for b in budgets)
+    return max(exit_status([r["status"] for r in rows]), 1 if violations or escaped else 0)
+
+
+DEVICE_CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
+
+
+def _budgets(objects: list[dict], classes: list[dict], policy) -> list:
+    """Each GPU quota's use on both sides (migration.continuity), from what was read."""
+    by_kind: dict[str, list[dict]] = {}
+    for obj in objects:
+        by_kind.setdefault(str(obj.get("kind")), []).append(obj)
+    extended = extended_resources({metadata_of(c).get("name", ""): c for c in classes})
+    return quota_use(by_kind.get("ResourceQuota", []), by_kind.get("Pod", []), by_kind.get("ResourceClaim", []),
+                     policy.migration, extended)
 
 
 CLAIM_PATHS = [("/apis/resource.k8s.io/v1", "resourceclaims", "ResourceClaim"),

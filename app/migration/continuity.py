@@ -1,0 +1,116 @@
+"""Does each GPU budget still count what runs? Per ResourceQuota limit on a legacy GPU resource
+R: the R that running pods hold on the device plugin, the devices claims hold for R (claims of
+the DeviceClass the planner maps R to, or of one declaring R), and how many of those the quota
+counts under none of its keys: escaped (`audit`). Pure.
+
+Counted, as Kubernetes 1.37's quota evaluator does: a claim of class C under `requests.R` when C
+declares `extendedResourceName: R`, and under `C.deviceclass.resource.k8s.io/devices` always."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from app.common import metadata_of, parse_count
+from app.policy import MigrationRules
+
+from .quota import DRA_QUOTA_SUFFIX
+from .unmigrated import running
+
+
+@dataclass
+class BudgetUse:
+    namespace: str
+    quota: str
+    key: str  # requests.<resource>
+    limit: str
+    plugin: int = 0  # held by running pods through the device plugin
+    dra: int = 0  # held by allocated claims for the same resource
+    escaped: int = 0  # of `dra`, counted under none of the quota's keys
+    escaped_classes: list[str] = field(default_factory=list)
+
+    @property
+    def problem(self) -> str | None:
+        if not self.escaped:
+            return None
+        try:
+            over = self.plugin + self.dra > parse_count(self.limit)
+        except (ValueError, ArithmeticError):
+            over = False
+        return (f"ResourceQuota {self.namespace}/{self.quota} limits {self.key} ({self.limit}) but does not count "
+                f"{self.escaped} device(s) of DeviceClass {', '.join(self.escaped_classes)} that claims hold for it"
+                + (f": {self.plugin + self.dra} in use against {self.limit}" if over else "")
+                + " (`dra-bridge quota` proposes the keys)")
+
+
+def _class_of(claim: dict, request: str) -> str | None:
+    base, _, sub = str(request).partition("/")
+    for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        if not isinstance(req, dict) or req.get("name") != base:
+            continue
+        if sub:
+            found = [a for a in req.get("firstAvailable") or [] if isinstance(a, dict) and a.get("name") == sub]
+            return found[0].get("deviceClassName") if found else None
+        return (req.get("exactly") or {}).get("deviceClassName")
+    return None
+
+
+def _held(claims: list[dict]) -> dict[str, dict[str, int]]:
+    """namespace -> DeviceClass -> devices allocated claims hold."""
+    out: dict[str, dict[str, int]] = {}
+    for claim in claims:
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        namespace = metadata_of(claim).get("namespace", "")
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            cls = _class_of(claim, result.get("request", "")) if isinstance(result, dict) else None
+            if cls:
+                by_class = out.setdefault(namespace, {})
+                by_class[cls] = by_class.get(cls, 0) + 1
+    return out
+
+
+def _plugin_held(pods: list[dict], resource: str) -> dict[str, int]:
+    """namespace -> R running pods ask of the device plugin (KEP-5004 pods, served by a claim, not)."""
+    out: dict[str, int] = {}
+    for pod in pods:
+        if not running(pod) or (pod.get("status") or {}).get("extendedResourceClaimStatus"):
+            continue
+        total = 0
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            resources = (container or {}).get("resources") or {}
+            value = (resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(resource))
+            try:
+                total += parse_count(value) if value is not None else 0
+            except (ValueError, ArithmeticError):
+                continue  # the API server would not have stored it
+        if total:
+            namespace = metadata_of(pod).get("namespace", "")
+            out[namespace] = out.get(namespace, 0) + total
+    return out
+
+
+def quota_use(quotas: list[dict], pods: list[dict], claims: list[dict], rules: MigrationRules,
+              extended: Mapping[str, str]) -> list[BudgetUse]:
+    """One entry per ResourceQuota limit on a legacy GPU resource."""
+    held = _held(claims)
+    out = []
+    for quota in quotas:
+        meta = metadata_of(quota)
+        hard = (quota.get("spec") or {}).get("hard") or {}
+        for key, limit in hard.items() if isinstance(hard, dict) else ():
+            resource = str(key)[len("requests."):] if str(key).startswith("requests.") else None
+            found = rules.rule_for(resource) if resource else None
+            if found is None or found[0].role not in ("count", "countPercent"):
+                continue
+            classes = {c for c, r in extended.items() if r == resource} | ({found[0].deviceClass} - {None, ""})
+            use = BudgetUse(meta.get("namespace", ""), meta.get("name", ""), str(key), str(limit),
+                            plugin=_plugin_held(pods, resource).get(meta.get("namespace", ""), 0))
+            for cls, devices in sorted(held.get(use.namespace, {}).items()):
+                if cls not in classes:
+                    continue
+                use.dra += devices
+                if extended.get(cls) != resource and f"{cls}{DRA_QUOTA_SUFFIX}" not in hard:
+                    use.escaped += devices
+                    use.escaped_classes.append(cls)
+            out.append(use)
+    return out

@@ -1,0 +1,63 @@
+"""Issue 34: `audit` adds up each GPU quota's use on both sides (device-plugin pods and the
+devices claims hold) and names a budget that DRA usage escapes."""
+
+import json
+
+import yaml
+
+from app.cli import main
+from app.migration import quota_use
+from app.policy import default_policy
+
+RULES = default_policy().migration
+QUOTA = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus", "namespace": "team-a"},
+         "spec": {"hard": {"requests.nvidia.com/gpu": "4"}}}
+
+
+def pod(name, gpus, namespace="team-a", **status):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]},
+            "status": status}
+
+
+def claim(name, devices, cls="gpu.nvidia.com", namespace="team-a"):
+    results = [{"request": "gpu/aligned", "driver": "gpu.nvidia.com", "pool": "n1", "device": f"gpu-{i}"}
+               for i in range(devices)]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": [
+                {"name": "aligned", "deviceClassName": cls, "count": devices}]}]}},
+            "status": {"allocation": {"devices": {"results": results}}}}
+
+
+def test_devices_claims_hold_escape_a_quota_that_counts_them_under_no_key():
+    [use] = quota_use([QUOTA], [pod("a", 2), pod("done", 8, phase="Succeeded"), pod("elsewhere", 8, "team-b")],
+                      [claim("c", 3), claim("other-team", 5, namespace="team-b")], RULES, {})
+    assert (use.plugin, use.dra, use.escaped) == (2, 3, 3)
+    assert "does not count 3 device(s) of DeviceClass gpu.nvidia.com" in use.problem
+    assert "5 in use against 4" in use.problem
+
+
+def test_a_class_declaring_the_resource_or_its_own_key_counts_them():
+    [mapped] = quota_use([QUOTA], [], [claim("c", 3)], RULES, {"gpu.nvidia.com": "nvidia.com/gpu"})
+    assert (mapped.dra, mapped.escaped, mapped.problem) == (3, 0, None)
+    keyed = {**QUOTA, "spec": {"hard": {"requests.nvidia.com/gpu": "4",
+                                         "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "4"}}}
+    [own] = quota_use([keyed], [], [claim("c", 3)], RULES, {})
+    assert own.escaped == 0
+
+
+def test_a_native_pod_served_by_a_claim_is_not_counted_on_the_plugin_side():
+    native = pod("n", 2, extendedResourceClaimStatus={"resourceClaimName": "n-gpu"})
+    [use] = quota_use([QUOTA], [native], [], RULES, {})
+    assert use.plugin == 0
+
+
+def test_audit_names_the_escaped_budget_and_exits_1(tmp_path, capsys):
+    source = tmp_path / "cluster.yaml"
+    source.write_text(yaml.safe_dump_all([QUOTA, claim("c", 3)]))
+    assert main(["audit", "-f", str(source)]) == 1
+    assert "escaped budget: ResourceQuota team-a/gpus limits requests.nvidia.com/gpu" in capsys.readouterr().out
+    assert main(["audit", "-f", str(source), "-o", "json"]) == 1
+    [budget] = json.loads(capsys.readouterr().out)["budgets"]
+    assert budget["escaped"] == 3 and budget["problem"]
