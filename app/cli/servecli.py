@@ -18,8 +18,8 @@ import uvicorn
 from app import __version__, dra, kube
 from app.common import BridgeError, InputError
 from app.migration import OptIn
-from app.server import (DeadlineHttpProtocol, Metrics, PolicyHolder, ServiceState, UnmigratedCount, create_app,
-                        create_health_app, small_tls_buffers, tls)
+from app.server import (BudgetWatch, DeadlineHttpProtocol, Metrics, PolicyHolder, ServiceState, UnmigratedCount,
+                        create_app, create_health_app, small_tls_buffers, tls)
 
 from .inputs import load_inventory
 
@@ -257,6 +257,8 @@ def _unmigrated_count(args, state: ServiceState) -> None:
     api = kube.api_client(args.kubeconfig, True, args.context)  # long lists: their own pool
     UnmigratedCount(state, lambda: kube.opted_in_pods(api, str(opt_in) if opt_in else None), opt_in,
                     args.unmigrated_interval).start()
+    if state.live is not None:  # quotas and claims come from its watch: no read of its own
+        BudgetWatch(state, args.unmigrated_interval).start()
 
 
 def _template_lifecycle(args, state: ServiceState) -> None:

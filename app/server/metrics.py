@@ -77,6 +77,11 @@ class Metrics:
         self.unmigrated_counted = Gauge("dra_bridge_unmigrated_pods_counted_timestamp_seconds",
                                         "When dra_bridge_unmigrated_pods was last counted (Unix time)",
                                         registry=self.registry)
+        self.budget_escaped = Gauge("dra_bridge_budget_escaped_devices",
+                                    "Devices ResourceClaims hold that no key of their namespace's GPU ResourceQuota "
+                                    "counts (it limits requests.<resource> only, and their DeviceClass declares "
+                                    "no extendedResourceName for it), by namespace and quota",
+                                    ["pod_namespace", "quota"], registry=self.registry)
         self.unmigrated_failures = Counter("dra_bridge_unmigrated_count_failures_total",
                                            "Counts of unmigrated pods that could not read the pods", registry=self.registry)
 

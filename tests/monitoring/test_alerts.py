@@ -108,6 +108,15 @@ SCENARIOS = [
         ("12m", "DraBridgeUnmigratedPods", [fired(
             "DraBridgeUnmigratedPods", "warning",
             "3 running pod(s) in team-a hold device-plugin GPUs dra-bridge would rewrite.", pod_namespace="team-a")])]),
+    ("a GPU budget escaped", [
+        ("dra_bridge_budget_escaped_devices{namespace='dra-bridge', pod='a', pod_namespace='team-a', quota='gpus'}",
+         "0 3x20"),
+        ("dra_bridge_budget_escaped_devices{namespace='dra-bridge', pod='a', pod_namespace='team-b', quota='gpus'}",
+         "0x20")], [
+        ("5m", "DraBridgeBudgetEscaped", []),
+        ("12m", "DraBridgeBudgetEscaped", [fired(
+            "DraBridgeBudgetEscaped", "warning", "ResourceQuota team-a/gpus does not count 3 GPU(s) claims hold.",
+            pod_namespace="team-a", quota="gpus")])]),
     ("pods left on the device plugin", [("dra_bridge_migrations_total{%s, result='legacy'}", "0 4 4"),
                                         ("dra_bridge_migrations_total{%s, result='migrated'}", "0 9 9")], [
         ("2m", "DraBridgePodsLeftUnmigrated", [fired(

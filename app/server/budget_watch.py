@@ -1,0 +1,61 @@
+"""Escaped GPU budgets between audits: every round, from the live inventory (its ResourceQuotas'
+device limits, DeviceClasses and ResourceClaims), the devices claims hold that no key of their
+namespace's GPU quota counts (migration.quota_use), as `dra_bridge_budget_escaped_devices`."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from app.migration import extended_resources, quota_use
+
+from .service import ServiceState
+
+log = logging.getLogger("dra_bridge.budgets")
+
+
+class BudgetWatch:
+    def __init__(self, state: ServiceState, interval_s: float = 120.0):
+        self.state, self.interval_s = state, interval_s
+        self._stop = threading.Event()
+        self._seen: set[tuple[str, str]] = set()
+
+    def run_once(self) -> dict[tuple[str, str], int] | None:
+        """(namespace, quota) -> escaped devices; None while the live inventory is not synced."""
+        live = self.state.live
+        if live is None or not live.ready:
+            return None
+        index = self.state.index()
+        quotas = [{"metadata": {"namespace": namespace, "name": name}, "spec": {"hard": hard}}
+                  for namespace, entries in (index.quotas or {}).items() for name, hard in entries]
+        claims = [c for namespace in sorted({q["metadata"]["namespace"] for q in quotas})
+                  for c in live.claims_in(namespace)]
+        uses = quota_use(quotas, [], claims, self.state.policy.policy.migration, extended_resources(index.classes))
+        escaped: dict[tuple[str, str], int] = {}
+        for use in uses:
+            key = (use.namespace, use.quota)
+            escaped[key] = escaped.get(key, 0) + use.escaped
+        gauge = self.state.metrics.budget_escaped
+        for key in self._seen - set(escaped):
+            gauge.remove(*key)  # the quota is gone, or no longer limits GPUs
+        for key, devices in escaped.items():
+            gauge.labels(*key).set(devices)
+        self._seen = set(escaped)
+        for use in uses:
+            if use.problem:
+                log.warning("%s", use.problem)
+        return escaped
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.run_once()
+            except Exception:  # noqa: BLE001 - a bug must not stop the watch for good
+                log.exception("checking GPU budgets failed")
+
+    def start(self) -> "BudgetWatch":
+        threading.Thread(target=self._loop, name="budget-watch", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
