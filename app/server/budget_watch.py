@@ -9,12 +9,15 @@ import threading
 
 from app.migration import extended_resources, quota_use
 
+from .periodic import Periodic
 from .service import ServiceState
 
 log = logging.getLogger("dra_bridge.budgets")
 
 
-class BudgetWatch:
+class BudgetWatch(Periodic):
+    name = "budget-watch"
+
     def __init__(self, state: ServiceState, interval_s: float = 120.0):
         self.state, self.interval_s = state, interval_s
         self._stop = threading.Event()
@@ -45,17 +48,3 @@ class BudgetWatch:
             if use.problem:
                 log.warning("%s", use.problem)
         return escaped
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.run_once()
-            except Exception:  # noqa: BLE001 - a bug must not stop the watch for good
-                log.exception("checking GPU budgets failed")
-
-    def start(self) -> "BudgetWatch":
-        threading.Thread(target=self._loop, name="budget-watch", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from app.migration import per_namespace, unmigrated
 
+from .periodic import Periodic
 from .service import ServiceState
 
 log = logging.getLogger("dra_bridge.unmigrated")
@@ -20,7 +21,9 @@ log = logging.getLogger("dra_bridge.unmigrated")
 Read = Callable[[], tuple[dict[str, dict], list[dict]]]
 
 
-class UnmigratedCount:
+class UnmigratedCount(Periodic):
+    name = "unmigrated-count"
+
     def __init__(self, state: ServiceState, read: Read, opt_in, interval_s: float = 120.0):
         self.state, self.read, self.opt_in, self.interval_s = state, read, opt_in, interval_s
         self._stop = threading.Event()
@@ -51,17 +54,5 @@ class UnmigratedCount:
                         sum(counts.values()), ", ".join(f"{n} ({c})" for n, c in sorted(counts.items())[:10]))
         return counts
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.run_once()
-            except Exception:  # noqa: BLE001 - a planning bug must not stop the count for good
-                self.state.metrics.unmigrated_failures.inc()
-                log.exception("counting unmigrated pods failed")
-
-    def start(self) -> "UnmigratedCount":
-        threading.Thread(target=self._loop, name="unmigrated-count", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
+    def failed(self) -> None:
+        self.state.metrics.unmigrated_failures.inc()

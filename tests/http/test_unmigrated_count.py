@@ -61,3 +61,20 @@ def test_the_count_is_a_metric_per_opted_in_namespace_and_a_failed_read_keeps_th
     text = service.metrics.render().decode()
     assert "dra_bridge_unmigrated_count_failures_total 1.0" in text
     assert 'dra_bridge_unmigrated_pods{pod_namespace="team-b"} 0.0' in text
+
+
+def test_a_round_that_raises_is_counted_logged_and_the_rounds_go_on(caplog):
+    service = state()
+    counter = UnmigratedCount(service, lambda: ({}, []), None, interval_s=0.01)
+    rounds = []
+
+    def broken():
+        rounds.append(1)
+        if len(rounds) >= 2:
+            counter.stop()
+        raise RuntimeError("a planning bug")
+    counter.run_once = broken
+    counter._loop()
+    assert len(rounds) == 2  # the first failure did not stop the rounds
+    assert "dra_bridge_unmigrated_count_failures_total 2.0" in service.metrics.render().decode()
+    assert "unmigrated-count round failed" in caplog.text

@@ -1,0 +1,34 @@
+"""A background round every `interval_s` on a thread of its own; a failed round is counted by
+the subclass, logged, and the next one runs anyway."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+
+class Periodic:
+    name = "periodic"
+    interval_s = 120.0
+
+    def run_once(self):
+        raise NotImplementedError
+
+    def failed(self) -> None:
+        """A round raised (a bug): count it where the subclass keeps count."""
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.run_once()
+            except Exception:  # noqa: BLE001 - one bad round must not stop the rounds for good
+                self.failed()
+                logging.getLogger(f"dra_bridge.{self.name}").exception("%s round failed", self.name)
+
+    def start(self):
+        self._stop = getattr(self, "_stop", None) or threading.Event()
+        threading.Thread(target=self._loop, name=self.name, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
