@@ -6,11 +6,14 @@ from __future__ import annotations
 import difflib
 import sys
 
+import orjson
 import yaml
+from kubernetes.client.exceptions import ApiException
 
 from app import kube
 from app.common import BridgeError, dump_documents, metadata_of
-from app.migration import extended_resources, kueue_configuration, kueue_mappings, quota_changes
+from app.migration import (configured_mappings, extended_resources, kueue_configuration, kueue_mappings,
+                           quota_changes)
 from app.policy import load_policy
 
 from .inputs import read_some_inputs
@@ -19,11 +22,31 @@ KINDS = {"ResourceQuota": "/api/v1/resourcequotas", "DeviceClass": "/apis/resour
          "ClusterQueue": "/apis/kueue.x-k8s.io/v1beta1/clusterqueues"}
 
 
+KUEUE_CONFIG = ("kueue-system", "kueue-manager-config", "controller_manager_config.yaml")
+
+
+def _kueue_configuration(obj: dict) -> dict | None:
+    """Kueue's Configuration: itself, or inside its ConfigMap (kueue-manager-config)."""
+    if obj.get("kind") == "Configuration":
+        return obj
+    if obj.get("kind") == "ConfigMap" and metadata_of(obj).get("name") == KUEUE_CONFIG[1]:
+        text = (obj.get("data") or {}).get(KUEUE_CONFIG[2])
+        try:
+            found = yaml.safe_load(text) if isinstance(text, str) else None
+        except yaml.YAMLError as exc:
+            raise BridgeError(f"ConfigMap {KUEUE_CONFIG[1]}: {KUEUE_CONFIG[2]} is not YAML: {exc}") from None
+        return found if isinstance(found, dict) else None
+    return None
+
+
 def _from_files(paths: list[str]) -> dict[str, list[dict]]:
-    found: dict[str, list[dict]] = {kind: [] for kind in KINDS}
+    found: dict[str, list[dict]] = {kind: [] for kind in [*KINDS, "Configuration"]}
     for _source, objects in read_some_inputs(paths):
         for _line, obj in objects:
-            if obj.get("kind") in found:
+            configuration = _kueue_configuration(obj)
+            if configuration is not None:
+                found["Configuration"].append(configuration)
+            elif obj.get("kind") in found:
                 found[obj["kind"]].append(obj)
     return found
 
@@ -41,6 +64,16 @@ def _from_cluster(args) -> dict[str, list[dict]]:
             if kind != "ClusterQueue":
                 raise
             found[kind] = []  # Kueue is not installed: no queue to map
+    namespace, name, _key = KUEUE_CONFIG
+    found["Configuration"] = []
+    if found["ClusterQueue"]:
+        try:
+            configmap = orjson.loads(kube.raw_get(connected[0], f"/api/v1/namespaces/{namespace}/configmaps/{name}").data)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise BridgeError(f"get ConfigMap {namespace}/{name}: API answered {exc.status}") from None
+            configmap = {}  # Kueue configured elsewhere: every mapping is proposed
+        found["Configuration"] = [c for c in [_kueue_configuration(configmap)] if c is not None]
     return found
 
 
@@ -49,7 +82,8 @@ def run_quota(args) -> int:
     found = _from_files(args.filename) if args.filename else _from_cluster(args)
     classes = {metadata_of(c).get("name", ""): c for c in found["DeviceClass"]}
     changes = quota_changes(found["ResourceQuota"], rules, extended_resources(classes))
-    mappings, kueue_notes = kueue_mappings(found["ClusterQueue"], rules)
+    configured = {cls: res for c in found["Configuration"] for cls, res in configured_mappings(c).items()}
+    mappings, kueue_notes = kueue_mappings(found["ClusterQueue"], rules, configured)
     for change in changes:
         for note in change.notes:
             sys.stderr.write(f"ResourceQuota {change.name}: {note}\n")

@@ -64,22 +64,38 @@ def quota_changes(quotas: list[dict], rules: MigrationRules, extended: Mapping[s
     return out
 
 
-def kueue_mappings(cluster_queues: list[dict], rules: MigrationRules) -> tuple[list[dict], list[str]]:
-    """deviceClassMappings for every legacy GPU resource a ClusterQueue covers, and notes: the
-    DeviceClass our templates use for it is counted as that resource."""
+def configured_mappings(configuration: dict | None) -> dict[str, str]:
+    """DeviceClass -> the resource Kueue's Configuration counts it as (its deviceClassMappings)."""
+    resources = (configuration or {}).get("resources") if isinstance(configuration, dict) else None
+    out = {}
+    for mapping in (resources or {}).get("deviceClassMappings") or [] if isinstance(resources, dict) else []:
+        if isinstance(mapping, dict):
+            for cls in mapping.get("deviceClassNames") or []:
+                out[str(cls)] = str(mapping.get("name"))
+    return out
+
+
+def kueue_mappings(cluster_queues: list[dict], rules: MigrationRules,
+                   configured: Mapping[str, str] | None = None) -> tuple[list[dict], list[str]]:
+    """deviceClassMappings to add for every legacy GPU resource a ClusterQueue covers, and notes:
+    the DeviceClass our templates use for it is counted as that resource. configured: what
+    Kueue's Configuration maps already (class -> resource)."""
     covered: dict[str, list[str]] = {}  # resource -> the queues covering it
     for queue in cluster_queues:
         spec = queue.get("spec") if isinstance(queue.get("spec"), dict) else {}
         for group in spec.get("resourceGroups") or []:
             for resource in (group.get("coveredResources") or []) if isinstance(group, dict) else []:
                 covered.setdefault(str(resource), []).append(metadata_of(queue).get("name", "?"))
-    mappings, notes, owner = [], [], {}
+    mappings, notes, owner = [], [], dict(configured or {})
     for resource in sorted(covered):
         found = rules.rule_for(resource)
         if found is None or found[0].role not in ("count", "countPercent") or not found[0].deviceClass:
             continue
         cls = found[0].deviceClass
         queues = ", ".join(sorted(set(covered[resource])))
+        if (configured or {}).get(cls) == resource:
+            notes.append(f"{resource} (ClusterQueue {queues}): Kueue counts DeviceClass {cls} as {resource} already")
+            continue
         if cls in owner:
             notes.append(f"{resource} (ClusterQueue {queues}): DeviceClass {cls} is already mapped to {owner[cls]}; "
                          f"Kueue counts a class as one resource: pods asking {resource} stay on the device plugin "

@@ -15,7 +15,7 @@ from .planner import legacy_resources
 
 def recreated(pod: dict) -> dict:
     """The pod as its owner creates it again: the same spec, not yet bound to a node."""
-    meta = pod.get("metadata") or {}
+    meta = metadata_of(pod)
     return {"metadata": {"namespace": meta.get("namespace", ""),
                          **({"annotations": meta["annotations"]} if "annotations" in meta else {})},
             "spec": {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}}

@@ -1,7 +1,8 @@
 """Whole /mutate decisions of pod shapes already seen, kept across claim allocations.
 
 A decision is a pure function of the pod's shape, the policy, the cluster facts that do not
-move when a claim is allocated (served classes, shareable devices, plugin nodes, quotas) and the
+move when a claim is allocated (served classes, shareable devices, plugin nodes, quotas, the
+classes' extended resources) and the
 DRA verdict of each generated template. The first three are compared by identity (the service
 carries them over unchanged from one allocation to the next); the verdicts a decision read are
 recorded with it and judged again on the index in force, so an allocation that turns "serves"
@@ -60,7 +61,7 @@ def _basis(facts: Facts | None) -> tuple:
     """What a decision read besides verdicts, by identity (None: no inventory yet)."""
     if facts is None:
         return (None,)
-    return (facts.served, facts.sharing, facts.plugin_nodes, facts.quotas, facts.dra is None)
+    return (facts.served, facts.sharing, facts.plugin_nodes, facts.quotas, facts.extended, facts.dra is None)
 
 
 class Decisions:

@@ -1,5 +1,5 @@
 """A periodic, cheap count of pods the webhook should have rewritten but never saw (a review
-lost to failurePolicy Ignore): `dra_bridge_unmigrated_pods{namespace}`, what the fail-open
+lost to failurePolicy Ignore): `dra_bridge_unmigrated_pods{pod_namespace}`, what the fail-open
 alert's consequence is measured by. The pods come from `read` (IO: app.kube); which of them
 count is migration.unmigrated's decision, the webhook's own."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import ssl
+import subprocess
 import threading
 import time
 
@@ -151,7 +152,10 @@ def test_drains_and_rollout_restarts_under_steady_load_lose_no_review(cluster, w
         for r in replicas:
             r.process.terminate()
         for r in replicas:
-            r.process.wait(DRAIN_S + 5)
+            try:
+                r.process.wait(DRAIN_S + 5)
+            except subprocess.TimeoutExpired:
+                r.process.kill()  # the assertion below names it; no replica outlives the test
         balancer.stop()
         cluster.kubectl("delete", "pods", "--all", "-n", NAMESPACE, "--wait=false")
     logs = "".join(p.read_text() for p in cluster.dir.glob("replica-*.log"))

@@ -57,3 +57,18 @@ def test_nothing_to_do_exits_0(tmp_path, capsys):
     assert main(["quota", "-f", str(source)]) == 0
     captured = capsys.readouterr()
     assert captured.out == "" and "one budget" in captured.err
+
+
+def test_mappings_kueue_has_already_are_not_proposed_again(tmp_path, capsys):
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kueue-manager-config",
+                                                                        "namespace": "kueue-system"},
+                 "data": {"controller_manager_config.yaml": yaml.safe_dump({
+                     "apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration",
+                     "resources": {"deviceClassMappings": [{"name": "nvidia.com/gpu",
+                                                            "deviceClassNames": ["gpu.nvidia.com"]}]}})}}
+    source = tmp_path / "budgets.yaml"
+    source.write_text(yaml.safe_dump_all([{**QUEUE, "spec": {"resourceGroups": [
+        {"coveredResources": ["nvidia.com/gpu"]}]}}, configmap]))
+    assert main(["quota", "-f", str(source)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and "counts DeviceClass gpu.nvidia.com as nvidia.com/gpu already" in captured.err
