@@ -38,7 +38,7 @@ def gated_pod(i: int) -> dict:
 class SteadyLoad:
     """CLIENTS keep-alive clients creating pods, each at most `per_client_s` a second, until stopped."""
 
-    def __init__(self, cluster, per_client_s: float = 4.0):
+    def __init__(self, cluster, per_client_s: float = 2.0):
         self.cluster, self.interval = cluster, 1.0 / per_client_s
         self.results: list[tuple[int, dict, list]] = []
         self._stop, self._count, self._lock = threading.Event(), 0, threading.Lock()
@@ -108,12 +108,13 @@ def test_drains_and_rollout_restarts_under_steady_load_lose_no_review(cluster, w
             hook["clientConfig"]["url"] = balancer.url + hook["clientConfig"]["url"].split(str(webhook.port), 1)[1]
     cluster.apply(configurations)
     failed_open = fail_open_count(cluster)
-    stops, started = [], len(replicas)
+    stops, started, drained_ports = [], len(replicas), []
     try:
         with SteadyLoad(cluster) as load:
             wait_for(lambda: len(load.results) >= 100, 60, "steady load under way", 0.2)
             # A node drain evicts one replica; the other takes everything until a new one is up.
             leaving = replicas.pop(0)
+            drained_ports.append(leaving.port)
             stops.append(drained(leaving))
             balancer.remove(leaving.port)
             replicas.append(Webhook(cluster, *flags, bundle=webhook.bundle, name=f"replica-{started}").start())
@@ -127,6 +128,7 @@ def test_drains_and_rollout_restarts_under_steady_load_lose_no_review(cluster, w
                 balancer.add(new.port)
                 wait_for(lambda: new.port in balancer.ready, 30, "the new replica's endpoint")
                 leaving = replicas.pop(0)
+                drained_ports.append(leaving.port)
                 stops.append(drained(leaving))
                 balancer.remove(leaving.port)
                 replicas.append(new)
@@ -139,7 +141,8 @@ def test_drains_and_rollout_restarts_under_steady_load_lose_no_review(cluster, w
         assert not unmigrated, f"{len(unmigrated)} of {len(created)} pods admitted unmigrated: {unmigrated[:3]}"
         assert fail_open_count(cluster) == failed_open
         assert balancer.no_endpoint == 0 and balancer.refused == 0
-        assert len(created) > 500 and len(balancer.connections) == started
+        assert len(created) > 500
+        assert all(balancer.connections[port] for port in drained_ports)  # the load reached each one leaving
         for s in stops:  # each stopped once its connections were gone, after endpoints dropped it
             assert DRAIN_MIN_S <= s < DRAIN_S, stops
         logs = "".join(p.read_text() for p in cluster.dir.glob("replica-*.log"))
@@ -156,7 +159,6 @@ def test_drains_and_rollout_restarts_under_steady_load_lose_no_review(cluster, w
                 r.process.wait(DRAIN_S + 5)
             except subprocess.TimeoutExpired:
                 r.process.kill()  # the assertion below names it; no replica outlives the test
-        balancer.stop()
-        cluster.kubectl("delete", "pods", "--all", "-n", NAMESPACE, "--wait=false")
+        balancer.stop()  # the pods go with the namespace (the fixture): one delete, server side
     logs = "".join(p.read_text() for p in cluster.dir.glob("replica-*.log"))
     assert "timeout graceful shutdown exceeded" not in logs and "Waiting for connections to close" not in logs
