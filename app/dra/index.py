@@ -430,7 +430,7 @@ class Build:
                       node_resources=inventory.node_resources, quotas=inventory.quotas,
                       cordoned=frozenset(inventory.cordoned))
         self.index, self.inventory = index, inventory
-        self.builder = builder = _Builder(inventory, index)
+        self.builder = _Builder(inventory, index)
         self.local: dict[str, list[dict]] = {}
         self.network: list[dict] = []
         self.by_name: dict[str, dict] = {}  # slice name -> what is kept of it

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from app.common import add_quota, extended_allocatable, InputError, metadata_of, parse_quantity, quota_map
+from app.common import add_quota, extended_allocatable, InputError, metadata_of, parse_quantity
 
 SUPPORTED = "resource.k8s.io/v1"
 INVENTORY_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "DeviceTaintRule")
