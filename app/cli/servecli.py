@@ -94,7 +94,7 @@ def run_serve(args) -> int:
         state.index()  # build the device index before the first review, not during it
     if api is not None:
         _template_lifecycle(args, state)
-        _unmigrated_count(args, state)
+        _background_rounds(args, state)
     # Reviews run in worker threads; a short GIL switch interval keeps the event loop (health
     # probes, other reviews' IO) answering within milliseconds while one of them computes.
     sys.setswitchinterval(0.001)
@@ -249,8 +249,9 @@ async def _serve_all(servers: list) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _unmigrated_count(args, state: ServiceState) -> None:
-    """Pods the webhook never saw (a review lost to failurePolicy Ignore), counted per namespace."""
+def _background_rounds(args, state: ServiceState) -> None:
+    """Every --unmigrated-interval: pods the webhook never saw (a review lost to failurePolicy
+    Ignore), counted per namespace; with the live inventory, GPU budgets claims escape."""
     if args.unmigrated_interval <= 0:
         return
     opt_in = OptIn.parse(args.template_namespace_label, "--template-namespace-label")

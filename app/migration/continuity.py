@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from app.common import metadata_of, parse_count
 from app.policy import MigrationRules
 
-from .quota import DRA_QUOTA_SUFFIX
+from .quota import counted_by
 from .unmigrated import running
 
 
@@ -109,7 +109,7 @@ def quota_use(quotas: list[dict], pods: list[dict], claims: list[dict], rules: M
                 if cls not in classes:
                     continue
                 use.dra += devices
-                if extended.get(cls) != resource and f"{cls}{DRA_QUOTA_SUFFIX}" not in hard:
+                if counted_by(hard, resource, cls, extended) is None:
                     use.escaped += devices
                     use.escaped_classes.append(cls)
             out.append(use)

@@ -37,6 +37,16 @@ def kueue_per_pod(pod: dict) -> str | None:
     return str(queue or "(managed)")
 
 
+def counted_by(hard: Mapping, resource: str, device_class: str, extended: Mapping[str, str] | None) -> str | None:
+    """The key of a quota's `hard` under which a claim of `device_class` is counted against its
+    limit on `resource` (Kubernetes 1.37): requests.<resource> when the class declares it as its
+    extendedResourceName, else the class's own key where limited; None: not counted."""
+    if (extended or {}).get(device_class) == resource:
+        return f"requests.{resource}"
+    own = f"{device_class}{DRA_QUOTA_SUFFIX}"
+    return own if own in hard else None
+
+
 def quota_escapes(quotas: list[tuple[str, dict]], resources: list[str], classes: list[str],
                   extended: Mapping[str, str] | None = None) -> str | None:
     """Why a rewritten pod would escape a ResourceQuota of its namespace: it limits a legacy
@@ -49,9 +59,9 @@ def quota_escapes(quotas: list[tuple[str, dict]], resources: list[str], classes:
             if key not in hard:
                 continue
             for cls in classes:
-                own = f"{cls}{DRA_QUOTA_SUFFIX}"
-                if own in hard or (extended or {}).get(cls) == resource:
+                if counted_by(hard, resource, cls, extended):
                     continue
+                own = f"{cls}{DRA_QUOTA_SUFFIX}"
                 return (f"ResourceQuota {name} limits {key} but not {own}, and DeviceClass {cls} does not declare "
                         f"extendedResourceName {resource}: the rewritten pod's claim would not be counted (add "
                         f"{own}: {hard[key]}, as `dra-bridge plan` proposes)")
@@ -80,11 +90,12 @@ def quota_additions(quota: dict, rules: MigrationRules,
             continue
         rule = found[0]
         target = f"{rule.deviceClass}{DRA_QUOTA_SUFFIX}"
-        if (extended or {}).get(rule.deviceClass) == _resource(key):
+        counted = counted_by(hard, _resource(key), rule.deviceClass, extended)
+        if counted == f"requests.{_resource(key)}":  # through the class's extendedResourceName
             notes.append(f"{key}: counts migrated pods already: DeviceClass {rule.deviceClass} declares "
                          f"extendedResourceName {_resource(key)}, so its claims count under {key} (one budget)")
             continue
-        if target in hard:
+        if counted is not None:
             notes.append(f"{key}: migrated pods are counted by {target}, limited to {hard[target]}")
             continue
         if target in additions:

@@ -5,7 +5,6 @@ namespace's GPU quota counts (migration.quota_use), as `dra_bridge_budget_escape
 from __future__ import annotations
 
 import logging
-import threading
 
 from app.migration import extended_resources, quota_use
 
@@ -19,8 +18,8 @@ class BudgetWatch(Periodic):
     name = "budget-watch"
 
     def __init__(self, state: ServiceState, interval_s: float = 120.0):
-        self.state, self.interval_s = state, interval_s
-        self._stop = threading.Event()
+        super().__init__(interval_s)
+        self.state = state
         self._seen: set[tuple[str, str]] = set()
 
     def run_once(self) -> dict[tuple[str, str], int] | None:

@@ -9,7 +9,10 @@ import threading
 
 class Periodic:
     name = "periodic"
-    interval_s = 120.0
+
+    def __init__(self, interval_s: float = 120.0):
+        self.interval_s = interval_s
+        self._stop = threading.Event()
 
     def run_once(self):
         raise NotImplementedError
@@ -26,7 +29,6 @@ class Periodic:
                 logging.getLogger(f"dra_bridge.{self.name}").exception("%s round failed", self.name)
 
     def start(self):
-        self._stop = getattr(self, "_stop", None) or threading.Event()
         threading.Thread(target=self._loop, name=self.name, daemon=True).start()
         return self
 

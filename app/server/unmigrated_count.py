@@ -6,7 +6,6 @@ count is migration.unmigrated's decision, the webhook's own."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
@@ -25,8 +24,8 @@ class UnmigratedCount(Periodic):
     name = "unmigrated-count"
 
     def __init__(self, state: ServiceState, read: Read, opt_in, interval_s: float = 120.0):
-        self.state, self.read, self.opt_in, self.interval_s = state, read, opt_in, interval_s
-        self._stop = threading.Event()
+        super().__init__(interval_s)
+        self.state, self.read, self.opt_in = state, read, opt_in
         self._counted: set[str] = set()
 
     def run_once(self) -> dict[str, int] | None:
