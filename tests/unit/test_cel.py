@@ -115,7 +115,7 @@ def test_regular_expressions_are_linear_time_re2():
 
 def test_string_growth_is_cancelled_before_it_is_built():
     chained = "'a'" + ".replace('a', 'aaaaaaaaaa')" * 9 + ".size() > 0"
-    selector = cel.Selector(chained, cel._engine.compile(chained))  # past the creation-time cost check
+    selector = cel.Selector(chained, cel.engine.compile_source(chained))  # past the creation-time cost check
     with pytest.raises(cel.CelError, match="actual cost limit exceeded"):
         selector.matches(cel.device_variable("d", {"name": "x"}))
     with pytest.raises(cel.CelError, match="exceeds the limit"):

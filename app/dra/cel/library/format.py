@@ -1,9 +1,6 @@
-"""The API server's CEL format library (`format.named(name)`, `format.<name>()`,
-`f.validate(s)`): named string formats and their validation errors. Pure.
-
-A format travels as a one-key map ({"_format": name}); validate returns an optional list of
-errors (none when the string is valid), emulated as the optionals of celext are.
-"""
+"""The API server's format library (`format.named(name)`, `format.<name>()`,
+`f.validate(s)`): named string formats and their validation errors. validate returns an
+optional list of errors, none when the string is valid."""
 
 from __future__ import annotations
 
@@ -12,7 +9,10 @@ import binascii
 import datetime
 import re
 
-_F = "_format"
+from ..values import FORMAT as _F
+from ..values import optional
+from .decl import function, method
+
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -45,7 +45,8 @@ def _qualified_name(s: str) -> list[str]:
 
 
 def _label_value(s: str) -> list[str]:
-    errors = [] if not s or _NAME.fullmatch(s) else ["a valid label must be an empty string or consist of valid characters"]
+    valid = not s or _NAME.fullmatch(s)
+    errors = [] if valid else ["a valid label must be an empty string or consist of valid characters"]
     return errors + (["must be no more than 63 characters"] if len(s) > 63 else [])
 
 
@@ -99,15 +100,20 @@ FORMATS = {
 }
 
 
-def functions(optional) -> dict:
-    """The library's functions; optional(value=None, present=True) makes celext's optionals."""
-    def validate(fmt, s):
-        if not (isinstance(fmt, dict) and fmt.get(_F) in FORMATS) or not isinstance(s, str):
-            raise ValueError("validate needs a format and a string")
-        errors = FORMATS[fmt[_F]](s)
-        return optional(errors) if errors else optional(present=False)
+DECLARATIONS = [
+    function("format.named", ("string",), "optional(Format)"),
+    *[function(f"format.{name}", (), "Format") for name in FORMATS],
+    method("validate", "Format", ("string",), "optional(list(string))", cost="walk_argument"),
+]
 
-    out = {"format__named": lambda name: optional({_F: name}) if name in FORMATS else optional(present=False),
-           "validate": validate}
-    out.update({f"format__{name}": (lambda name=name: {_F: name}) for name in FORMATS})
-    return out
+
+def _validate(fmt, s):
+    if not (isinstance(fmt, dict) and fmt.get(_F) in FORMATS) or not isinstance(s, str):
+        raise ValueError("validate needs a format and a string")
+    errors = FORMATS[fmt[_F]](s)
+    return optional(errors) if errors else optional(present=False)
+
+
+FUNCTIONS = {"format__named": lambda name: optional({_F: name}) if name in FORMATS else optional(present=False),
+             "validate": _validate,
+             **{f"format__{name}": (lambda name=name: {_F: name}) for name in FORMATS}}

@@ -1,0 +1,25 @@
+"""The DRA CEL environment of device selectors, with Kubernetes 1.37 semantics. Pure.
+
+One front end: each expression is parsed once (`parser`) into a tree (`tree`) that the type
+checker (`checker`), the cost estimator (`cost`), the engine rewrites (`rewrite`, `printer`)
+and the read analysis (`reads`) walk; every function is declared once, in the module of its
+library (`library`). Evaluation runs on the Rust engine (`engine`)."""
+
+from . import engine
+from .engine import CelError
+from .library.regex import regex, regex_error
+from .library.semver import normalized_semver, semver_value
+from .selector import (
+                       MAX_EXPRESSION_LENGTH,
+                       Selector,
+                       compile_program,
+                       compile_selector,
+                       device_variable,
+                       estimated_cost,
+                       run_program,
+)
+from .values import MAX_COST, quantity_value
+
+__all__ = ["engine", "MAX_COST", "MAX_EXPRESSION_LENGTH", "CelError", "Selector", "compile_program", "compile_selector",
+           "device_variable", "estimated_cost", "normalized_semver", "quantity_value", "regex", "regex_error",
+           "run_program", "semver_value"]

@@ -1,0 +1,128 @@
+"""The syntax tree of a CEL expression: one node class per construct, with its position. Pure.
+
+The parser builds it once per expression; the checker annotates it with types, the cost
+estimator and the rewrites walk it, and `printer` writes it back as source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class PositionedError(Exception):
+    """An error in the expression, at a character position."""
+
+    def __init__(self, message: str, pos: int):
+        super().__init__(message)
+        self.pos = pos
+
+
+@dataclass(eq=False)
+class Node:
+    pos: int
+
+
+@dataclass(eq=False)
+class Literal(Node):
+    value: object
+    kind: str  # int, uint, double, string, bytes, bool, null_type
+
+
+@dataclass(eq=False)
+class Ident(Node):
+    name: str
+
+
+@dataclass(eq=False)
+class Select(Node):
+    operand: Node
+    field: str
+    optional: bool = False  # x.?f
+    test: bool = False  # inside has()
+
+
+@dataclass(eq=False)
+class Index(Node):
+    operand: Node
+    key: Node
+    optional: bool = False  # x[?k]
+
+
+@dataclass(eq=False)
+class Call(Node):
+    name: str
+    args: list
+    target: Node | None = None  # the receiver of a method call
+
+
+@dataclass(eq=False)
+class ListLit(Node):
+    elements: list
+    optional: frozenset = frozenset()  # indices of [?e] elements
+
+
+@dataclass(eq=False)
+class MapLit(Node):
+    entries: list  # (key, value, optional)
+
+
+@dataclass(eq=False)
+class Unary(Node):
+    op: str  # "!" or "-"
+    operand: Node
+
+
+@dataclass(eq=False)
+class Binary(Node):
+    op: str  # && || == != < <= > >= in + - * / %
+    left: Node
+    right: Node
+
+
+@dataclass(eq=False)
+class Conditional(Node):
+    condition: Node
+    then: Node
+    otherwise: Node
+
+
+@dataclass(eq=False)
+class Macro(Node):
+    """A comprehension-like macro: all, exists, exists_one, map, filter, transformList,
+    transformMap, transformMapEntry, sortBy, optMap, optFlatMap, or bind (cel.bind, no target)."""
+    name: str
+    target: Node | None
+    variables: tuple
+    args: list = field(default_factory=list)
+
+
+def children(node: Node) -> list:
+    """The direct sub-expressions, in source order."""
+    if isinstance(node, (Select,)):
+        return [node.operand]
+    if isinstance(node, Index):
+        return [node.operand, node.key]
+    if isinstance(node, Call):
+        return ([node.target] if node.target is not None else []) + list(node.args)
+    if isinstance(node, ListLit):
+        return list(node.elements)
+    if isinstance(node, MapLit):
+        return [part for key, value, _o in node.entries for part in (key, value)]
+    if isinstance(node, Unary):
+        return [node.operand]
+    if isinstance(node, Binary):
+        return [node.left, node.right]
+    if isinstance(node, Conditional):
+        return [node.condition, node.then, node.otherwise]
+    if isinstance(node, Macro):
+        return ([node.target] if node.target is not None else []) + list(node.args)
+    return []
+
+
+def walk(node: Node):
+    """Every node, parents before children (iterative: deep trees do not recurse)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(children(current)))
