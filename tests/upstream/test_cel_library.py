@@ -97,6 +97,28 @@ EXPRESSIONS = [
     "duration('1h') > duration('1m')", "timestamp('2020-01-01T00:00:00Z') < timestamp('2021-01-01T00:00:00Z')",
     "device.allowMultipleAllocations == false", "device.allowMultipleAllocations",
     "math.greatest(1, 2) == 2", "base64.encode(b'a') == 'YQ=='", "cel.bind(x, 1, x == 1)",
+    # issue 33: forms the tree-based front end parses, types and rewrites itself
+    f"{A}.productName in ['NVIDIA H100 80GB HBM3', 9]", "[1, 2.0].size() == 2", "1 == 1.0", "dyn(1) == 1.0",
+    "{'a': 1, 2: 'b'}.size() == 2", "[[1], ['a']].size() == 2", "[1, dyn('a')].size() == 2",
+    "{?'a': optional.of(1), ?'b': optional.none()} == {'a': 1}", "optional.of(2).optMap(x, x * 2).value() == 4",
+    "optional.of(2).optFlatMap(x, optional.of(x + 1)).value() == 3", "optional.none().optMap(x, x).hasValue()",
+    "[3, 1, 2].sortBy(x, -x) == [3, 2, 1]", "[1, 2].all(i, v, [3].all(i, w, i == 0 && v > 0))",
+    "cel.bind(a, 2, cel.bind(b, a * 2, a + b == 6))", "cel.bind(x, [1, 2], x.exists(y, y == 2))",
+    "device.attributes[device.driver].productName.startsWith('NVIDIA')", "device.attributes['x' + 'y'].size() == 0",
+    "cidr('10.0.0.1/8').ip() == ip('10.0.0.1')", "ip.isCanonical('10.0.0.1')", "b'ab'.size() == 2",
+    "'a\\u0041' == 'aA'", "r'a\\d' == 'a\\\\d'", "'''x''' == 'x'", "-9223372036854775808 < 0", "0x10 == 16",
+    "{'a': 1}.transformMapEntry(k, v, {k + 'x': v}) == {'ax': 1}", "[[1, 2], [3]].map(l, l.all(x, x > 0)).all(b, b)",
+    "[1, 2].existsOne(x, x == 1)", "[1, 2].map(x, x > 1, x * 10) == [20]", "{'a': 1}.?a.orValue(0) == 1",
+    "{'a': 1}[?'b'].orValue(0) == 0", "[1, 2][?5].hasValue()", "!!1", "-(-1) == 1", "1 < 2 == true",
+    "size([1]) == 1 && size({'a': 1}) == 1 && size(b'a') == 1", "'abc'.matches('[')", "'a'.find('(?=a)') == ''",
+    "true ? 1 : 'a'", "(true ? 1 : 2) == 1", "[1].exists(x, x)", "[1].map(x, y) == [1]", "{1: 2}.all(k, k > 0)",
+    "1.all(x, x > 0)", "device.attributes.exists(d, d.startsWith('gpu'))", f"{A}.exists(n, n == 'index')",
+    "device.driver.size() > 0 && device.driver[0] == 'g'", f"{A}.index", "string(1) + 'x' == '1x'", "let == 1",
+    "[1, 2,].size() == 2", "{'a': 1,}.size() == 1", "f(1,)", "'x'.format([1])", "'%s'.format(['a', 1]) == 'a'",
+    "timestamp('2020-01-01T00:00:00Z') + duration('1h') > timestamp('2020-01-01T00:00:00Z')",
+    "type(device) == map", "has(device.attributes.x)", "has({'a': 1}.a)",
+    f"{C}.memory.isGreaterThan(quantity('1Gi')) == true", "quantity('1Gi') == quantity('1024Mi')",
+    "semver('1.0.0') == semver('1.0.0')", "optional.of(1) == optional.of(1)",
 ]
 
 

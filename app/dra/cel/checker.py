@@ -7,6 +7,7 @@ the cost estimator and the rewrites read those annotations."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from . import library, types
@@ -33,6 +34,7 @@ TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "lis
 _MAP_KEYS = frozenset({"int", "uint", "string", "bool", DYN, ERROR})
 _OPERATORS = {"==": "_==_", "!=": "_!=_", "<": "_<_", "<=": "_<=_", ">": "_>_", ">=": "_>=_", "in": "@in",
               "+": "_+_", "-": "_-_", "*": "_*_", "/": "_/_", "%": "_%_"}
+_VERB = re.compile(r"%(?:\.\d+)?[a-zA-Z]")  # a verb of a format() template, not CEL source
 _DOMAIN_MAP = "map(string, map(string, {}))"
 
 
@@ -158,8 +160,21 @@ class _Checker:
         if node.name == "format" and receiver in (STRING, DYN):  # its list of arguments may mix types
             args = [self._listlit(a, mixed=True) if isinstance(a, ListLit) else self.visit(a) for a in node.args]
             self.out.types.update({id(a): t for a, t in zip(node.args, args)})
+            self.format_arity(target, node.args)
             return self.resolve(node.name, True, [receiver] + args, node)
         return self.resolve(node.name, True, [receiver] + [self.visit(a) for a in node.args], node)
+
+    def format_arity(self, template: Node, args: list) -> None:
+        """A constant template and a literal list: upstream counts the arguments at compile time."""
+        if not (isinstance(template, Literal) and template.kind == STRING and len(args) == 1
+                and isinstance(args[0], ListLit)):
+            return
+        expected = len(_VERB.findall(template.value.replace("%%", "")))
+        got = len(args[0].elements)
+        if got > expected:
+            self.fail(f"too many arguments supplied to string.format (expected {expected}, got {got})", args[0])
+        if got < expected:
+            self.fail(f"not enough arguments supplied to string.format (expected {expected}, got {got})", args[0])
 
     def namespaced(self, target) -> str | None:
         """`sets` in sets.contains(...): a namespace, unless a variable has that name."""
@@ -244,6 +259,8 @@ class _Checker:
         element = None
         for i, item in enumerate(node.elements):
             found = self.unwrap(self.visit(item), item) if i in node.optional else self.visit(item)
+            if i in node.optional and found == DYN:
+                continue  # optional.none() fits any element type
             joined = types.join(element, found)
             if joined is None and not mixed:
                 self.fail(f"expected type '{types.display(element)}' but found '{types.display(found)}'", item)
@@ -258,6 +275,8 @@ class _Checker:
                 self.fail(f"unsupported map key type: '{types.display(found_key)}'", key)
             found_value = self.unwrap(self.visit(value), value) if optional else self.visit(value)
             for previous, found, item, slot in ((key_type, found_key, key, 0), (value_type, found_value, value, 1)):
+                if slot == 1 and optional and found == DYN:
+                    continue  # optional.none() fits any value type
                 joined = types.join(previous, found)
                 if joined is None:
                     self.fail(f"expected type '{types.display(previous)}' but found '{types.display(found)}'", item)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from .lexer import MAX_INT, RESERVED, SyntaxFault, Token, tokens
 from .tree import (
     Binary,
@@ -18,16 +20,21 @@ from .tree import (
 )
 
 MAX_DEPTH = 250  # cel-go's default recursion limit per grammar rule
+# Python frames per level of nesting, and left-nested operator chains, in this parser and the
+# passes that walk its tree (3.11 keeps such recursion off the C stack).
+RECURSION_NEEDED = 20_000
 _PRECEDENCE = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3, "in": 3,
                "+": 4, "-": 4, "*": 5, "/": 5, "%": 5}
 # name -> accepted argument counts, and how many leading arguments name variables
-_MEMBER_MACROS = {"all": {2: 1, 3: 2}, "exists": {2: 1, 3: 2}, "exists_one": {2: 1, 3: 2}, "existsOne": {2: 1, 3: 2},
+_MEMBER_MACROS = {"all": {2: 1, 3: 2}, "exists": {2: 1, 3: 2}, "exists_one": {2: 1, 3: 2},
                   "map": {2: 1, 3: 1}, "filter": {2: 1}, "transformList": {3: 2, 4: 2}, "transformMap": {3: 2, 4: 2},
                   "transformMapEntry": {3: 2, 4: 2}, "sortBy": {2: 1}, "optMap": {2: 1}, "optFlatMap": {2: 1}}
 
 
 def parse(text: str):
     """The tree of `text`; SyntaxFault names what is wrong and where."""
+    if sys.getrecursionlimit() < RECURSION_NEEDED:
+        sys.setrecursionlimit(RECURSION_NEEDED)
     return _Parser(tokens(text)).whole()
 
 
@@ -238,7 +245,7 @@ class _Parser:
             names = tuple(self.variable(a) for a in args[:shape])
             if len(set(names)) != len(names):
                 raise SyntaxFault(f"{name}: duplicate variable name '{names[0]}'", pos)
-            return Macro(pos, "exists_one" if name == "existsOne" else name, target, names, args[shape:])
+            return Macro(pos, name, target, names, args[shape:])
         return Call(pos, name, args, target)
 
     def variable(self, arg) -> str:

@@ -8,7 +8,11 @@ _MAPS = ("attributes", "capacity")
 
 
 def _domain(node, optional: bool = True) -> tuple | None:
-    """(kind, domain) of device.attributes['d'] / device.capacity[?'d'], else None."""
+    """(kind, domain) of device.attributes['d'] / device.capacity[?'d'] / device.attributes.d, else None."""
+    if (isinstance(node, Select) and not node.optional and isinstance(node.operand, Select)
+            and node.operand.field in _MAPS and isinstance(node.operand.operand, Ident)
+            and node.operand.operand.name == "device"):
+        return node.operand.field, node.field
     if (isinstance(node, Index) and (optional or not node.optional)
             and isinstance(node.key, Literal) and node.key.kind == "string"
             and isinstance(node.operand, Select) and node.operand.field in _MAPS and not node.operand.optional

@@ -3,7 +3,6 @@ rewrite for the engine and compile; evaluate against ResourceSlice devices. Pure
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -18,7 +17,6 @@ from .types import BOOL, DYN, display
 from .values import MAX_COST, quantity_value
 
 MAX_EXPRESSION_LENGTH = 10 * 1024
-_RECURSION = 20_000  # the tree is at most 250 levels of nesting, but chains of operators are long
 
 
 @dataclass(frozen=True)
@@ -48,8 +46,6 @@ def _front_end(expression: str, env: checker.Environment):
         raise CelError("expression is empty")
     if len(expression) > MAX_EXPRESSION_LENGTH:
         raise CelError(f"expression is {len(expression)} characters, more than the limit {MAX_EXPRESSION_LENGTH}")
-    if sys.getrecursionlimit() < _RECURSION:
-        sys.setrecursionlimit(_RECURSION)
     try:
         tree = parse(expression)
     except SyntaxFault as exc:

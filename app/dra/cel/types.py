@@ -107,10 +107,8 @@ def most_general(a, b):
 
 
 def join(previous, current):
-    """The element type of an aggregate literal after one more element; None when they conflict
-    (upstream refuses heterogeneous list and map literals)."""
-    if previous is None:
-        return current
-    if assignable(previous, current, {}) and assignable(current, previous, {}):
-        return most_general(previous, current)
+    """The element type of an aggregate literal after one more element; None when they differ:
+    the API server validates literals as homogeneous (a dyn beside an int differs too)."""
+    if previous is None or previous == current or ERROR in (previous, current):
+        return current if previous is None or previous == current else DYN
     return None
