@@ -14,7 +14,8 @@ from .claims import (
                      parse_claim_object,
                      parse_claim_spec,
 )
-from .feasibility import TemplateVerdicts, Verdict, candidates, check
+from .feasibility import Verdict, candidates, check
+from .templateverdicts import TemplateVerdicts
 from .index import IDENTITY_ATTRIBUTES, Index, build_from_api
 from .index import build as build_index
 from .inventory import Inventory, allocated_capacity, allocated_devices, shared_devices

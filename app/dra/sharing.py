@@ -11,7 +11,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from .claims import Request
-from .feasibility import _Selection
+from .selection import Selection
 from .index import Index
 
 _NOT_SHARED = {"none", "", "false", "exclusive", "0", "1"}
@@ -23,7 +23,7 @@ def shareable_classes(index: Index, memory_capacity: str = "memory") -> dict[str
              if shape.get("allowMultipleAllocations") and index.shape_members[s]]
     if not multi:
         return {}
-    selection = _Selection(index)
+    selection = Selection(index)
     out: dict[str, tuple[frozenset, tuple]] = {}
     for name in sorted(index.classes):
         req = Request(name="probe", device_class=name, selectors=[], path=f"deviceclasses/{name}")

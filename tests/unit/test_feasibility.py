@@ -259,8 +259,9 @@ def test_constraint_patterns_are_computed_once_per_node_for_a_burst_of_claims(mo
     nodes = [slice_(f"n{i:03d}", [device(f"g{j}", root=f"r{j // 2}") for j in range(4)]) for i in range(50)]
     ix = index(*nodes)
     calls = []
-    real = feasibility._constraint_pattern
-    monkeypatch.setattr(feasibility, "_constraint_pattern", lambda *a: calls.append(1) or real(*a))
+    from app.dra import units
+    real = units.constraint_pattern
+    monkeypatch.setattr(units, "constraint_pattern", lambda *a: calls.append(1) or real(*a))
     paired = [{"requests": ["r"], "matchAttribute": "d.example.com/root"}]
     first = dra.check(claim({"name": "r", "count": 2}, constraints=paired), ix, count_nodes=True)
     assert first.status == "satisfiable" and first.nodes == 50 and len(calls) == 50

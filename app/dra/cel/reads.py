@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
-from .tree import Binary, Ident, Index, Literal, Node, Select, walk
+import re
+
+from .tree import Binary, Call, Ident, Index, Literal, Node, Select, walk
 
 _MAPS = ("attributes", "capacity")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # words inside a string literal's value
+
+
+def mentions(tree: Node) -> frozenset:
+    """Every name the expression mentions: identifiers, fields, functions, and the words of its
+    string literals (an attribute named by a computed key still shows up here)."""
+    found: set[str] = set()
+    for node in walk(tree):
+        if isinstance(node, Ident):
+            found.add(node.name)
+        elif isinstance(node, Select):
+            found.add(node.field)
+        elif isinstance(node, Call):
+            found.add(node.name)
+        elif isinstance(node, Literal) and node.kind == "string":
+            found.update(_WORD.findall(node.value))
+    return frozenset(found)
 
 
 def _domain(node, optional: bool = True) -> tuple | None:

@@ -25,6 +25,7 @@ class Selector:
     program: object
     domains: tuple = ()  # (attributes|capacity, domain) the expression looks up
     reads: tuple | None = None  # what of the device the result can depend on (see reads.reads)
+    mentions: frozenset = frozenset()  # every name it mentions (see reads.mentions)
 
     def matches(self, device: dict) -> bool:
         """True/False for one device (a dict from `device_variable`); CelError on runtime errors."""
@@ -81,7 +82,7 @@ def compile_selector(expression: str, list_attributes: bool = False, consumable_
     if spent > MAX_COST:
         raise CelError(f"estimated cost {spent} exceeds the limit {MAX_COST}: reduce nested comprehensions")
     program = engine.compile_source(printer.source(rewrite.for_engine(tree, checked)))
-    return Selector(expression, program, reads.domains(tree), reads.reads(tree))
+    return Selector(expression, program, reads.domains(tree), reads.reads(tree), reads.mentions(tree))
 
 
 def compile_program(expression: str, variables: frozenset[str]):
