@@ -16,8 +16,10 @@ from .claims import (
 )
 from .feasibility import Verdict, candidates, check
 from .templateverdicts import TemplateVerdicts
-from .index import IDENTITY_ATTRIBUTES, Index, build_from_api
-from .index import build as build_index
+from .index import Index
+from .indexbuild import build_from_api
+from .slicefields import IDENTITY_ATTRIBUTES
+from .indexbuild import build as build_index
 from .inventory import Inventory, allocated_capacity, allocated_devices, shared_devices
 from .inventory import from_objects as inventory_from_objects
 from .classes import ClassConflict

@@ -17,7 +17,9 @@ from decimal import Decimal
 
 from app.common import parse_quantity, quota_map
 
-from .index import Build, Index, pool_key
+from .index import Index
+from .indexbuild import Build
+from .slicefields import pool_key
 from .inventory import Inventory, taint_rule
 from .shadow import shadow_of
 

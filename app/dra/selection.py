@@ -8,7 +8,8 @@ from app.common import deadline
 
 from . import cel, search
 from .claims import Request
-from .index import IDENTITY_ATTRIBUTES, Index
+from .index import Index
+from .slicefields import IDENTITY_ATTRIBUTES
 
 _UNKNOWN = object()
 
