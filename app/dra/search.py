@@ -20,6 +20,7 @@ from decimal import ROUND_CEILING, Decimal
 from app.common import deadline
 
 from .claims import ClaimSpec, Request
+from .constraints import Constraint
 
 MAX_DEVICES_PER_CLAIM = 32  # resourceapi.AllocationResultsMaxSize
 DEFAULT_BUDGET = 200_000  # device attempts per node before we give up deciding
@@ -45,71 +46,12 @@ class Outcome:
     binding: bool = False  # a chosen device waits for binding conditions
 
 
-def applies(names, req: Request) -> bool:
-    """Does a constraint naming these requests (none: all) cover this request or subrequest?"""
-    return not names or req.base in names or req.name in names
-
-
 def invalid_pool_error(view) -> str:
     """Upstream's error when nothing fits and the node sees an invalid pool; '' when none."""
     invalid = [p for p in view if p.status == "invalid"]
     if not invalid:
         return ""
     return f"invalid resource pools were encountered: pool {invalid[0].key[1]} ({invalid[0].reason})"
-
-
-class _Constraint:
-    def __init__(self, raw: dict):
-        self.requests = set(raw.get("requests") or ())
-        self.attribute = raw.get("matchAttribute") or raw.get("distinctAttribute")
-        self.distinct = not raw.get("matchAttribute")
-        self.values: list = []
-
-    def applies(self, req: Request) -> bool:
-        return applies(self.requests, req)
-
-    def add(self, value) -> bool:
-        if value is None:
-            return False
-        if self.distinct:
-            if self.values and (_kind(value) == "list" or any(_same(value, v) for v in self.values)):
-                return False
-        elif self.values and not _same(value, self.values[0]):
-            return False
-        self.values.append(value)
-        return True
-
-    def remove(self) -> None:
-        self.values.pop()
-
-
-def _kind(value) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, dict) and len(value) == 1:
-        return "version"
-    return "list"
-
-
-def _same(a, b) -> bool | None:
-    """Equal as upstream compares attributes (type and value, versions by text); None when a
-    value is of a type it cannot compare (a list): a duplicate for distinct, a mismatch for match."""
-    ka, kb = _kind(a), _kind(b)
-    if "list" in (ka, kb):
-        return None
-    return ka == kb and a == b
-
-
-def match_key(value) -> tuple | None:
-    """What matchAttribute / distinctAttribute compare, as a hashable key; None for lists."""
-    kind = _kind(value)
-    if kind == "list":
-        return None
-    return (kind, next(iter(value.values())) if kind == "version" else value)
 
 
 # -- consumable capacity (upstream's consumable_capacity.go semantics) -------------------------
@@ -194,7 +136,7 @@ class Search:
         self.shares: dict[int, dict] = {}  # position -> capacity this claim's shares take
         self.counters: dict[tuple, dict] = {}  # pool key -> counterSet -> counter -> Decimal taken
         self.results: list[tuple] = []
-        self.constraints: list[_Constraint] = []
+        self.constraints: list[Constraint] = []
         self.rows: list[list[_Alternative]] = []
 
     # -- upstream's Allocate: checks first, then the search ---------------------------------
@@ -211,7 +153,7 @@ class Search:
         for i, raw in enumerate(self.spec.constraints):
             if not (raw.get("matchAttribute") or raw.get("distinctAttribute")):
                 raise AllocationError(f"constraint #{i}: empty constraint (unsupported constraint type?)")
-            self.constraints.append(_Constraint(raw))
+            self.constraints.append(Constraint(raw))
         try:
             done = self._request(0)
         except _MaxSize:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from app.common import deadline
 
-from . import search
+from . import constraints, search
 from .claims import ClaimSpec
 from .index import Index
 from .selection import Selection
@@ -23,7 +23,7 @@ def constraint_pattern(view, index: Index, attrs: list[str], ordered: bool) -> t
             device = index.devices[p]
             state = (device.key in index.allocated, device.key in index.shared_in_use,
                      tuple(sorted(index.allocated_capacity.get(device.key, {}).items())), device.consumes)
-            rows.append((device.shape, state, tuple(search.match_key(device.attribute(a)) for a in attrs)))
+            rows.append((device.shape, state, tuple(constraints.match_key(device.attribute(a)) for a in attrs)))
     ranks = [{v: i for i, v in enumerate(sorted({r[2][k] for r in rows} - {None}, key=repr))}
              for k in range(len(attrs))]
     out = [(shape, state, tuple(None if v is None else ranks[k][v] for k, v in enumerate(values)))
@@ -43,7 +43,7 @@ class Units:
         attrs = [c.get("matchAttribute") or c.get("distinctAttribute") for c in spec.constraints]
         self.attrs = tuple(a for a in attrs if isinstance(a, str))
         self.reqs = [r for alts in spec.requests for r in alts]
-        constrained_all = any(r.mode == "All" and any(search.applies(c.get("requests") or (), r)
+        constrained_all = any(r.mode == "All" and any(constraints.applies(c.get("requests") or (), r)
                                                       for c in spec.constraints) for r in self.reqs)
         near_limit = sum(max(r.count for r in alts) for alts in spec.requests) > search.MAX_DEVICES_PER_CLAIM
         self.order_matters = constrained_all or near_limit or selection.per_device

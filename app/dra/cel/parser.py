@@ -23,6 +23,8 @@ MAX_DEPTH = 250  # cel-go's default recursion limit per grammar rule
 # Python frames per level of nesting, and left-nested operator chains, in this parser and the
 # passes that walk its tree (3.11 keeps such recursion off the C stack).
 RECURSION_NEEDED = 20_000
+if sys.getrecursionlimit() < RECURSION_NEEDED:  # once, at import: not while a caller measures it
+    sys.setrecursionlimit(RECURSION_NEEDED)
 _PRECEDENCE = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3, "in": 3,
                "+": 4, "-": 4, "*": 5, "/": 5, "%": 5}
 # name -> accepted argument counts, and how many leading arguments name variables
@@ -33,8 +35,6 @@ _MEMBER_MACROS = {"all": {2: 1, 3: 2}, "exists": {2: 1, 3: 2}, "exists_one": {2:
 
 def parse(text: str):
     """The tree of `text`; SyntaxFault names what is wrong and where."""
-    if sys.getrecursionlimit() < RECURSION_NEEDED:
-        sys.setrecursionlimit(RECURSION_NEEDED)
     return _Parser(tokens(text)).whole()
 
 
