@@ -22,8 +22,7 @@ class Token:
 
 RESERVED = frozenset({"as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop",
                       "package", "namespace", "return", "var", "void", "while"})
-_PUNCT = ("==", "!=", "<=", ">=", "&&", "||", "<", ">", "!", "+", "-", "*", "/", "%", "?", ":", ".", ",",
-          "(", ")", "[", "]", "{", "}")
+_PUNCT_TOKEN = re.compile(r"==|!=|<=|>=|&&|\|\||[<>!+\-*/%?:.,()\[\]{}]")
 _SPACE = re.compile(r"(?:[ \t\r\n\f]+|//[^\n]*)+")
 _NUMBER = re.compile(r"0[xX][0-9a-fA-F]+[uU]?|(?:\d+\.\d+(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+)"
                      r"|\d+[uU]?")
@@ -62,11 +61,11 @@ def tokens(text: str) -> list[Token]:
             out.append(Token("ident", prefix.group(0), i))
             i = prefix.end()
         else:
-            punct = next((p for p in _PUNCT if text.startswith(p, i)), None)
+            punct = _PUNCT_TOKEN.match(text, i)
             if punct is None:
                 raise SyntaxFault(f"token recognition error at: '{c}'", i)
-            out.append(Token("punct", punct, i))
-            i += len(punct)
+            out.append(Token("punct", punct.group(0), i))
+            i = punct.end()
 
 
 def _number(text: str, pos: int) -> Token:

@@ -7,14 +7,24 @@ import re
 from .tree import Binary, Call, Ident, Index, Literal, Node, Select, walk
 
 _MAPS = ("attributes", "capacity")
+
+
+def analyse(tree: Node) -> tuple:
+    """(domains, reads, mentions) of one tree, walked once."""
+    nodes = tuple(walk(tree))
+    return domains(tree, nodes), reads(tree, nodes), mentions(tree, nodes)
+
+
+def _nodes(tree: Node, nodes: tuple | None) -> tuple:
+    return nodes if nodes is not None else tuple(walk(tree))
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # words inside a string literal's value
 
 
-def mentions(tree: Node) -> frozenset:
+def mentions(tree: Node, nodes: tuple | None = None) -> frozenset:
     """Every name the expression mentions: identifiers, fields, functions, and the words of its
     string literals (an attribute named by a computed key still shows up here)."""
     found: set[str] = set()
-    for node in walk(tree):
+    for node in _nodes(tree, nodes):
         if isinstance(node, Ident):
             found.add(node.name)
         elif isinstance(node, Select):
@@ -40,18 +50,19 @@ def _domain(node, optional: bool = True) -> tuple | None:
     return None
 
 
-def domains(tree: Node) -> tuple:
+def domains(tree: Node, nodes: tuple | None = None) -> tuple:
     """The (attributes|capacity, domain) pairs the expression names: a device lacking one gets an
     empty map there before evaluation, as upstream reads a missing domain."""
-    return tuple(sorted({d for n in walk(tree) if (d := _domain(n)) is not None}))
+    return tuple(sorted({d for n in _nodes(tree, nodes) if (d := _domain(n)) is not None}))
 
 
-def reads(tree: Node) -> tuple | None:
+def reads(tree: Node, nodes: tuple | None = None) -> tuple | None:
     """("attributes"|"capacity", domain, name) and (field,) the result can depend on; None when the
     expression uses `device` otherwise (iterates a map, passes it on): then every field counts."""
     found: set[tuple] = set()
     consumed: set[int] = set()
-    for node in walk(tree):
+    nodes = _nodes(tree, nodes)
+    for node in nodes:
         read = _read(node)
         if read is not None:
             found.add(read)
@@ -59,7 +70,7 @@ def reads(tree: Node) -> tuple | None:
             while not isinstance(device, Ident):
                 device = device.right if isinstance(device, Binary) else device.operand
             consumed.add(id(device))
-    devices = [n for n in walk(tree) if isinstance(n, Ident) and n.name == "device"]
+    devices = [n for n in nodes if isinstance(n, Ident) and n.name == "device"]
     if any(id(n) not in consumed for n in devices):
         return None
     return tuple(sorted(found))

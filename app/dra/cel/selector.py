@@ -82,7 +82,7 @@ def compile_selector(expression: str, list_attributes: bool = False, consumable_
     if spent > MAX_COST:
         raise CelError(f"estimated cost {spent} exceeds the limit {MAX_COST}: reduce nested comprehensions")
     program = engine.compile_source(printer.source(rewrite.for_engine(tree, checked)))
-    return Selector(expression, program, reads.domains(tree), reads.reads(tree), reads.mentions(tree))
+    return Selector(expression, program, *reads.analyse(tree))
 
 
 def compile_program(expression: str, variables: frozenset[str]):
