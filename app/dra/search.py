@@ -17,12 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
 
-from app.common import deadline
+from app.common import deadline, vocabulary
 
 from .claims import ClaimSpec, Request
 from .constraints import Constraint
 
-MAX_DEVICES_PER_CLAIM = 32  # resourceapi.AllocationResultsMaxSize
+MAX_DEVICES_PER_CLAIM = vocabulary.DRA_MAX_DEVICES_PER_CLAIM
 DEFAULT_BUDGET = 200_000  # device attempts per node before we give up deciding
 
 

@@ -13,7 +13,7 @@ from decimal import Decimal
 
 import orjson
 
-from app.common import format_mebibytes, metadata_of, parse_count, parse_quantity
+from app.common import format_mebibytes, metadata_of, parse_count, parse_quantity, vocabulary
 from app.policy import AnnotationRule, MigrationRules, ResourceRule
 
 from . import cel_selectors
@@ -25,10 +25,10 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "dra-bridge"}
 MIGRATION_ANNOTATION = "dra-bridge.io/migration"
 TEMPLATE_PREFIX = "dra-bridge-"
 # DRA validation limits (k8s.io/api/resource/v1 constants).
-MAX_REQUESTS = 32
-MAX_DEVICES_PER_CLAIM = 32
-MAX_SELECTORS = 32
-MAX_CEL_LENGTH = 10 * 1024
+MAX_REQUESTS = vocabulary.DRA_MAX_REQUESTS
+MAX_DEVICES_PER_CLAIM = vocabulary.DRA_MAX_DEVICES_PER_CLAIM
+MAX_SELECTORS = vocabulary.DRA_MAX_SELECTORS
+MAX_CEL_LENGTH = vocabulary.DRA_MAX_CEL_LENGTH
 # Vendor prefixes whose unknown extended resources we refuse to half-migrate.
 # Resources of GPU systems we know: one without a rule is never left on a migrated pod silently.
 GPU_RESOURCE_PREFIXES = ("nvidia.com/", "koordinator.sh/gpu", "volcano.sh/gpu", "volcano.sh/vgpu", "hami.io/")

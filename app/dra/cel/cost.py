@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from app.common import vocabulary
+
 from . import types
 from .checker import Checked
 from .tree import (
@@ -28,9 +30,10 @@ from .tree import (
 )
 
 UNKNOWN = 2 ** 64 - 1
-MAP_ENTRIES = 32  # ResourceSliceMaxAttributesAndCapacitiesPerDevice: domains, and names in one
-VALUE_SIZE = 64  # an attribute value's characters or list elements
-DOMAIN_SIZE, NAME_SIZE, DRIVER_SIZE = 63, 32, 63
+MAP_ENTRIES = vocabulary.DRA_MAX_ATTRIBUTES_PER_DEVICE  # domains, and names in one
+VALUE_SIZE = vocabulary.DRA_MAX_ATTRIBUTE_VALUE_LENGTH  # an attribute value's characters or list elements
+DOMAIN_SIZE, NAME_SIZE = vocabulary.DRA_MAX_DOMAIN_LENGTH, vocabulary.DRA_MAX_ID_LENGTH
+DRIVER_SIZE = vocabulary.DRA_MAX_DRIVER_NAME_LENGTH
 LIST_BASE, MAP_BASE = 10, 30
 _SCALARS = frozenset({types.BOOL, types.INT, types.UINT, types.DOUBLE, "duration", "timestamp", types.NULL,
                       # the Kubernetes library's values compare in constant time (upstream accepts

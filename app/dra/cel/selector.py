@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from app.common import parse_quantity
+from app.common import parse_quantity, vocabulary
 
 from . import checker, cost, engine, printer, reads, rewrite
 from .engine import CelError
@@ -16,7 +16,7 @@ from .parser import parse
 from .types import BOOL, DYN, display
 from .values import MAX_COST, quantity_value
 
-MAX_EXPRESSION_LENGTH = 10 * 1024
+MAX_EXPRESSION_LENGTH = vocabulary.DRA_MAX_CEL_LENGTH
 
 
 @dataclass(frozen=True)

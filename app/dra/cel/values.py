@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 from decimal import Decimal
 
+from app.common import vocabulary
+
 Q, V, OPT, URL, IP, CIDR, FORMAT = "_quantity", "_semver", "_optional", "_url", "_ip", "_cidr", "_format"
 
 
@@ -30,7 +32,7 @@ def is_optional(value) -> bool:
 
 
 # -- runtime cost of building strings, as upstream counts it ------------------------------------
-MAX_COST = 1_000_000  # per selector evaluation, as resource.k8s.io limits it
+MAX_COST = vocabulary.DRA_MAX_CEL_COST
 MAX_BUILT_STRING = 100_000_000  # characters: past this the process would run out of memory
 _local = threading.local()
 
