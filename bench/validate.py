@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from app import dra  # noqa: E402
 from app.cli import load_inventory  # noqa: E402
+from app.common import parse_quantity  # noqa: E402
 from app.dra import Inventory, cel  # noqa: E402
 from app.reporter import node_from_description, render  # noqa: E402
 
@@ -127,7 +128,7 @@ def heterogeneous(nodes: int, seed: int = 7) -> tuple[Inventory, set, dict, set]
             roll = rng.random()
             if kind == "shared" and roll < 0.5:
                 shared.add(key)
-                capacity[key] = {"memory": dra.cel.parse_quantity(f"{rng.randint(1, 4) * 8}Gi")}
+                capacity[key] = {"memory": parse_quantity(f"{rng.randint(1, 4) * 8}Gi")}
             elif kind != "shared" and roll < 0.33:
                 allocated.add(key)
         spec = {"driver": "gpu.nvidia.com", "nodeName": node,
