@@ -27,6 +27,7 @@ from .tree import (
     PositionedError,
     Select,
     Unary,
+    chain,
 )
 from .types import BOOL, DYN, ERROR, INT, STRING, TYPE
 
@@ -231,24 +232,14 @@ class _Checker:
 
     def _binary(self, node: Binary):
         if node.op in ("&&", "||"):
-            for operand in self.chain(node):
+            operands, links = chain(node)
+            self.out.types.update((id(link), BOOL) for link in links)
+            for operand in operands:
                 found = self.visit(operand)
                 if found not in (BOOL, DYN, ERROR):
                     self.fail(f"expected type 'bool' but found '{types.display(found)}'", operand)
             return BOOL
         return self.resolve(_OPERATORS[node.op], False, [self.visit(node.left), self.visit(node.right)], node)
-
-    def chain(self, node: Binary) -> list:
-        """The operands of a chain of one logical operator (walked without recursion)."""
-        operands, stack = [], [node]
-        while stack:
-            current = stack.pop()
-            if isinstance(current, Binary) and current.op == node.op:
-                self.out.types[id(current)] = BOOL
-                stack.extend((current.right, current.left))
-            else:
-                operands.append(current)
-        return operands
 
     def _conditional(self, node: Conditional):
         args = [self.visit(node.condition), self.visit(node.then), self.visit(node.otherwise)]

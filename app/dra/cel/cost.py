@@ -27,6 +27,7 @@ from .tree import (
     Node,
     Select,
     Unary,
+    chain,
 )
 
 UNKNOWN = 2 ** 64 - 1
@@ -158,7 +159,7 @@ class _Coster:
 
     def _binary(self, node: Binary):
         if node.op in ("&&", "||"):
-            return Estimate(_add(*(self.visit(n).cost for n in self.chain(node))), 1)
+            return Estimate(_add(*(self.visit(n).cost for n in chain(node)[0])), 1)
         left, right = self.visit(node.left), self.visit(node.right)
         args = _add(left.cost, right.cost)
         left_type, right_type = self.checked.type_of(node.left), self.checked.type_of(node.right)
@@ -173,16 +174,6 @@ class _Coster:
             step = 1 if types.kind(left_type) == "list" else _factor(size, 0.1)
             return Estimate(_add(args, step), size, 1, max(left.value, right.value))
         return Estimate(_add(args, 1), 1)
-
-    def chain(self, node: Binary) -> list:
-        operands, stack = [], [node]
-        while stack:
-            current = stack.pop()
-            if isinstance(current, Binary) and current.op == node.op:
-                stack.extend((current.right, current.left))
-            else:
-                operands.append(current)
-        return operands
 
     def _call(self, node: Call):
         member = node.target is not None and id(node) not in self.checked.qualified  # not sets.f(...)

@@ -126,3 +126,17 @@ def walk(node: Node):
         current = stack.pop()
         yield current
         stack.extend(reversed(children(current)))
+
+
+def chain(node: Binary) -> tuple[list, list]:
+    """(operands, links) of a chain of one operator (a && b && c): the operands in source order
+    and the Binary nodes joining them, found without recursion."""
+    operands, links, stack = [], [], [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, Binary) and current.op == node.op:
+            links.append(current)
+            stack.extend((current.right, current.left))
+        else:
+            operands.append(current)
+    return operands, links
