@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from app.common import deadline
+
 from . import library, types
 from .library import regex
 from .library.core import BOOL_TEXT
@@ -88,9 +90,13 @@ class _Checker:
         self.env = env
         self.scopes: list[dict] = []
         self.out = Checked()
+        self.visited = 0
         self.features = env.features()
 
     def visit(self, node: Node):
+        self.visited += 1
+        if not self.visited & 1023:
+            deadline.check()
         kind = getattr(self, "_" + type(node).__name__.lower())
         result = kind(node)
         self.out.types[id(node)] = result

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from app.common import vocabulary
+from app.common import deadline, vocabulary
 
 from . import types
 from .checker import Checked
@@ -69,8 +69,12 @@ class _Coster:
     def __init__(self, checked: Checked):
         self.checked = checked
         self.scopes: list[dict] = []
+        self.visited = 0
 
     def visit(self, node: Node) -> Estimate:
+        self.visited += 1
+        if not self.visited & 1023:
+            deadline.check()
         found = getattr(self, "_" + type(node).__name__.lower())(node)
         if found.size == UNKNOWN and self._scalar(self.checked.type_of(node)):
             found.size = 1

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from app.common import deadline
+
 from .tree import PositionedError
 
 
@@ -38,6 +40,8 @@ def tokens(text: str) -> list[Token]:
     out: list[Token] = []
     i, end = 0, len(text)
     while True:
+        if not len(out) & 1023:
+            deadline.check()  # a 10 KiB selector is a few thousand tokens: the review's time limit holds
         space = _SPACE.match(text, i)
         if space:
             i = space.end()
