@@ -21,6 +21,7 @@ from .tree import (
     Node,
     Select,
     Unary,
+    rebuilt,
 )
 
 _TRANSFORMS = {"transformList": "", "transformMap": "cel__to_map", "transformMapEntry": "cel__merge_entries"}
@@ -112,14 +113,10 @@ class _Rewriter:
             return plain
         return Call(node.pos, "cel__optional_entries", [plain, ListLit(node.pos, optional)])
 
-    def _unary(self, node: Unary):
-        return Unary(node.pos, node.op, self.node(node.operand))
+    def _operator(self, node: Unary | Binary | Conditional):
+        return rebuilt(node, self.node)  # operators need no rewrite of their own
 
-    def _binary(self, node: Binary):
-        return Binary(node.pos, node.op, self.node(node.left), self.node(node.right))
-
-    def _conditional(self, node: Conditional):
-        return Conditional(node.pos, self.node(node.condition), self.node(node.then), self.node(node.otherwise))
+    _unary = _binary = _conditional = _operator
 
     def _macro(self, node: Macro):
         pos = node.pos
@@ -160,30 +157,10 @@ def _bind_pair(node: Node, names: tuple, pair: str) -> Node:
             return Index(node.pos, Ident(node.pos, pair), _lit(names.index(node.name)))
         return node
     if isinstance(node, Macro):
-        target = _bind_pair(node.target, names, pair) if node.target is not None else None
         hidden = tuple("\0" if n in node.variables else n for n in names)
-        if node.name == "bind":
-            first = _bind_pair(node.args[0], names, pair)
-            return Macro(node.pos, node.name, None, node.variables, [first, _bind_pair(node.args[1], hidden, pair)])
-        return Macro(node.pos, node.name, target, node.variables, [_bind_pair(a, hidden, pair) for a in node.args])
-    if isinstance(node, Select):
-        return Select(node.pos, _bind_pair(node.operand, names, pair), node.field, node.optional, node.test)
-    if isinstance(node, Index):
-        return Index(node.pos, _bind_pair(node.operand, names, pair), _bind_pair(node.key, names, pair),
-                     node.optional)
-    if isinstance(node, Call):
         target = _bind_pair(node.target, names, pair) if node.target is not None else None
-        return Call(node.pos, node.name, [_bind_pair(a, names, pair) for a in node.args], target)
-    if isinstance(node, ListLit):
-        return ListLit(node.pos, [_bind_pair(e, names, pair) for e in node.elements], node.optional)
-    if isinstance(node, MapLit):
-        return MapLit(node.pos, [(_bind_pair(k, names, pair), _bind_pair(v, names, pair), o)
-                                 for k, v, o in node.entries])
-    if isinstance(node, Unary):
-        return Unary(node.pos, node.op, _bind_pair(node.operand, names, pair))
-    if isinstance(node, Binary):
-        return Binary(node.pos, node.op, _bind_pair(node.left, names, pair), _bind_pair(node.right, names, pair))
-    if isinstance(node, Conditional):
-        return Conditional(node.pos, *(_bind_pair(n, names, pair) for n in (node.condition, node.then,
-                                                                              node.otherwise)))
-    return node
+        # cel.bind's value is outside its own binding; everything else a macro holds is inside.
+        args = [_bind_pair(a, names if node.name == "bind" and k == 0 else hidden, pair)
+                for k, a in enumerate(node.args)]
+        return Macro(node.pos, node.name, target, node.variables, args)
+    return rebuilt(node, lambda child: _bind_pair(child, names, pair))

@@ -119,6 +119,31 @@ def children(node: Node) -> list:
     return []
 
 
+def rebuilt(node: Node, change) -> Node:
+    """A copy of `node` with `change` applied to each direct sub-expression (leaves as they are)."""
+    if isinstance(node, Select):
+        return Select(node.pos, change(node.operand), node.field, node.optional, node.test)
+    if isinstance(node, Index):
+        return Index(node.pos, change(node.operand), change(node.key), node.optional)
+    if isinstance(node, Call):
+        target = change(node.target) if node.target is not None else None
+        return Call(node.pos, node.name, [change(a) for a in node.args], target)
+    if isinstance(node, ListLit):
+        return ListLit(node.pos, [change(e) for e in node.elements], node.optional)
+    if isinstance(node, MapLit):
+        return MapLit(node.pos, [(change(k), change(v), o) for k, v, o in node.entries])
+    if isinstance(node, Unary):
+        return Unary(node.pos, node.op, change(node.operand))
+    if isinstance(node, Binary):
+        return Binary(node.pos, node.op, change(node.left), change(node.right))
+    if isinstance(node, Conditional):
+        return Conditional(node.pos, change(node.condition), change(node.then), change(node.otherwise))
+    if isinstance(node, Macro):
+        target = change(node.target) if node.target is not None else None
+        return Macro(node.pos, node.name, target, node.variables, [change(a) for a in node.args])
+    return node
+
+
 def walk(node: Node):
     """Every node, parents before children (iterative: deep trees do not recurse)."""
     stack = [node]
