@@ -6,84 +6,66 @@ from __future__ import annotations
 import difflib
 import sys
 
-import orjson
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 from app import kube
 from app.common import BridgeError, dump_documents, metadata_of
-from app.migration import (configured_mappings, extended_resources, kueue_configuration, kueue_mappings,
-                           quota_changes)
+from app.common.vocabulary import KUEUE_DEPLOYMENT
+from app.migration import (configuration_in, extended_resources, kueue_configuration,
+                           kueue_mappings, kueue_view, kueue_view_of, KueueView, manager_args, quota_changes)
 from app.policy import load_policy
 
 from .inputs import read_some_inputs
 
-KINDS = {"ResourceQuota": "/api/v1/resourcequotas", "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
-         "ClusterQueue": "/apis/kueue.x-k8s.io/v1beta1/clusterqueues"}
+KINDS = {"ResourceQuota": "/api/v1/resourcequotas", "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses"}
 
 
-KUEUE_CONFIG = ("kueue-system", "kueue-manager-config", "controller_manager_config.yaml")
-
-
-def _kueue_configuration(obj: dict) -> dict | None:
-    """Kueue's Configuration: itself, or inside its ConfigMap (kueue-manager-config)."""
-    if obj.get("kind") == "Configuration":
-        return obj
-    if obj.get("kind") == "ConfigMap" and metadata_of(obj).get("name") == KUEUE_CONFIG[1]:
-        text = (obj.get("data") or {}).get(KUEUE_CONFIG[2])
-        try:
-            found = yaml.safe_load(text) if isinstance(text, str) else None
-        except yaml.YAMLError as exc:
-            raise BridgeError(f"ConfigMap {KUEUE_CONFIG[1]}: {KUEUE_CONFIG[2]} is not YAML: {exc}") from None
-        return found if isinstance(found, dict) else None
-    return None
-
-
-def _from_files(paths: list[str]) -> dict[str, list[dict]]:
-    found: dict[str, list[dict]] = {kind: [] for kind in [*KINDS, "Configuration"]}
+def _from_files(paths: list[str]) -> tuple[dict[str, list[dict]], KueueView | None]:
+    found: dict[str, list[dict]] = {kind: [] for kind in [*KINDS, "ClusterQueue"]}
+    configurations, args = [], []
     for _source, objects in read_some_inputs(paths):
         for _line, obj in objects:
-            configuration = _kueue_configuration(obj)
+            configuration = configuration_in(obj)
             if configuration is not None:
-                found["Configuration"].append(configuration)
+                configurations.append(configuration)
+            elif obj.get("kind") == "Deployment" and metadata_of(obj).get("name") == KUEUE_DEPLOYMENT:
+                args = manager_args(obj)
             elif obj.get("kind") in found:
                 found[obj["kind"]].append(obj)
-    return found
+    merged: dict = {}
+    for configuration in configurations:  # later documents win, as a merge would
+        merged.update(configuration)
+    return found, kueue_view(merged, args) if configurations else None
 
 
-def _from_cluster(args) -> dict[str, list[dict]]:
+def _cluster_queues(api) -> list[dict]:
+    """Kueue's ClusterQueues (v1beta2 from Kueue 0.15, v1beta1 before); none where Kueue is not installed."""
+    for version in ("v1beta2", "v1beta1"):
+        try:
+            return kube.list_items(api, f"/apis/kueue.x-k8s.io/{version}/clusterqueues")
+        except BridgeError:
+            continue
+    return []
+
+
+def _from_cluster(args) -> tuple[dict[str, list[dict]], KueueView | None]:
     connected = kube.connect(args.kubeconfig, args.context, timeout_retries=False)
     if connected is None:
         raise BridgeError("quota needs -f FILE or a cluster: --kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster; "
                           "none was found")
-    found = {}
-    for kind, path in KINDS.items():
-        try:
-            found[kind] = kube.list_items(connected[0], path)
-        except BridgeError:
-            if kind != "ClusterQueue":
-                raise
-            found[kind] = []  # Kueue is not installed: no queue to map
-    namespace, name, _key = KUEUE_CONFIG
-    found["Configuration"] = []
-    if found["ClusterQueue"]:
-        try:
-            configmap = orjson.loads(kube.raw_get(connected[0], f"/api/v1/namespaces/{namespace}/configmaps/{name}").data)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise BridgeError(f"get ConfigMap {namespace}/{name}: API answered {exc.status}") from None
-            configmap = {}  # Kueue configured elsewhere: every mapping is proposed
-        found["Configuration"] = [c for c in [_kueue_configuration(configmap)] if c is not None]
-    return found
+    found = {kind: kube.list_items(connected[0], path) for kind, path in KINDS.items()}
+    found["ClusterQueue"] = _cluster_queues(connected[0])
+    # Without a queue nothing is mapped; where the ConfigMap is absent every mapping is proposed.
+    return found, kueue_view_of(kube.read_kueue(connected[0])) if found["ClusterQueue"] else None
 
 
 def run_quota(args) -> int:
     rules = load_policy(args.policy).migration
-    found = _from_files(args.filename) if args.filename else _from_cluster(args)
+    found, view = _from_files(args.filename) if args.filename else _from_cluster(args)
     classes = {metadata_of(c).get("name", ""): c for c in found["DeviceClass"]}
     changes = quota_changes(found["ResourceQuota"], rules, extended_resources(classes))
-    configured = {cls: res for c in found["Configuration"] for cls, res in configured_mappings(c).items()}
-    mappings, kueue_notes = kueue_mappings(found["ClusterQueue"], rules, configured)
+    mappings, kueue_notes = kueue_mappings(found["ClusterQueue"], rules, view.mappings if view else None)
+    configuration = kueue_configuration(mappings, view) if found["ClusterQueue"] else None
     for change in changes:
         for note in change.notes:
             sys.stderr.write(f"ResourceQuota {change.name}: {note}\n")
@@ -98,9 +80,9 @@ def run_quota(args) -> int:
                     yaml.safe_dump(change.proposed, sort_keys=False).splitlines(True),
                     f"ResourceQuota {change.name}", f"ResourceQuota {change.name} (proposed)"))
     else:
-        documents = proposed + ([kueue_configuration(mappings)] if mappings else [])
+        documents = proposed + ([configuration] if configuration else [])
         if documents:
             sys.stdout.write(dump_documents(documents))
     if not changes and not found["ClusterQueue"]:
         sys.stderr.write("no ResourceQuota or ClusterQueue limits a legacy GPU resource\n")
-    return 1 if proposed or mappings else 0
+    return 1 if proposed or configuration else 0

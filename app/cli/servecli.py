@@ -17,9 +17,9 @@ import uvicorn
 
 from app import __version__, dra, kube
 from app.common import BridgeError, InputError
-from app.migration import OptIn
-from app.server import (BudgetWatch, DeadlineHttpProtocol, Metrics, PolicyHolder, ServiceState, UnmigratedCount,
-                        create_app, create_health_app, small_tls_buffers, tls)
+from app.migration import OptIn, kueue_view_of
+from app.server import (BudgetWatch, DeadlineHttpProtocol, KueueWatch, Metrics, PolicyHolder, ServiceState,
+                        UnmigratedCount, create_app, create_health_app, small_tls_buffers, tls)
 
 from .inputs import load_inventory
 
@@ -95,6 +95,7 @@ def run_serve(args) -> int:
     if api is not None:
         _template_lifecycle(args, state)
         _background_rounds(args, state)
+        _kueue_rounds(state, api)
     # Reviews run in worker threads; a short GIL switch interval keeps the event loop (health
     # probes, other reviews' IO) answering within milliseconds while one of them computes.
     sys.setswitchinterval(0.001)
@@ -260,6 +261,11 @@ def _background_rounds(args, state: ServiceState) -> None:
                     args.unmigrated_interval).start()
     if state.live is not None:  # quotas and claims come from its watch: no read of its own
         BudgetWatch(state, args.unmigrated_interval).start()
+
+
+def _kueue_rounds(state: ServiceState, api) -> None:
+    """Kueue's configuration for the path choice: read at once, then every minute."""
+    KueueWatch(state, lambda: kueue_view_of(kube.read_kueue(api))).start()
 
 
 def _template_lifecycle(args, state: ServiceState) -> None:

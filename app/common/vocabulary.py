@@ -6,6 +6,9 @@ from __future__ import annotations
 
 NVIDIA_DRIVER = "gpu.nvidia.com"  # NVIDIA's DRA driver, and the domain its attribute names carry
 SHADOW_OF = "dra-bridge.io/shadow-of"  # on our reporter's shadow slices: the driver they stand in for
+# Where Kueue's manifests and Helm chart keep its Configuration, and its manager Deployment.
+KUEUE_CONFIG = ("kueue-system", "kueue-manager-config", "controller_manager_config.yaml")
+KUEUE_DEPLOYMENT = "kueue-controller-manager"
 
 # resource.k8s.io/v1 validation limits (k8s.io/api/resource/v1 constants)
 DRA_MAX_REQUESTS = 32  # DeviceRequestsMaxSize

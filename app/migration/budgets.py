@@ -23,10 +23,8 @@ from dataclasses import dataclass, field
 from app.common import metadata_of
 from app.policy import MigrationRules
 
+from .kueue import KUEUE_DRA_GATE, KueueView
 from .quota import quota_additions
-
-KUEUE_CONFIG_API = "config.kueue.x-k8s.io/v1beta1"
-
 
 @dataclass
 class QuotaChange:
@@ -64,17 +62,6 @@ def quota_changes(quotas: list[dict], rules: MigrationRules, extended: Mapping[s
     return out
 
 
-def configured_mappings(configuration: dict | None) -> dict[str, str]:
-    """DeviceClass -> the resource Kueue's Configuration counts it as (its deviceClassMappings)."""
-    resources = (configuration or {}).get("resources") if isinstance(configuration, dict) else None
-    out = {}
-    for mapping in (resources or {}).get("deviceClassMappings") or [] if isinstance(resources, dict) else []:
-        if isinstance(mapping, dict):
-            for cls in mapping.get("deviceClassNames") or []:
-                out[str(cls)] = str(mapping.get("name"))
-    return out
-
-
 def kueue_mappings(cluster_queues: list[dict], rules: MigrationRules,
                    configured: Mapping[str, str] | None = None) -> tuple[list[dict], list[str]]:
     """deviceClassMappings to add for every legacy GPU resource a ClusterQueue covers, and notes:
@@ -108,6 +95,16 @@ def kueue_mappings(cluster_queues: list[dict], rules: MigrationRules,
     return mappings, notes
 
 
-def kueue_configuration(mappings: list[dict]) -> dict:
-    """The part of Kueue's Configuration (ConfigMap kueue-manager-config) to merge in."""
-    return {"apiVersion": KUEUE_CONFIG_API, "kind": "Configuration", "resources": {"deviceClassMappings": mappings}}
+def kueue_configuration(mappings: list[dict], view: KueueView | None) -> dict | None:
+    """The part of Kueue's Configuration (ConfigMap kueue-manager-config) to merge in, in the API
+    version the cluster's Configuration uses: the mappings to add, and the DRA feature gate where
+    it is not on (without it Kueue counts claims as nothing); None when nothing is missing."""
+    view = view or KueueView()
+    if not mappings and (view.dra_gate or not view.mappings):
+        return None
+    out: dict = {"apiVersion": view.api_version, "kind": "Configuration"}
+    if not view.dra_gate:
+        out["featureGates"] = {KUEUE_DRA_GATE: True}
+    if mappings:
+        out["resources"] = {"deviceClassMappings": mappings}
+    return out

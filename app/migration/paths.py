@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from app.common import metadata_of, tolerates
 from app.policy import MigrationRules
 
+from .kueue import KueueView, kueue_uncounted
 from .planner import Plan, legacy_resources
 from .podshape import pod_errors
 from .quota import kueue_per_pod, quota_escapes
@@ -34,6 +35,7 @@ class Facts:
     quotas: namespace -> [(ResourceQuota name, spec.hard)].
     extended: DeviceClass -> the extended resource it declares (extendedResourceName): a claim of
       that class is counted by quota under requests.<resource> too (KEP-5004, 1.37).
+    kueue: Kueue's configuration as read (its deviceClassMappings and DRA gate).
     """
 
     served: dict[str, str] | None = None
@@ -42,6 +44,7 @@ class Facts:
     plugin_nodes: Mapping[str, tuple[str, ...]] | None = None
     quotas: Mapping[str, list[tuple[str, dict]]] | None = None
     extended: Mapping[str, str] | None = None
+    kueue: KueueView | None = None
 
 
 @dataclass(frozen=True)
@@ -145,10 +148,11 @@ def kept_on_plugin(pod: dict, plan: Plan, rules: MigrationRules, facts: Facts, c
                                 "policy fractional: wholeDevice would rewrite it at that cost", "share")
     classes = sorted(_classes(plan))
     queue = kueue_per_pod(pod)
-    if queue and not set(classes) <= set(rules.kueueDeviceClasses):
+    uncounted = kueue_uncounted(plan.templates, resources, rules.kueueDeviceClasses, facts.kueue) if queue else None
+    if uncounted:
         return Choice("legacy", f"Kueue admits this pod by itself (queue {queue}) and counts its "
-                                f"{', '.join(resources)}: rewritten, its DeviceClass {', '.join(classes)} would not "
-                                "be in its quota unless Kueue maps it (policy migration.kueueDeviceClasses)", "kueue")
+                                f"{', '.join(resources)}; rewritten, its claim would not be in that quota: {uncounted}"
+                                f"{plugin}", "kueue")
     namespace = metadata_of(pod).get("namespace") or (plan.templates[0]["metadata"].get("namespace")
                                                                  if plan.templates else None)
     escaped = quota_escapes(facts.quotas.get(namespace or "", []) if facts.quotas else [], resources, classes,

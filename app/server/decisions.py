@@ -61,7 +61,8 @@ def _basis(facts: Facts | None) -> tuple:
     """What a decision read besides verdicts, by identity (None: no inventory yet)."""
     if facts is None:
         return (None,)
-    return (facts.served, facts.sharing, facts.plugin_nodes, facts.quotas, facts.extended, facts.dra is None)
+    return (facts.served, facts.sharing, facts.plugin_nodes, facts.quotas, facts.extended, facts.kueue,
+            facts.dra is None)
 
 
 class Decisions:

@@ -82,6 +82,11 @@ class Metrics:
                                     "counts (it limits requests.<resource> only, and their DeviceClass declares "
                                     "no extendedResourceName for it), by namespace and quota",
                                     ["pod_namespace", "quota"], registry=self.registry)
+        self.kueue_read_failures = Counter("dra_bridge_kueue_read_failures_total",
+                                           "Rounds that could not read Kueue's configuration (ConfigMap "
+                                           "kueue-manager-config, its manager Deployment): pods Kueue admits by "
+                                           "itself are then rewritten only onto migration.kueueDeviceClasses",
+                                           registry=self.registry)
         self.unmigrated_failures = Counter("dra_bridge_unmigrated_count_failures_total",
                                            "Counts of unmigrated pods that could not read the pods", registry=self.registry)
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import orjson
 
 from app import dra
-from app.migration import (MIGRATION_ANNOTATION, Choice, ClusterSharing, Facts, Plan, ShareableDevices, decide,
-                           extended_resources, kueue_per_pod, patch_diff, plan_pod, plugin_nodes,
+from app.migration import (MIGRATION_ANNOTATION, Choice, ClusterSharing, Facts, KueueView, Plan, ShareableDevices,
+                           decide, extended_resources, kueue_per_pod, patch_diff, plan_pod, plugin_nodes,
                            served_resources)
 from app.policy import Effective, MigrationRules, Policy
 
@@ -146,16 +146,16 @@ def shape_key(pod: dict, namespace: str | None, view: dict | None = None) -> tup
         return None
 
 
-def index_facts(index: dra.Index, rules: MigrationRules, judge) -> Facts:
+def index_facts(index: dra.Index, rules: MigrationRules, judge, kueue: KueueView | None = None) -> Facts:
     """What an inventory index tells the planner and the path choice; judge(template) -> (state, why)
-    (TemplateVerdicts.dra)."""
+    (TemplateVerdicts.dra); kueue: Kueue's configuration as read."""
     sharing_labels = [r.label for r in rules.nodeLabels if r.translate == "sharing"]
     shareable = {name: ShareableDevices(caps, sizes)
                  for name, (caps, sizes) in dra.shareable_classes(index, rules.sharing.memoryCapacity).items()}
     nodes = [node for node, positions in index.by_node.items() if positions]
     sharing = ClusterSharing(shareable, dra.time_sliced(index.node_labels, nodes, sharing_labels))
     return Facts(served_resources(index.classes), judge, sharing, plugin_nodes(index.node_resources), index.quotas,
-                 extended_resources(index.classes))
+                 extended_resources(index.classes), kueue)
 
 
 def plan_request(req: admission.Request, policy: Policy, namespace_labels: dict[str, str],

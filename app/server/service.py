@@ -100,6 +100,7 @@ class ServiceState:
     reload_interval_s: float = 5.0
     live: object | None = None  # app.kube.LiveInventory when --inventory live
     template_watch: object | None = None  # app.kube.TemplateWatch when there is an API
+    kueue: object | None = None  # migration.KueueView, as KueueWatch last read it (None: not read)
     extra: dict = field(default_factory=dict)
     # Reviews run off the event loop, each gets `review_deadline_s` from its arrival (below the
     # webhook configurations' timeoutSeconds: 5). /mutate and /validate have workers of their own:
@@ -149,9 +150,9 @@ class ServiceState:
         known, facts = self.known_path_facts()
         if known:
             return facts
-        index, rules = self.index(), self.policy.policy.migration
-        facts = index_facts(index, rules, dra.TemplateVerdicts(index, "spec").dra)
-        self.extra["facts"] = (index, rules, facts)
+        index, rules, kueue = self.index(), self.policy.policy.migration, self.kueue
+        facts = index_facts(index, rules, dra.TemplateVerdicts(index, "spec").dra, kueue)
+        self.extra["facts"] = (index, rules, facts, kueue)
         return facts
 
     def known_path_facts(self) -> tuple[bool, object]:
@@ -161,7 +162,7 @@ class ServiceState:
         if not self.readiness()[1]["inventory"]:
             return True, None
         cached = self.extra.get("facts")
-        if cached is None or cached[1] is not self.policy.policy.migration:
+        if cached is None or cached[1] is not self.policy.policy.migration or cached[3] is not self.kueue:
             return False, None
         index = self.index()
         if cached[0] is index:
@@ -169,7 +170,7 @@ class ServiceState:
         if cached[0].epoch is not index.epoch:
             return False, None
         facts = replace(cached[2], dra=dra.TemplateVerdicts(index, "spec").dra)
-        self.extra["facts"] = (index, cached[1], facts)
+        self.extra["facts"] = (index, cached[1], facts, cached[3])
         return True, facts
 
     def namespace_claims(self):

@@ -34,6 +34,8 @@ GRANTED = {
            for v in ("list", "watch")},
         **{("", "resourcequotas", v): "live.LiveInventory list + watch (GPU quotas a rewrite must not escape)"
            for v in ("list", "watch")},
+        ("", "configmaps", "get"): "kube.read_kueue (Kueue's deviceClassMappings; kueue-manager-config only)",
+        ("apps", "deployments", "get"): "kube.read_kueue (Kueue's --feature-gates; kueue-controller-manager only)",
     },
     "dra-bridge-reporter": {
         ("resource.k8s.io", "resourceslices", "list"): "publish.SlicePublisher._ours",

@@ -120,11 +120,16 @@ def test_kueue_pods_admitted_one_by_one_keep_a_path_their_quota_counts():
     assert kueue_per_pod(gpu_pod(labels=queued)) == "team-a"  # a plain pod
     assert kueue_per_pod(gpu_pod(labels=queued, owner="Job")) is None  # Kueue admitted the Job
     assert kueue_per_pod(gpu_pod(owner="ReplicaSet")) is None
-    choice = choose(ix, gpu_pod(labels=queued, owner="StatefulSet"))
+    plain = gpu_pod(labels=queued, owner="StatefulSet")
+    del plain["spec"]["nodeSelector"]
+    choice = choose(ix, plain)
     assert choice.path == "legacy" and choice.code == "kueue" and "kueueDeviceClasses" in choice.reason
     assert choose(ix, gpu_pod(labels=queued, owner="Job")).path == "rewrite"
     mapped = RULES.model_copy(update={"kueueDeviceClasses": ["gpu.nvidia.com"]})
-    assert choose(ix, gpu_pod(labels=queued, owner="StatefulSet"), mapped).path == "rewrite"
+    assert choose(ix, plain, mapped).path == "rewrite"
+    # The H100 nodeSelector becomes a CEL selector, which Kueue's DRA count refuses: mapped or not.
+    narrowed = choose(ix, gpu_pod(labels=queued, owner="StatefulSet"), mapped)
+    assert narrowed.path == "legacy" and "CEL selectors" in narrowed.reason
 
 
 def test_a_quota_on_the_legacy_resource_alone_keeps_pods_where_it_counts_them():

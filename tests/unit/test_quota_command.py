@@ -59,16 +59,38 @@ def test_nothing_to_do_exits_0(tmp_path, capsys):
     assert captured.out == "" and "one budget" in captured.err
 
 
+def kueue_configmap(**extra):
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kueue-manager-config",
+                                                               "namespace": "kueue-system"},
+            "data": {"controller_manager_config.yaml": yaml.safe_dump({
+                "apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration",
+                "resources": {"deviceClassMappings": [{"name": "nvidia.com/gpu",
+                                                       "deviceClassNames": ["gpu.nvidia.com"]}]}, **extra})}}
+
+
+GPU_QUEUE = {**QUEUE, "spec": {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"]}]}}
+MANAGER = {"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "kueue-controller-manager", "namespace": "kueue-system"},
+           "spec": {"template": {"spec": {"containers": [
+               {"name": "manager", "args": ["--config=/cfg", "--feature-gates=DynamicResourceAllocation=true"]}]}}}}
+
+
 def test_mappings_kueue_has_already_are_not_proposed_again(tmp_path, capsys):
-    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kueue-manager-config",
-                                                                        "namespace": "kueue-system"},
-                 "data": {"controller_manager_config.yaml": yaml.safe_dump({
-                     "apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration",
-                     "resources": {"deviceClassMappings": [{"name": "nvidia.com/gpu",
-                                                            "deviceClassNames": ["gpu.nvidia.com"]}]}})}}
     source = tmp_path / "budgets.yaml"
-    source.write_text(yaml.safe_dump_all([{**QUEUE, "spec": {"resourceGroups": [
-        {"coveredResources": ["nvidia.com/gpu"]}]}}, configmap]))
+    gated = kueue_configmap(featureGates={"DynamicResourceAllocation": True})
+    source.write_text(yaml.safe_dump_all([GPU_QUEUE, gated]))
     assert main(["quota", "-f", str(source)]) == 0
     captured = capsys.readouterr()
     assert captured.out == "" and "counts DeviceClass gpu.nvidia.com as nvidia.com/gpu already" in captured.err
+    # The gate may be on through the manager's flag instead.
+    source.write_text(yaml.safe_dump_all([GPU_QUEUE, kueue_configmap(), MANAGER]))
+    assert main(["quota", "-f", str(source)]) == 0
+
+
+def test_a_mapping_without_kueues_dra_gate_gets_the_gate_in_the_configurations_version(tmp_path, capsys):
+    source = tmp_path / "budgets.yaml"
+    source.write_text(yaml.safe_dump_all([GPU_QUEUE, kueue_configmap()]))
+    assert main(["quota", "-f", str(source)]) == 1
+    [configuration] = yaml.safe_load_all(capsys.readouterr().out)
+    assert configuration == {"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration",
+                             "featureGates": {"DynamicResourceAllocation": True}}
