@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
@@ -12,7 +13,6 @@ import sys
 from app import __version__
 from app.common import BridgeError, InputError, PolicyError
 from app.migration import OPT_IN_LABEL
-
 
 EXIT_BAD_INPUT = 2
 log = logging.getLogger("dra_bridge")
@@ -226,11 +226,13 @@ def _add_quota(sub) -> None:
     p = sub.add_parser("quota", help="GPU quotas and Kueue queues: the DRA keys that make migrated pods count "
                        "against the same budgets (printed, never written)", epilog="exit codes: 0 every budget counts "
                        "them already; 1 changes proposed; 2 bad input, or no cluster to read" + VARIABLES)
-    p.add_argument("-f", "--filename", action="append", help="ResourceQuotas, DeviceClasses, ClusterQueues from "
-                   "these files (repeatable) (default: the cluster)")
+    p.add_argument("-f", "--filename", action="append", help="ResourceQuotas, DeviceClasses, ClusterQueues, Kueue's "
+                   "ConfigMap from these files (repeatable) (default: the cluster)")
     _kube_flags(p)
     _opt(p, "--policy", help="policy file (the planner's resource -> DeviceClass rules)", shown="the bundled policy")
-    _opt(p, "-o", "--output", choices=["yaml", "diff"], default="yaml", help="the objects to apply, or quota diffs")
+    _opt(p, "-o", "--output", choices=["yaml", "diff"], default="yaml", help="the objects to apply, or their diffs")
+    _opt(p, "--budget", choices=["split", "one"], default="split", help="split: a DeviceClass quota key beside each "
+         "limit (1.34+); one: the class declares the resource: one limit over both sides (1.37, KEP-5004)")
 
 
 def _add_reporter(sub) -> None:
@@ -346,6 +348,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_RUNNERS = {"audit": ("auditcli", "run_audit"), "check": ("checkcli", "run_check"),
+            "classes": ("classescli", "run_classes"), "plan": ("plancli", "run_plan"),
+            "rollout": ("rolloutcli", "run_rollout"), "policy": ("policytestcli", "run_policy_test"),
+            "quota": ("quotacli", "run_quota")}
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
@@ -367,27 +375,9 @@ def main(argv: list[str] | None = None) -> int:
             if not args.node_name:
                 raise InputError("--node-name", "required (or set NODE_NAME)")
             return run_reporter(args)
-        if args.command == "audit":
-            from .auditcli import run_audit
-            return run_audit(args)
-        if args.command == "check":
-            from .checkcli import run_check
-            return run_check(args)
-        if args.command == "classes":
-            from .classescli import run_classes
-            return run_classes(args)
-        if args.command == "plan":
-            from .plancli import run_plan
-            return run_plan(args)
-        if args.command == "rollout":
-            from .rolloutcli import run_rollout
-            return run_rollout(args)
-        if args.command == "policy":
-            from .policytestcli import run_policy_test
-            return run_policy_test(args)
-        if args.command == "quota":
-            from .quotacli import run_quota
-            return run_quota(args)
+        if args.command in _RUNNERS:  # imported when run: `dra-bridge plan` never loads the server
+            module, function = _RUNNERS[args.command]
+            return getattr(importlib.import_module(f"app.cli.{module}"), function)(args)
     except (BridgeError, InputError, PolicyError) as exc:
         print(f"dra-bridge: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -12,7 +12,9 @@ from app import kube
 from app.common import BridgeError, dump_documents, metadata_of
 from app.common.vocabulary import KUEUE_DEPLOYMENT
 from app.migration import (configuration_in, extended_resources, kueue_configuration,
-                           kueue_mappings, kueue_view, kueue_view_of, KueueView, manager_args, quota_changes)
+                           kueue_mappings, kueue_view, kueue_view_of, KueueView, manager_args, one_budget_classes,
+                           clean_object,
+                           quota_changes)
 from app.policy import load_policy
 
 from .inputs import read_some_inputs
@@ -63,6 +65,13 @@ def run_quota(args) -> int:
     rules = load_policy(args.policy).migration
     found, view = _from_files(args.filename) if args.filename else _from_cluster(args)
     classes = {metadata_of(c).get("name", ""): c for c in found["DeviceClass"]}
+    proposed_classes, class_notes = ([], []) if args.budget == "split" else \
+        one_budget_classes(found["ResourceQuota"], classes, rules)
+    diffs = [(f"DeviceClass {metadata_of(c)['name']}", classes[metadata_of(c)["name"]], c) for c in proposed_classes]
+    for changed in proposed_classes:  # the quota keys are judged as they will be once applied
+        classes[metadata_of(changed)["name"]] = changed
+    for note in class_notes:
+        sys.stderr.write(f"{note}\n")
     changes = quota_changes(found["ResourceQuota"], rules, extended_resources(classes))
     mappings, kueue_notes = kueue_mappings(found["ClusterQueue"], rules, view.mappings if view else None)
     configuration = kueue_configuration(mappings, view) if found["ClusterQueue"] else None
@@ -71,14 +80,13 @@ def run_quota(args) -> int:
             sys.stderr.write(f"ResourceQuota {change.name}: {note}\n")
     for note in kueue_notes:
         sys.stderr.write(f"Kueue: {note}\n")
-    proposed = [c.proposed for c in changes if c.proposed is not None]
+    proposed = proposed_classes + [c.proposed for c in changes if c.proposed is not None]
     if args.output == "diff":
-        for change in changes:
-            if change.proposed is not None:
-                sys.stdout.writelines(difflib.unified_diff(
-                    yaml.safe_dump(change.quota, sort_keys=False).splitlines(True),
-                    yaml.safe_dump(change.proposed, sort_keys=False).splitlines(True),
-                    f"ResourceQuota {change.name}", f"ResourceQuota {change.name} (proposed)"))
+        diffs += [(f"ResourceQuota {c.name}", c.quota, c.proposed) for c in changes if c.proposed is not None]
+        for label, before, after in diffs:
+            sys.stdout.writelines(difflib.unified_diff(
+                yaml.safe_dump(clean_object(before), sort_keys=False).splitlines(True),
+                yaml.safe_dump(after, sort_keys=False).splitlines(True), label, f"{label} (proposed)"))
     else:
         documents = proposed + ([configuration] if configuration else [])
         if documents:

@@ -7,7 +7,8 @@ ResourceQuota (Kubernetes 1.37): a claim of DeviceClass C is counted under
 `extendedResourceName: R` (KEP-5004). So a quota on `requests.nvidia.com/gpu` already counts
 the claims of a class that declares `nvidia.com/gpu`: one budget over both sides. For any other
 class the class's own key is proposed with the same value: a second budget, as large, for the
-DRA side (the note says so).
+DRA side (the note says so). Or, for one budget (`--budget one`, 1.37), the class itself is
+proposed declaring the resource.
 
 Kueue counts a claim's devices against a ClusterQueue's resource only through its Configuration's
 `resources.deviceClassMappings` (name: the resource, deviceClassNames: the classes); without one,
@@ -26,6 +27,7 @@ from app.policy import MigrationRules
 from .kueue import KUEUE_DRA_GATE, KueueView
 from .quota import quota_additions
 
+
 @dataclass
 class QuotaChange:
     quota: dict
@@ -38,7 +40,7 @@ class QuotaChange:
         return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def _clean(obj: dict) -> dict:
+def clean_object(obj: dict) -> dict:
     """The object as `kubectl apply` takes it back: no status or server-set metadata."""
     out = {k: copy.deepcopy(v) for k, v in obj.items() if k != "status"}
     meta = out.get("metadata")
@@ -56,10 +58,52 @@ def quota_changes(quotas: list[dict], rules: MigrationRules, extended: Mapping[s
             continue
         proposed = None
         if additions:
-            proposed = _clean(quota)
+            proposed = clean_object(quota)
             proposed.setdefault("spec", {}).setdefault("hard", {}).update(additions)
-        out.append(QuotaChange(_clean(quota), proposed, notes))
+        out.append(QuotaChange(clean_object(quota), proposed, notes))
     return out
+
+
+def one_budget_classes(quotas: list[dict], classes: Mapping[str, dict],
+                       rules: MigrationRules) -> tuple[list[dict], list[str]]:
+    """DeviceClasses to apply so that every legacy GPU limit is one budget over both sides: the
+    class our templates use for `requests.R` declaring `extendedResourceName: R` (1.37, KEP-5004),
+    and a note per class. A class declaring another resource already, a resource another class
+    declares, or a class that stands for several resources (MIG profiles) is left alone: the
+    split keys (quota_changes) still cover those."""
+    declared = {c: (cls.get("spec") or {}).get("extendedResourceName") for c, cls in classes.items()}
+    wanted: dict[str, set[str]] = {}  # class -> the limited resources it is the planner's class for
+    for quota in quotas:
+        hard = (quota.get("spec") or {}).get("hard") or {}
+        for key in hard if isinstance(hard, dict) else ():
+            resource = str(key)[len("requests."):] if str(key).startswith("requests.") else None
+            found = rules.rule_for(resource) if resource else None
+            if found and found[0].role in ("count", "countPercent") and found[0].deviceClass:
+                wanted.setdefault(found[0].deviceClass, set()).add(resource)
+    proposed, notes = [], []
+    for name, resources in sorted(wanted.items()):
+        resource = sorted(resources)[0]
+        if declared.get(name) in resources:
+            continue
+        if name not in classes:
+            notes.append(f"DeviceClass {name} does not exist here: nothing to declare {resource} on")
+        elif len(resources) > 1:
+            notes.append(f"DeviceClass {name} stands for {', '.join(sorted(resources))}; a class declares one "
+                         "resource: their limits keep a key of their own")
+        elif declared.get(name):
+            notes.append(f"DeviceClass {name} declares {declared[name]} already: {resource} keeps a key of its own")
+        elif resource in declared.values():
+            other = next(c for c, r in declared.items() if r == resource)
+            notes.append(f"DeviceClass {other} declares {resource}: {name} cannot as well")
+        else:
+            changed = clean_object(classes[name])
+            changed.setdefault("spec", {})["extendedResourceName"] = resource
+            proposed.append(changed)
+            notes.append(f"DeviceClass {name}: declare extendedResourceName {resource}, so its claims count under "
+                         f"requests.{resource} with the pods still on the device plugin: one budget (Kubernetes "
+                         f"1.37). Pods asking only a count of {resource} then take the native path (KEP-5004) "
+                         "where no device plugin advertises it")
+    return proposed, notes
 
 
 def kueue_mappings(cluster_queues: list[dict], rules: MigrationRules,

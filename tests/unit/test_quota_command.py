@@ -94,3 +94,34 @@ def test_a_mapping_without_kueues_dra_gate_gets_the_gate_in_the_configurations_v
     [configuration] = yaml.safe_load_all(capsys.readouterr().out)
     assert configuration == {"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration",
                              "featureGates": {"DynamicResourceAllocation": True}}
+
+
+NVIDIA_GPU = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com",
+                                                                                     "resourceVersion": "3"},
+              "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}
+
+
+def test_one_budget_proposes_the_class_declaring_the_resource_and_no_second_key(tmp_path, capsys):
+    source = tmp_path / "budgets.yaml"
+    source.write_text(yaml.safe_dump_all([QUOTA, NVIDIA_GPU]))
+    assert main(["quota", "-f", str(source), "--budget", "one"]) == 1
+    captured = capsys.readouterr()
+    [cls] = yaml.safe_load_all(captured.out)
+    assert cls["kind"] == "DeviceClass" and cls["spec"]["extendedResourceName"] == "nvidia.com/gpu"
+    assert cls["spec"]["selectors"] == NVIDIA_GPU["spec"]["selectors"] and "resourceVersion" not in cls["metadata"]
+    assert "one budget" in captured.err and "native path" in captured.err
+    assert main(["quota", "-f", str(source), "--budget", "one", "-o", "diff"]) == 1
+    assert "+  extendedResourceName: nvidia.com/gpu" in capsys.readouterr().out
+    # split (the default, 1.34+): the class key instead, the class untouched
+    assert main(["quota", "-f", str(source)]) == 1
+    [quota] = yaml.safe_load_all(capsys.readouterr().out)
+    assert quota["kind"] == "ResourceQuota"
+
+
+def test_one_budget_leaves_a_class_that_declares_another_resource_to_the_split_key():
+    from app.migration.budgets import one_budget_classes
+    other = {**NVIDIA_GPU, "spec": {**NVIDIA_GPU["spec"], "extendedResourceName": "example.com/gpu"}}
+    proposed, notes = one_budget_classes([QUOTA], {"gpu.nvidia.com": other}, RULES)
+    assert proposed == [] and "declares example.com/gpu already" in notes[0]
+    proposed, notes = one_budget_classes([QUOTA], {}, RULES)
+    assert proposed == [] and "does not exist here" in notes[0]
