@@ -20,6 +20,7 @@ from app.policy import load_policy
 from .inputs import read_some_inputs
 
 KINDS = {"ResourceQuota": "/api/v1/resourcequotas", "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses"}
+API_VERSIONS = {"ResourceQuota": "v1", "DeviceClass": "resource.k8s.io/v1"}
 
 
 def _from_files(paths: list[str]) -> tuple[dict[str, list[dict]], KueueView | None]:
@@ -55,7 +56,9 @@ def _from_cluster(args) -> tuple[dict[str, list[dict]], KueueView | None]:
     if connected is None:
         raise BridgeError("quota needs -f FILE or a cluster: --kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster; "
                           "none was found")
-    found = {kind: kube.list_items(connected[0], path) for kind, path in KINDS.items()}
+    # List items carry no apiVersion or kind: what is proposed from them must, for `kubectl apply`.
+    found = {kind: [{"apiVersion": API_VERSIONS[kind], "kind": kind, **item}
+                    for item in kube.list_items(connected[0], path)] for kind, path in KINDS.items()}
     found["ClusterQueue"] = _cluster_queues(connected[0])
     # Without a queue nothing is mapped; where the ConfigMap is absent every mapping is proposed.
     return found, kueue_view_of(kube.read_kueue(connected[0])) if found["ClusterQueue"] else None

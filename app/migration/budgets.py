@@ -28,6 +28,9 @@ from .kueue import KUEUE_DRA_GATE, KueueView
 from .quota import quota_additions
 
 
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
 @dataclass
 class QuotaChange:
     quota: dict
@@ -46,6 +49,11 @@ def clean_object(obj: dict) -> dict:
     meta = out.get("metadata")
     if isinstance(meta, dict):
         out["metadata"] = {k: v for k, v in meta.items() if k in ("name", "namespace", "labels", "annotations")}
+        annotations = out["metadata"].get("annotations")
+        if isinstance(annotations, dict):  # kubectl's record of its last apply is not ours to propose
+            out["metadata"]["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+            if not out["metadata"]["annotations"]:
+                del out["metadata"]["annotations"]
     return out
 
 

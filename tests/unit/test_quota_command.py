@@ -125,3 +125,12 @@ def test_one_budget_leaves_a_class_that_declares_another_resource_to_the_split_k
     assert proposed == [] and "declares example.com/gpu already" in notes[0]
     proposed, notes = one_budget_classes([QUOTA], {}, RULES)
     assert proposed == [] and "does not exist here" in notes[0]
+
+
+def test_a_proposal_drops_kubectls_last_applied_record_and_keeps_the_admins_annotations():
+    from app.migration import clean_object
+    obj = {**NVIDIA_GPU, "metadata": {"name": "c", "uid": "u", "annotations": {
+        "kubectl.kubernetes.io/last-applied-configuration": "{}", "team": "gpu"}}}
+    assert clean_object(obj)["metadata"] == {"name": "c", "annotations": {"team": "gpu"}}
+    only = {**obj, "metadata": {"name": "c", "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}}}
+    assert clean_object(only)["metadata"] == {"name": "c"}
