@@ -28,17 +28,19 @@ def go_command(what: str) -> str:
 
 
 def build(folder: pathlib.Path, sources: tuple[str, ...], packages: tuple[str, ...], what: str,
-          timeout_s: int = 3600) -> pathlib.Path:
+          timeout_s: int = 3600, ldflags: str = "") -> pathlib.Path:
     """The folder holding one binary per package (named after its last path element)."""
     go = go_command(what)
-    digest = hashlib.sha256(b"".join((folder / name).read_bytes() for name in sources)).hexdigest()[:16]
+    digest = hashlib.sha256(b"".join((folder / name).read_bytes() for name in sources)
+                            + ldflags.encode()).hexdigest()[:16]
     root = folder / ".bin"
     target = root / digest
     if all((target / pathlib.PurePosixPath(p).name).exists() for p in packages):
         return target
     target.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"}
-    result = subprocess.run([go, "build", "-o", str(target) + "/", *packages], cwd=folder, env=env,
+    flags = ["-ldflags", ldflags] if ldflags else []
+    result = subprocess.run([go, "build", *flags, "-o", str(target) + "/", *packages], cwd=folder, env=env,
                             capture_output=True, text=True, timeout=timeout_s)
     if result.returncode != 0:
         raise RuntimeError(f"building {what} failed:\n{result.stderr[-4000:]}")

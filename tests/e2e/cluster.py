@@ -34,9 +34,23 @@ CONTROLLERS = ("serviceaccount-controller", "serviceaccount-token-controller", "
                "statefulset-controller", "daemonset-controller")
 
 
+def _release() -> str:
+    """The k8s.io/kubernetes version go.mod pins (what `go build` alone would not stamp)."""
+    for line in (HERE / "go.mod").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "k8s.io/kubernetes":
+            return parts[1]
+    raise RuntimeError("tests/e2e/go.mod does not require k8s.io/kubernetes")
+
+
 def build() -> pathlib.Path:
-    """The folder with the five binaries for the current go.mod."""
-    return gobuild.build(HERE, SOURCES, PACKAGES, "the e2e control plane")
+    """The folder with the five binaries for the current go.mod, stamped with its release: a
+    client that reads /version (Kueue's manager) needs a real one, not v0.0.0-master."""
+    release = _release()
+    stamp = " ".join(f"-X {package}.{key}={value}" for package in ("k8s.io/component-base/version",
+                                                                   "k8s.io/client-go/pkg/version")
+                     for key, value in (("gitVersion", release), ("gitMajor", "1"), ("gitMinor", release.split(".")[1])))
+    return gobuild.build(HERE, SOURCES, PACKAGES, "the e2e control plane", ldflags=stamp)
 
 
 def free_port() -> int:

@@ -1,0 +1,162 @@
+"""Issue 34: a real Kueue (built from sigs.k8s.io/kueue, tests/e2e/kueue/go.mod) on a control plane
+of its own, with a ClusterQueue of 4 nvidia.com/gpu and a LocalQueue in two namespaces, one opted
+in to dra-bridge. Jobs: Kueue admits them from their templates, so half of them run rewritten and
+the queue still counts each; its usage and the GPUs held never pass 4. Pods Kueue admits one by
+one stay on the device plugin until Kueue maps the class (`dra-bridge quota`'s Configuration part,
+read back by serve); then they are rewritten and Kueue counts their claims, not nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+from tests.e2e.cluster import ControlPlane
+from tests.e2e.conftest import INSTALLED_KINDS, NVIDIA_CLASSES, Webhook, rendered_manifests, wait_for
+from tests.e2e.kueue_manager import Kueue, build
+from tests.e2e.test_brownfield import report, set_allocatable
+
+pytestmark = pytest.mark.timeout(600)
+MIGRATING, LEGACY = "queued", "queued-legacy"
+PLUGIN_NODE, DRA_NODE = "kq-plugin", "kq-dra"
+QUEUE = {"kueue.x-k8s.io/queue-name": "lq"}
+
+
+@pytest.fixture(scope="module")
+def world(binaries, tmp_path_factory):
+    binary = build()
+    plane = ControlPlane(tmp_path_factory.mktemp("kueue"), binaries).start()
+    webhook = kueue = None
+    try:
+        plane.apply([d for d in rendered_manifests(plane) if d["kind"] in INSTALLED_KINDS])
+        plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MIGRATING, "labels": {
+            "dra-bridge.io/migrate": "enabled"}}}, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LEGACY}}])
+        plane.apply([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": {
+            "kubernetes.io/hostname": n}}} for n in (PLUGIN_NODE, DRA_NODE)])
+        set_allocatable(plane, PLUGIN_NODE, {"nvidia.com/gpu": "8"})
+        set_allocatable(plane, DRA_NODE, {})
+        plane.apply(NVIDIA_CLASSES)
+        assert report(plane, DRA_NODE, "publish").returncode == 0
+        kueue = Kueue(plane, binary, [MIGRATING, LEGACY])
+        kueue.install()
+        kueue.start()
+        webhook = Webhook(plane, "--template-gc-interval", "3600").start()
+        plane.apply(webhook.configurations())
+        queues = Kueue.queue_objects(MIGRATING, 4)
+        queues.append({**queues[-1], "metadata": {"name": "lq", "namespace": LEGACY}})
+        applied = lambda: plane.kubectl("apply", "-f", "-", check=False, input=json.dumps(  # noqa: E731
+            {"apiVersion": "v1", "kind": "List", "items": queues}))
+        wait_for(lambda: applied().returncode == 0, 60, "Kueue's webhooks answering: " + applied().stderr[-500:])
+        yield plane, kueue, webhook
+    finally:
+        for process in (webhook, kueue):
+            if process is not None:
+                process.stop()
+        plane.stop()
+
+
+def job(name: str, namespace: str) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace, "labels": QUEUE},
+            "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
+
+
+def queued_pod(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": MIGRATING, "labels": QUEUE},
+            "spec": {"terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+def pods(plane) -> list[dict]:
+    return [p for ns in (MIGRATING, LEGACY) for p in plane.json("pods", "-n", ns)["items"]
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def held(plane, pod) -> int:
+    if not pod["spec"].get("nodeName"):
+        return 0
+    limits = pod["spec"]["containers"][0]["resources"].get("limits") or {}
+    devices = 0
+    for status in pod.get("status", {}).get("resourceClaimStatuses") or []:
+        found = plane.kubectl("get", "resourceclaim", status["resourceClaimName"], "-n", pod["metadata"]["namespace"],
+                              "-o", "json", check=False)
+        if found.returncode == 0:
+            allocation = (json.loads(found.stdout).get("status") or {}).get("allocation") or {}
+            devices += len((allocation.get("devices") or {}).get("results") or [])
+    return int(limits.get("nvidia.com/gpu", 0)) + devices
+
+
+def watch_queue(plane, kueue, until, seconds, what) -> list[dict]:
+    """Until `until(pods, usage)`: the queue's usage and the GPUs held never above 4."""
+    deadline = time.monotonic() + seconds
+    while True:
+        current, usage = pods(plane), kueue.usage()
+        in_use = sum(held(plane, p) for p in current)
+        assert usage <= 4 and in_use <= 4, f"{what}: queue usage {usage}, GPUs held {in_use}, quota 4"
+        if until(current, usage):
+            return current
+        assert time.monotonic() < deadline, f"{what}: not reached in {seconds}s (usage {usage}): " + ", ".join(
+            f"{p['metadata']['namespace']}/{p['metadata']['name']} on {p['spec'].get('nodeName')} "
+            f"claims={bool(p['spec'].get('resourceClaims'))}" for p in current) + "\n" + kueue.tail()[-1500:]
+        time.sleep(1)
+
+
+def dry_run(plane, pod) -> dict:
+    out = plane.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(pod))
+    return json.loads(out.stdout)
+
+
+def test_a_queue_counts_jobs_on_both_sides_and_pods_once_kueue_maps_the_class(world):
+    plane, kueue, webhook = world
+    plane.apply([job(f"m{i}", MIGRATING) for i in range(3)] + [job(f"l{i}", LEGACY) for i in range(3)])
+
+    # Jobs: admitted from their templates, 4 of 6; those in the opted-in namespace run rewritten.
+    def four_running(current, usage):
+        return usage == 4 and sum(1 for p in current if p["spec"].get("nodeName")) == 4
+    current = watch_queue(plane, kueue, four_running, 120, "jobs")
+    for p in current:
+        if p["spec"].get("nodeName"):
+            assert bool(p["spec"].get("resourceClaims")) == (p["metadata"]["namespace"] == MIGRATING), p["metadata"]
+    assert any(p["spec"].get("resourceClaims") for p in current if p["spec"].get("nodeName"))
+
+    # A pod Kueue admits by itself stays on the device plugin: Kueue does not map the class yet.
+    assert not dry_run(plane, queued_pod("probe"))["spec"].get("resourceClaims")
+
+    # The Configuration part dra-bridge prints, merged into Kueue's; Kueue and serve read it at start.
+    proposed = subprocess.run([sys.executable, "-m", "app", "quota", "--kubeconfig", plane.admin_kubeconfig],
+                              capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proposed.returncode == 1, proposed.stderr
+    [configuration] = [d for d in yaml.safe_load_all(proposed.stdout) if d.get("kind") == "Configuration"]
+    mappings = configuration["resources"]["deviceClassMappings"]
+    assert mappings == [{"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}]
+    plane.kubectl("delete", "jobs", "--all", "-n", MIGRATING, "--cascade=foreground", "--wait=false")
+    plane.kubectl("delete", "jobs", "--all", "-n", LEGACY, "--cascade=foreground", "--wait=false")
+    watch_queue(plane, kueue, lambda current, usage: usage == 0 and not current, 120, "jobs gone")
+    kueue.stop()
+    kueue.start(mappings)
+    webhook.stop()
+    webhook.start()
+    again = subprocess.run([sys.executable, "-m", "app", "quota", "--kubeconfig", plane.admin_kubeconfig],
+                           capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert again.returncode == 0 and "already" in again.stderr, again.stderr
+    wait_for(lambda: bool(dry_run(plane, queued_pod("probe"))["spec"].get("resourceClaims")), 60,
+             "serve seeing Kueue's mapping")
+
+    # Five such pods, rewritten: Kueue counts each claim as 1 nvidia.com/gpu, admits 4, gates the fifth.
+    wait_for(lambda: plane.kubectl("apply", "-f", "-", check=False, input=json.dumps(
+        {"apiVersion": "v1", "kind": "List", "items": [queued_pod(f"p{i}") for i in range(5)]})).returncode == 0,
+        60, "Kueue's webhooks answering after its restart")
+
+    def four_admitted(current, usage):
+        return usage == 4 and sum(1 for p in current if p["spec"].get("nodeName")) == 4
+    current = watch_queue(plane, kueue, four_admitted, 120, "pods")
+    assert all(p["spec"].get("resourceClaims") for p in current)
+    waiting = [p for p in current if not p["spec"].get("nodeName")]
+    assert len(waiting) == 1 and waiting[0]["spec"].get("schedulingGates"), waiting
