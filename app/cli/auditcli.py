@@ -14,13 +14,13 @@ import urllib3
 
 from app import dra, kube
 from app.common import BridgeError, controller_ref, dump_documents, labels_by_name, metadata_of
-from app.migration import Facts, OptIn, extended_resources, quota_use, unmigrated
+from app.migration import Facts, OptIn, extended_resources, kueue_view_of, quota_use, unmigrated
 from app.policy import load_policy
 from app.server import scan
 from app.server.mutation import index_facts
 
 from .inputs import load_inventory, read_some_inputs
-from .plancli import ObjectReport, clip, exit_status, namespace_labels, plan_objects
+from .plancli import ObjectReport, clip, exit_status, kueue_of_inputs, namespace_labels, plan_objects
 
 # Workloads whose pod templates we read; bare pods are audited, pods owned by these are not.
 WORKLOADS = [("/api/v1", "pods", "Pod"), ("/apis/apps/v1", "deployments", "Deployment"),
@@ -54,10 +54,11 @@ def live_objects(api, namespace: str | None = None) -> tuple[list[tuple[str, lis
     return out, controlled
 
 
-def unmigrated_pods(pods: list[dict], policy, ix, namespaces: dict, opt_in) -> list[dict]:
+def unmigrated_pods(pods: list[dict], policy, ix, namespaces: dict, opt_in, kueue=None) -> list[dict]:
     """Running pods of controllers that still hold legacy GPU requests the webhook would rewrite
     now (migration.unmigrated, as `serve` counts them)."""
-    facts = index_facts(ix, policy.migration, dra.TemplateVerdicts(ix).dra) if ix is not None else Facts()
+    facts = index_facts(ix, policy.migration, dra.TemplateVerdicts(ix).dra, kueue) if ix is not None else \
+        Facts(kueue=kueue)
     out = []
     for pod in unmigrated(pods, namespaces, policy, facts, opt_in):
         meta = pod.get("metadata") or {}
@@ -88,6 +89,16 @@ def live_inventory(api) -> dra.Inventory:
             item.setdefault("apiVersion", prefix.split("/", 2)[-1])
             objects.append((0, item))
     return dra.inventory_from_objects(objects, "cluster")
+
+
+def read_kueue_view(api):
+    """Kueue's configuration as `serve` reads it; None (said on stderr) where it cannot be read,
+    as serve then judges: only the policy's migration.kueueDeviceClasses count."""
+    try:
+        return kueue_view_of(kube.read_kueue(api))
+    except BridgeError as exc:
+        sys.stderr.write(f"dra-bridge: {exc}: pods Kueue admits by itself are judged on migration.kueueDeviceClasses\n")
+        return None
 
 
 def _from_cluster(found, read, *args):
@@ -157,9 +168,10 @@ def run_audit(args) -> int:
     elif args.inventory:
         ix = dra.build_index(load_inventory(args.inventory))
     # Objects that name no namespace land in the default one, as kubectl would put them.
-    result = plan_objects(inputs, policy, args.namespace or "default", ix, namespaces, opt_in)
+    kueue = kueue_of_inputs(inputs) if args.filename else _from_cluster(found, read_kueue_view)
+    result = plan_objects(inputs, policy, args.namespace or "default", ix, namespaces, opt_in, kueue)
     rows = [_row(r) for r in result.reports if r.status != "unchanged" or r.path != "none"]
-    running = unmigrated_pods(controlled, policy, ix, namespaces, opt_in) if controlled else []
+    running = unmigrated_pods(controlled, policy, ix, namespaces, opt_in, kueue) if controlled else []
     existing = [o for _s, objs in inputs for _l, o in objs] + controlled
     if not args.filename:
         existing += _from_cluster(found, claim_objects, args.namespace)

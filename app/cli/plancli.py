@@ -11,8 +11,10 @@ from dataclasses import asdict, dataclass, field
 
 from app import dra
 from app.common import dump_document, dump_documents, labels_by_name
-from app.migration import (Facts, OptIn, decide, keep_ray_gpu_count, left_to_admission, is_pod_spec, legacy_resources,
-                           pod_templates, quota_additions)
+from app.common.vocabulary import KUEUE_DEPLOYMENT
+from app.migration import (Facts, KueueView, OptIn, configuration_in, decide, keep_ray_gpu_count, kueue_view,
+                           left_to_admission, is_pod_spec, legacy_resources, manager_args, pod_templates,
+                           quota_additions)
 from app.policy import MigrationRules, Policy, load_policy
 from app.server.mutation import index_facts
 from app.server.validation import refusal
@@ -104,15 +106,31 @@ def operator_scheduler(obj: object, path: str = "") -> tuple[str, str] | None:
     return None
 
 
+def kueue_of_inputs(inputs) -> KueueView | None:
+    """Kueue's view from an export: its ConfigMap (or Configuration) and manager Deployment;
+    None when the export holds no Configuration."""
+    configuration, args = None, []
+    for _source, objects in inputs:
+        for _line, obj in objects:
+            found = configuration_in(obj)
+            if found is not None:
+                configuration = found
+            elif obj.get("kind") == "Deployment" and (obj.get("metadata") or {}).get("name") == KUEUE_DEPLOYMENT:
+                args = manager_args(obj)
+    return kueue_view(configuration, args) if configuration is not None else None
+
+
 def plan_objects(inputs, policy: Policy, namespace: str | None, ix: dra.Index | None = None,
-                 namespaces: dict[str, dict] | None = None, opt_in: OptIn | None = None) -> PlanResult:
+                 namespaces: dict[str, dict] | None = None, opt_in: OptIn | None = None,
+                 kueue: KueueView | None = None) -> PlanResult:
     """namespaces: name -> labels where known (their policy rules and the opt-in label then
-    apply, as for the webhook: migration.decide); opt_in: the webhooks' namespace label."""
+    apply, as for the webhook: migration.decide); opt_in: the webhooks' namespace label;
+    kueue: Kueue's configuration as read (kueue_of_inputs, or the cluster's)."""
     rules = policy.migration
     result = PlanResult()
     verdicts = dra.TemplateVerdicts(ix) if ix is not None else None
     # Without an inventory every pod is rewritten, as before paths existed.
-    facts = index_facts(ix, rules, verdicts.dra) if ix is not None else Facts()
+    facts = index_facts(ix, rules, verdicts.dra, kueue) if ix is not None else Facts(kueue=kueue)
     for source, objects in inputs:
         for line, obj in objects:
             obj = _reviewed_object(obj)
@@ -313,7 +331,7 @@ def run_plan(args) -> int:
     inputs = read_some_inputs(args.filename)
     # Manifests are what is proposed: the opt-in label is not judged (audit judges it), but the
     # policy's namespace rules are, with the labels of Namespace objects given.
-    result = plan_objects(inputs, policy, args.namespace, ix, namespace_labels(inputs))
+    result = plan_objects(inputs, policy, args.namespace, ix, namespace_labels(inputs), kueue=kueue_of_inputs(inputs))
     out = sys.stdout
     if args.output == "yaml":
         docs = list(result.templates.values()) + [applyable(p) for _o, p in result.objects]

@@ -15,6 +15,8 @@ from app.policy import load_policy
 from app.server.mutation import index_facts
 from app.server.validation import refusal
 
+from .auditcli import read_kueue_view
+
 KINDS = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "ResourceQuota": "resourcequotas",
          "PodDisruptionBudget": "poddisruptionbudgets", "ResourceSlice": "resourceslices",
          "ResourceClaim": "resourceclaims", "DeviceClass": "deviceclasses", "Job": "jobs",
@@ -43,6 +45,7 @@ def run_rollout(args) -> int:
         api = found[0]
         try:
             objects = rollout_snapshot(api)
+            objects["kueue"] = [read_kueue_view(api)]  # what serve's path choice reads too
         except Exception as exc:  # noqa: BLE001 - unreachable, TLS, DNS: one line naming the server
             if isinstance(exc, BridgeError):
                 raise
@@ -76,7 +79,7 @@ def cluster_facts(objects: dict[str, list[dict]], policy):
     tagged = [(0, {"kind": kind, "apiVersion": version, **obj}) for key, kind, version in INVENTORY
               for obj in objects.get(key, [])]
     index = dra.build_index(dra.inventory_from_objects(tagged, "cluster"))
-    facts = index_facts(index, policy.migration, dra.TemplateVerdicts(index).dra)
+    facts = index_facts(index, policy.migration, dra.TemplateVerdicts(index).dra, (objects.get("kueue") or [None])[0])
     if not index.device_count:
         return dataclasses.replace(facts, dra=None), None, index
     known, seen = frozenset(index.views), {}

@@ -54,6 +54,8 @@ GRANTED = {
         **{("", r, "list"): "kube.rollout_snapshot (paths: opt-in labels, GPU quotas)"
            for r in ("namespaces", "resourcequotas")},
         ("policy", "poddisruptionbudgets", "list"): "kube.rollout_snapshot (budgets a wave must keep)",
+        ("", "configmaps", "get"): "kube.read_kueue (Kueue's deviceClassMappings, as serve reads them)",
+        ("apps", "deployments", "get"): "kube.read_kueue (Kueue's --feature-gates, as serve reads them)",
         ("batch", "jobs", "list"): "kube.rollout_snapshot, NodeWrites.judged_on_node (backoffLimits evictions count "
                                    "against; Jobs short of pods)",
         **{("apps", r, "list"): "kube.rollout_snapshot (rollout status: workloads short of pods)"

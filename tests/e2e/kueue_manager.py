@@ -122,7 +122,8 @@ class Kueue:
                 {"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": "gpus"},
                  "spec": {"namespaceSelector": {}, "resourceGroups": [
                      {"coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [{"name": "default", "resources": [
-                         {"name": "cpu", "nominalQuota": "64"}, {"name": "nvidia.com/gpu", "nominalQuota": str(gpus)}]}]}]}},
+                         {"name": "cpu", "nominalQuota": "64"},
+                         {"name": "nvidia.com/gpu", "nominalQuota": str(gpus)}]}]}]}},
                 {"apiVersion": api, "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": namespace},
                  "spec": {"clusterQueue": "gpus"}}]
 

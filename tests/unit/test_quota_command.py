@@ -134,3 +134,14 @@ def test_a_proposal_drops_kubectls_last_applied_record_and_keeps_the_admins_anno
     assert clean_object(obj)["metadata"] == {"name": "c", "annotations": {"team": "gpu"}}
     only = {**obj, "metadata": {"name": "c", "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}}}
     assert clean_object(only)["metadata"] == {"name": "c"}
+
+
+def test_previews_read_kueues_configuration_from_an_export_as_serve_reads_it_from_the_cluster():
+    from app.cli.plancli import kueue_of_inputs
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-a",
+                                                          "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+           "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+    gated = kueue_configmap(featureGates={"DynamicResourceAllocation": True})
+    view = kueue_of_inputs([("f", [(1, gated), (2, pod)])])
+    assert view.mappings == {"gpu.nvidia.com": "nvidia.com/gpu"} and view.dra_gate
+    assert kueue_of_inputs([("f", [(1, pod)])]) is None

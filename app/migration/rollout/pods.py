@@ -83,7 +83,7 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
     if facts is None:
         classes = {metadata_of(c).get("name"): c for c in objects.get("deviceclasses", [])}
         facts = Facts(served=served_resources(classes), quotas=quota_map(objects.get("resourcequotas", [])),
-                      extended=extended_resources(classes))
+                      extended=extended_resources(classes), kueue=(objects.get("kueue") or [None])[0])
     held = _claim_devices(objects.get("resourceclaims", []), switches.driver)
     jobs = {metadata_of(j).get("namespace", "") + "/" + metadata_of(j).get("name", ""): j
             for j in objects.get("jobs", [])}
