@@ -11,10 +11,8 @@ from dataclasses import asdict, dataclass, field
 
 from app import dra
 from app.common import dump_document, dump_documents, labels_by_name
-from app.common.vocabulary import KUEUE_DEPLOYMENT
-from app.migration import (Facts, KueueView, OptIn, configuration_in, decide, keep_ray_gpu_count, kueue_view,
-                           left_to_admission, is_pod_spec, legacy_resources, manager_args, pod_templates,
-                           quota_additions)
+from app.migration import (Facts, KueueView, OptIn, decide, keep_ray_gpu_count, kueue_in_objects,
+                           left_to_admission, is_pod_spec, legacy_resources, pod_templates, quota_additions)
 from app.policy import MigrationRules, Policy, load_policy
 from app.server.mutation import index_facts
 from app.server.validation import refusal
@@ -107,17 +105,8 @@ def operator_scheduler(obj: object, path: str = "") -> tuple[str, str] | None:
 
 
 def kueue_of_inputs(inputs) -> KueueView | None:
-    """Kueue's view from an export: its ConfigMap (or Configuration) and manager Deployment;
-    None when the export holds no Configuration."""
-    configuration, args = None, []
-    for _source, objects in inputs:
-        for _line, obj in objects:
-            found = configuration_in(obj)
-            if found is not None:
-                configuration = found
-            elif obj.get("kind") == "Deployment" and (obj.get("metadata") or {}).get("name") == KUEUE_DEPLOYMENT:
-                args = manager_args(obj)
-    return kueue_view(configuration, args) if configuration is not None else None
+    """Kueue's view from an export (migration.kueue_in_objects)."""
+    return kueue_in_objects(obj for _source, objects in inputs for _line, obj in objects)
 
 
 def plan_objects(inputs, policy: Policy, namespace: str | None, ix: dra.Index | None = None,

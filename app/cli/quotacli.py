@@ -10,11 +10,8 @@ import yaml
 
 from app import kube
 from app.common import BridgeError, dump_documents, metadata_of
-from app.common.vocabulary import KUEUE_DEPLOYMENT
-from app.migration import (configuration_in, extended_resources, kueue_configuration,
-                           kueue_mappings, kueue_view, kueue_view_of, KueueView, manager_args, one_budget_classes,
-                           clean_object,
-                           quota_changes)
+from app.migration import (KueueView, clean_object, extended_resources, kueue_configuration, kueue_in_objects,
+                           kueue_mappings, kueue_view_of, one_budget_classes, quota_changes)
 from app.policy import load_policy
 
 from .inputs import read_some_inputs
@@ -25,20 +22,11 @@ API_VERSIONS = {"ResourceQuota": "v1", "DeviceClass": "resource.k8s.io/v1"}
 
 def _from_files(paths: list[str]) -> tuple[dict[str, list[dict]], KueueView | None]:
     found: dict[str, list[dict]] = {kind: [] for kind in [*KINDS, "ClusterQueue"]}
-    configurations, args = [], []
-    for _source, objects in read_some_inputs(paths):
-        for _line, obj in objects:
-            configuration = configuration_in(obj)
-            if configuration is not None:
-                configurations.append(configuration)
-            elif obj.get("kind") == "Deployment" and metadata_of(obj).get("name") == KUEUE_DEPLOYMENT:
-                args = manager_args(obj)
-            elif obj.get("kind") in found:
-                found[obj["kind"]].append(obj)
-    merged: dict = {}
-    for configuration in configurations:  # later documents win, as a merge would
-        merged.update(configuration)
-    return found, kueue_view(merged, args) if configurations else None
+    every = [obj for _source, objects in read_some_inputs(paths) for _line, obj in objects]
+    for obj in every:
+        if obj.get("kind") in found:
+            found[obj["kind"]].append(obj)
+    return found, kueue_in_objects(every)
 
 
 def _cluster_queues(api) -> list[dict]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from app.common import BridgeError, metadata_of
-from app.common.vocabulary import KUEUE_CONFIG
+from app.common.vocabulary import KUEUE_CONFIG, KUEUE_DEPLOYMENT
 
 KUEUE_DRA_GATE = "DynamicResourceAllocation"
 
@@ -50,6 +50,22 @@ def kueue_view_of(found: tuple[dict | None, dict | None]) -> KueueView | None:
     where the ConfigMap is absent (Kueue not installed, or configured elsewhere)."""
     configmap, deployment = found
     return None if configmap is None else kueue_view(configuration_in(configmap), manager_args(deployment))
+
+
+def kueue_in_objects(objects: Iterable[dict]) -> KueueView | None:
+    """Kueue's view from exported objects: its ConfigMap or Configuration documents (later ones
+    win, as a merge would) and its manager Deployment; None when none is a Configuration."""
+    merged: dict = {}
+    args: list[str] = []
+    found_any = False
+    for obj in objects:
+        configuration = configuration_in(obj)
+        if configuration is not None:
+            merged.update(configuration)
+            found_any = True
+        elif obj.get("kind") == "Deployment" and metadata_of(obj).get("name") == KUEUE_DEPLOYMENT:
+            args = manager_args(obj)
+    return kueue_view(merged, args) if found_any else None
 
 
 def configuration_in(obj: dict) -> dict | None:

@@ -9,22 +9,18 @@ read back by serve); then they are rewritten and Kueue counts their claims, not 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
 import pytest
 import yaml
 
-from tests.conftest import ROOT
 from tests.e2e.cluster import ControlPlane
-from tests.e2e.conftest import INSTALLED_KINDS, NVIDIA_CLASSES, Webhook, rendered_manifests, wait_for
+from tests.e2e.conftest import Webhook, wait_for
 from tests.e2e.kueue_manager import Kueue, build
-from tests.e2e.test_brownfield import report, set_allocatable
+from tests.e2e.twonode import dra_bridge, gpus_held, install
 
 pytestmark = pytest.mark.timeout(600)
 MIGRATING, LEGACY = "queued", "queued-legacy"
-PLUGIN_NODE, DRA_NODE = "kq-plugin", "kq-dra"
 QUEUE = {"kueue.x-k8s.io/queue-name": "lq"}
 
 
@@ -34,15 +30,7 @@ def world(binaries, tmp_path_factory):
     plane = ControlPlane(tmp_path_factory.mktemp("kueue"), binaries).start()
     webhook = kueue = None
     try:
-        plane.apply([d for d in rendered_manifests(plane) if d["kind"] in INSTALLED_KINDS])
-        plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MIGRATING, "labels": {
-            "dra-bridge.io/migrate": "enabled"}}}, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LEGACY}}])
-        plane.apply([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": {
-            "kubernetes.io/hostname": n}}} for n in (PLUGIN_NODE, DRA_NODE)])
-        set_allocatable(plane, PLUGIN_NODE, {"nvidia.com/gpu": "8"})
-        set_allocatable(plane, DRA_NODE, {})
-        plane.apply(NVIDIA_CLASSES)
-        assert report(plane, DRA_NODE, "publish").returncode == 0
+        install(plane, {MIGRATING: {"dra-bridge.io/migrate": "enabled"}, LEGACY: {}})
         kueue = Kueue(plane, binary, [MIGRATING, LEGACY])
         kueue.install()
         kueue.start()
@@ -50,9 +38,7 @@ def world(binaries, tmp_path_factory):
         plane.apply(webhook.configurations())
         queues = Kueue.queue_objects(MIGRATING, 4)
         queues.append({**queues[-1], "metadata": {"name": "lq", "namespace": LEGACY}})
-        applied = lambda: plane.kubectl("apply", "-f", "-", check=False, input=json.dumps(  # noqa: E731
-            {"apiVersion": "v1", "kind": "List", "items": queues}))
-        wait_for(lambda: applied().returncode == 0, 60, "Kueue's webhooks answering: " + applied().stderr[-500:])
+        apply_until_answered(plane, queues, "Kueue's webhooks answering")
         yield plane, kueue, webhook
     finally:
         for process in (webhook, kueue):
@@ -61,8 +47,24 @@ def world(binaries, tmp_path_factory):
         plane.stop()
 
 
+def apply_until_answered(plane, objects: list[dict], what: str, timeout_s: float = 60) -> None:
+    """Applies until the API server accepts (a webhook just started may not answer yet); the
+    last refusal is in the failure."""
+    last = []
+
+    def applied() -> bool:
+        last[:] = [plane.kubectl("apply", "-f", "-", check=False, input=json.dumps(
+            {"apiVersion": "v1", "kind": "List", "items": objects}))]
+        return last[0].returncode == 0
+    try:
+        wait_for(applied, timeout_s, what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {last[0].stderr[-500:]}") from None
+
+
 def job(name: str, namespace: str) -> dict:
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace, "labels": QUEUE},
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace, "labels": QUEUE},
             "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": {"app": name}}, "spec": {
                 "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
                 "containers": [{"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
@@ -71,7 +73,8 @@ def job(name: str, namespace: str) -> dict:
 def queued_pod(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": MIGRATING, "labels": QUEUE},
             "spec": {"terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+                     "containers": [{"name": "main", "image": "cuda",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
 
 
 def pods(plane) -> list[dict]:
@@ -79,26 +82,12 @@ def pods(plane) -> list[dict]:
             if not p["metadata"].get("deletionTimestamp")]
 
 
-def held(plane, pod) -> int:
-    if not pod["spec"].get("nodeName"):
-        return 0
-    limits = pod["spec"]["containers"][0]["resources"].get("limits") or {}
-    devices = 0
-    for status in pod.get("status", {}).get("resourceClaimStatuses") or []:
-        found = plane.kubectl("get", "resourceclaim", status["resourceClaimName"], "-n", pod["metadata"]["namespace"],
-                              "-o", "json", check=False)
-        if found.returncode == 0:
-            allocation = (json.loads(found.stdout).get("status") or {}).get("allocation") or {}
-            devices += len((allocation.get("devices") or {}).get("results") or [])
-    return int(limits.get("nvidia.com/gpu", 0)) + devices
-
-
 def watch_queue(plane, kueue, until, seconds, what) -> list[dict]:
     """Until `until(pods, usage)`: the queue's usage and the GPUs held never above 4."""
     deadline = time.monotonic() + seconds
     while True:
         current, usage = pods(plane), kueue.usage()
-        in_use = sum(held(plane, p) for p in current)
+        in_use = sum(gpus_held(plane, p) for p in current)
         assert usage <= 4 and in_use <= 4, f"{what}: queue usage {usage}, GPUs held {in_use}, quota 4"
         if until(current, usage):
             return current
@@ -130,8 +119,7 @@ def test_a_queue_counts_jobs_on_both_sides_and_pods_once_kueue_maps_the_class(wo
     assert not dry_run(plane, queued_pod("probe"))["spec"].get("resourceClaims")
 
     # The Configuration part dra-bridge prints, merged into Kueue's; Kueue and serve read it at start.
-    proposed = subprocess.run([sys.executable, "-m", "app", "quota", "--kubeconfig", plane.admin_kubeconfig],
-                              capture_output=True, text=True, timeout=120, cwd=ROOT)
+    proposed = dra_bridge(plane, "quota")
     assert proposed.returncode == 1, proposed.stderr
     [configuration] = [d for d in yaml.safe_load_all(proposed.stdout) if d.get("kind") == "Configuration"]
     mappings = configuration["resources"]["deviceClassMappings"]
@@ -143,16 +131,13 @@ def test_a_queue_counts_jobs_on_both_sides_and_pods_once_kueue_maps_the_class(wo
     kueue.start(mappings)
     webhook.stop()
     webhook.start()
-    again = subprocess.run([sys.executable, "-m", "app", "quota", "--kubeconfig", plane.admin_kubeconfig],
-                           capture_output=True, text=True, timeout=120, cwd=ROOT)
+    again = dra_bridge(plane, "quota")
     assert again.returncode == 0 and "already" in again.stderr, again.stderr
     wait_for(lambda: bool(dry_run(plane, queued_pod("probe"))["spec"].get("resourceClaims")), 60,
              "serve seeing Kueue's mapping")
 
     # Five such pods, rewritten: Kueue counts each claim as 1 nvidia.com/gpu, admits 4, gates the fifth.
-    wait_for(lambda: plane.kubectl("apply", "-f", "-", check=False, input=json.dumps(
-        {"apiVersion": "v1", "kind": "List", "items": [queued_pod(f"p{i}") for i in range(5)]})).returncode == 0,
-        60, "Kueue's webhooks answering after its restart")
+    apply_until_answered(plane, [queued_pod(f"p{i}") for i in range(5)], "Kueue's webhooks answering after its restart")
 
     def four_admitted(current, usage):
         return usage == 4 and sum(1 for p in current if p["spec"].get("nodeName")) == 4

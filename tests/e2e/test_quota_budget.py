@@ -9,20 +9,17 @@ never more than 4 GPUs are held: the quota refuses the claim past it.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
 import pytest
 
-from tests.conftest import ROOT
 from tests.e2e.cluster import ControlPlane
-from tests.e2e.conftest import INSTALLED_KINDS, NVIDIA_CLASSES, Webhook, rendered_manifests, wait_for
-from tests.e2e.test_brownfield import deployment, report, set_allocatable
+from tests.e2e.conftest import Webhook, wait_for
+from tests.e2e.test_brownfield import deployment
+from tests.e2e.twonode import DRA_NODE, PLUGIN_NODE, dra_bridge, gpus_held, install
 
 pytestmark = pytest.mark.timeout(600)
 NAMESPACE = "budget"
-PLUGIN_NODE, DRA_NODE = "qb-plugin", "qb-dra"
 TYPED = {"nvidia.com/use-gputype": "H100"}  # HAMi: narrows the devices, so not native
 
 
@@ -31,15 +28,7 @@ def plane(binaries, tmp_path_factory):
     plane = ControlPlane(tmp_path_factory.mktemp("quota-budget"), binaries).start()
     webhook = None
     try:
-        plane.apply([d for d in rendered_manifests(plane) if d["kind"] in INSTALLED_KINDS])
-        plane.apply([{"apiVersion": "v1", "kind": "Namespace",
-                      "metadata": {"name": NAMESPACE, "labels": {"dra-bridge.io/migrate": "enabled"}}}])
-        plane.apply([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": {
-            "kubernetes.io/hostname": n}}} for n in (PLUGIN_NODE, DRA_NODE)])
-        set_allocatable(plane, PLUGIN_NODE, {"nvidia.com/gpu": "8"})
-        set_allocatable(plane, DRA_NODE, {})
-        plane.apply(NVIDIA_CLASSES)
-        assert report(plane, DRA_NODE, "publish").returncode == 0
+        install(plane, {NAMESPACE: {"dra-bridge.io/migrate": "enabled"}})
         plane.apply([{"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus", "namespace": NAMESPACE},
                       "spec": {"hard": {"requests.nvidia.com/gpu": "4"}}}])
         webhook = Webhook(plane, "--template-gc-interval", "3600").start()
@@ -55,28 +44,13 @@ def live_pods(plane) -> list[dict]:
     return [p for p in plane.json("pods", "-n", NAMESPACE)["items"] if not p["metadata"].get("deletionTimestamp")]
 
 
-def held(plane, pod) -> int:
-    """GPUs a bound pod holds: device-plugin GPUs it asks for, devices its allocated claims hold."""
-    if not pod["spec"].get("nodeName"):
-        return 0
-    limits = pod["spec"]["containers"][0]["resources"].get("limits") or {}
-    devices = 0
-    for status in pod.get("status", {}).get("resourceClaimStatuses") or []:
-        claim = plane.kubectl("get", "resourceclaim", status["resourceClaimName"], "-n", NAMESPACE, "-o", "json",
-                              check=False)
-        if claim.returncode == 0:
-            allocation = (json.loads(claim.stdout).get("status") or {}).get("allocation") or {}
-            devices += len((allocation.get("devices") or {}).get("results") or [])
-    return int(limits.get("nvidia.com/gpu", 0)) + devices
-
-
 def watch_budget(plane, until, seconds: float, what: str) -> list[dict]:
     """Polls until `until(pods)` holds, checking every time that at most 4 GPUs are held and the
     quota's `used` never says more than its limit."""
     deadline = time.monotonic() + seconds
     while True:
         pods = live_pods(plane)
-        in_use = sum(held(plane, p) for p in pods)
+        in_use = sum(gpus_held(plane, p) for p in pods)
         assert in_use <= 4, f"{what}: {in_use} GPUs held in a namespace whose budget is 4"
         used = plane.json("resourcequota", "gpus", "-n", NAMESPACE).get("status", {}).get("used") or {}
         assert int(used.get("requests.nvidia.com/gpu", 0)) <= 4, used
@@ -86,11 +60,6 @@ def watch_budget(plane, until, seconds: float, what: str) -> list[dict]:
             f"{p['metadata']['name']} on {p['spec'].get('nodeName')} claims={bool(p['spec'].get('resourceClaims'))}"
             for p in pods)
         time.sleep(1)
-
-
-def quota_command(plane, *extra) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app", "quota", "--kubeconfig", plane.admin_kubeconfig, *extra],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
 
 
 def bound(pods, name) -> list[dict]:
@@ -113,11 +82,11 @@ def test_the_budget_holds_before_and_after_the_generated_class_with_pods_on_both
     assert "exceeded quota: gpus" in events
 
     # The DRA side of the budget, as dra-bridge prints it, applied by the admin.
-    proposed = quota_command(plane, "--budget", "one")
+    proposed = dra_bridge(plane, "quota", "--budget", "one")
     assert proposed.returncode == 1, proposed.stderr
     assert "extendedResourceName: nvidia.com/gpu" in proposed.stdout and "one budget" in proposed.stderr
     plane.kubectl("apply", "-f", "-", input=proposed.stdout)
-    again = quota_command(plane, "--budget", "one")
+    again = dra_bridge(plane, "quota", "--budget", "one")
     assert again.returncode == 0 and again.stdout == "", again.stderr
 
     probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": NAMESPACE,
