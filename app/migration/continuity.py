@@ -55,34 +55,48 @@ def _class_of(claim: dict, request: str) -> str | None:
     return None
 
 
+def allocated_devices(claim: dict) -> dict[str, int]:
+    """DeviceClass -> devices an allocated claim holds (none while it is not allocated)."""
+    out: dict[str, int] = {}
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    for result in (allocation.get("devices") or {}).get("results") or []:
+        cls = _class_of(claim, result.get("request", "")) if isinstance(result, dict) else None
+        if cls:
+            out[cls] = out.get(cls, 0) + 1
+    return out
+
+
 def _held(claims: list[dict]) -> dict[str, dict[str, int]]:
     """namespace -> DeviceClass -> devices allocated claims hold."""
     out: dict[str, dict[str, int]] = {}
     for claim in claims:
-        allocation = (claim.get("status") or {}).get("allocation") or {}
-        namespace = metadata_of(claim).get("namespace", "")
-        for result in (allocation.get("devices") or {}).get("results") or []:
-            cls = _class_of(claim, result.get("request", "")) if isinstance(result, dict) else None
-            if cls:
-                by_class = out.setdefault(namespace, {})
-                by_class[cls] = by_class.get(cls, 0) + 1
+        by_class = out.setdefault(metadata_of(claim).get("namespace", ""), {})
+        for cls, devices in allocated_devices(claim).items():
+            by_class[cls] = by_class.get(cls, 0) + devices
     return out
 
 
+def plugin_held(pod: dict, resource: str) -> int:
+    """The resource a running pod holds through the device plugin (0 for a KEP-5004 pod, which
+    a claim serves, and for one finished or being deleted)."""
+    if not running(pod) or (pod.get("status") or {}).get("extendedResourceClaimStatus"):
+        return 0
+    total = 0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = (container or {}).get("resources") or {}
+        value = (resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(resource))
+        try:
+            total += parse_count(value) if value is not None else 0
+        except (ValueError, ArithmeticError):
+            continue  # the API server would not have stored it
+    return total
+
+
 def _plugin_held(pods: list[dict], resource: str) -> dict[str, int]:
-    """namespace -> R running pods ask of the device plugin (KEP-5004 pods, served by a claim, not)."""
+    """namespace -> R running pods hold through the device plugin."""
     out: dict[str, int] = {}
     for pod in pods:
-        if not running(pod) or (pod.get("status") or {}).get("extendedResourceClaimStatus"):
-            continue
-        total = 0
-        for container in (pod.get("spec") or {}).get("containers") or []:
-            resources = (container or {}).get("resources") or {}
-            value = (resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(resource))
-            try:
-                total += parse_count(value) if value is not None else 0
-            except (ValueError, ArithmeticError):
-                continue  # the API server would not have stored it
+        total = plugin_held(pod, resource)
         if total:
             namespace = metadata_of(pod).get("namespace", "")
             out[namespace] = out.get(namespace, 0) + total
