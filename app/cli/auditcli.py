@@ -13,8 +13,8 @@ import time
 import urllib3
 
 from app import dra, kube
-from app.common import BridgeError, controller_ref, dump_documents, labels_by_name, metadata_of
-from app.migration import Facts, OptIn, extended_resources, kueue_view_of, quota_use, unmigrated
+from app.common import BridgeError, by_kind, controller_ref, dump_documents, labels_by_name, metadata_of
+from app.migration import Facts, OptIn, extended_resources, kueue_view_of, queue_use, quota_use, unmigrated
 from app.policy import load_policy
 from app.server import scan
 from app.server.mutation import index_facts
@@ -178,13 +178,16 @@ def run_audit(args) -> int:
     violations = _violations(existing, policy, ix, namespaces, args.namespace or "default")
     classes = [o for o in existing if o.get("kind") == "DeviceClass"] or \
         ([] if args.filename else _from_cluster(found, lambda api: kube.list_items(api, DEVICE_CLASSES)))
-    budgets = _budgets(existing, classes, policy)
+    if not args.filename:
+        existing += _from_cluster(found, kube.list_queues, args.namespace)
+    budgets, queues = _budgets(existing, classes, policy, kueue)
     if args.output == "json":
         sys.stdout.write(json.dumps({"inventoryChecked": ix is not None, "objects": rows, "unmigratedPods": running,
                                      "violations": [{"kind": v.kind, "namespace": v.namespace, "name": v.name,
                                                      "rule": v.violation.rule, "actions": list(v.violation.actions),
                                                      "message": v.violation.message} for v in violations],
-                                     "budgets": [vars(b) | {"problem": b.problem} for b in budgets]},
+                                     "budgets": [vars(b) | {"problem": b.problem} for b in budgets],
+                                     "queueBudgets": [vars(q) | {"problem": q.problem} for q in queues]},
                                     indent=2) + "\n")
     elif args.output == "policyreport":
         sys.stdout.write(dump_documents(policy_reports(rows, ix is not None, violations)))
@@ -210,21 +213,28 @@ def run_audit(args) -> int:
                              f"{b.plugin}, DRA {b.dra}" + (f", escaped {b.escaped}\n" if b.escaped else "\n"))
             if b.problem:
                 sys.stdout.write(f"escaped budget: {b.problem}\n")
-    escaped = any(b.escaped for b in budgets)
+        for q in queues:
+            reserved = "" if q.reserved is None else f", Kueue reserves {q.reserved}"
+            sys.stdout.write(f"budget: ClusterQueue {q.queue} {q.resource} {q.quota}: device plugin {q.plugin}, "
+                             f"DRA {q.dra}{reserved}" + (f", escaped {q.escaped}\n" if q.escaped else "\n"))
+            if q.problem:
+                sys.stdout.write(f"escaped budget: {q.problem}\n")
+    escaped = any(b.escaped for b in budgets) or any(q.escaped for q in queues)
     return max(exit_status([r["status"] for r in rows]), 1 if violations or escaped else 0)
 
 
 DEVICE_CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
 
 
-def _budgets(objects: list[dict], classes: list[dict], policy) -> list:
-    """Each GPU quota's use on both sides (migration.continuity), from what was read."""
-    by_kind: dict[str, list[dict]] = {}
-    for obj in objects:
-        by_kind.setdefault(str(obj.get("kind")), []).append(obj)
+def _budgets(objects: list[dict], classes: list[dict], policy, kueue) -> tuple[list, list]:
+    """Each GPU quota's use on both sides (migration.continuity), and each ClusterQueue's against
+    Kueue's count (migration.queue_budgets), from what was read."""
+    found = by_kind(objects)
     extended = extended_resources({metadata_of(c).get("name", ""): c for c in classes})
-    return quota_use(by_kind.get("ResourceQuota", []), by_kind.get("Pod", []), by_kind.get("ResourceClaim", []),
-                     policy.migration, extended)
+    pods, claims = found.get("Pod", []), found.get("ResourceClaim", [])
+    return (quota_use(found.get("ResourceQuota", []), pods, claims, policy.migration, extended),
+            queue_use(found.get("ClusterQueue", []), found.get("LocalQueue", []), found.get("Workload", []), pods,
+                      claims, policy.migration, extended, kueue, policy.migration.kueueDeviceClasses))
 
 
 CLAIM_PATHS = [("/apis/resource.k8s.io/v1", "resourceclaims", "ResourceClaim"),

@@ -181,8 +181,8 @@ def plan_objects(inputs, policy: Policy, namespace: str | None, ix: dra.Index | 
                 report.path = "quota"
                 report.reasons.append(f"Kueue quota on GPU resources ({', '.join(outside[:3])}): Jobs are admitted from "
                                       "their templates (still counted); pods Kueue admits one by one are rewritten only "
-                                      "onto DeviceClasses listed in migration.kueueDeviceClasses (map them in Kueue's "
-                                      "deviceClassMappings)")
+                                      "onto DeviceClasses Kueue counts as the resource (its deviceClassMappings, or "
+                                      "migration.kueueDeviceClasses); `audit` adds up each queue's use")
             elif outside:
                 report.status = "needs-attention"
                 report.reasons.append(f"GPU requests outside a pod template ({', '.join(outside[:3])}): the operator "

@@ -29,16 +29,6 @@ def _from_files(paths: list[str]) -> tuple[dict[str, list[dict]], KueueView | No
     return found, kueue_in_objects(every)
 
 
-def _cluster_queues(api) -> list[dict]:
-    """Kueue's ClusterQueues (v1beta2 from Kueue 0.15, v1beta1 before); none where Kueue is not installed."""
-    for version in ("v1beta2", "v1beta1"):
-        try:
-            return kube.list_items(api, f"/apis/kueue.x-k8s.io/{version}/clusterqueues")
-        except BridgeError:
-            continue
-    return []
-
-
 def _from_cluster(args) -> tuple[dict[str, list[dict]], KueueView | None]:
     connected = kube.connect(args.kubeconfig, args.context, timeout_retries=False)
     if connected is None:
@@ -47,7 +37,7 @@ def _from_cluster(args) -> tuple[dict[str, list[dict]], KueueView | None]:
     # List items carry no apiVersion or kind: what is proposed from them must, for `kubectl apply`.
     found = {kind: [{"apiVersion": API_VERSIONS[kind], "kind": kind, **item}
                     for item in kube.list_items(connected[0], path)] for kind, path in KINDS.items()}
-    found["ClusterQueue"] = _cluster_queues(connected[0])
+    found["ClusterQueue"] = kube.list_kueue(connected[0], "clusterqueues")
     # Without a queue nothing is mapped; where the ConfigMap is absent every mapping is proposed.
     return found, kueue_view_of(kube.read_kueue(connected[0])) if found["ClusterQueue"] else None
 

@@ -18,8 +18,8 @@ import uvicorn
 from app import __version__, dra, kube
 from app.common import BridgeError, InputError
 from app.migration import OptIn, kueue_view_of
-from app.server import (BudgetWatch, DeadlineHttpProtocol, KueueWatch, Metrics, PolicyHolder, ServiceState,
-                        UnmigratedCount, create_app, create_health_app, small_tls_buffers, tls)
+from app.server import (BudgetWatch, DeadlineHttpProtocol, KueueWatch, Metrics, PolicyHolder, QueueBudgetWatch,
+                        ServiceState, UnmigratedCount, create_app, create_health_app, small_tls_buffers, tls)
 
 from .inputs import load_inventory
 
@@ -252,7 +252,8 @@ async def _serve_all(servers: list) -> None:
 
 def _background_rounds(args, state: ServiceState) -> None:
     """Every --unmigrated-interval: pods the webhook never saw (a review lost to failurePolicy
-    Ignore), counted per namespace; with the live inventory, GPU budgets claims escape."""
+    Ignore), counted per namespace; with the live inventory, GPU budgets (quotas, Kueue queues)
+    claims escape."""
     if args.unmigrated_interval <= 0:
         return
     opt_in = OptIn.parse(args.template_namespace_label, "--template-namespace-label")
@@ -261,6 +262,7 @@ def _background_rounds(args, state: ServiceState) -> None:
                     args.unmigrated_interval).start()
     if state.live is not None:  # quotas and claims come from its watch: no read of its own
         BudgetWatch(state, args.unmigrated_interval).start()
+        QueueBudgetWatch(state, lambda: kube.read_queues(api), args.unmigrated_interval).start()
 
 
 def _kueue_rounds(state: ServiceState, api) -> None:

@@ -4,7 +4,7 @@ Kubernetes vocabulary (metadata, controllers, our keys). Imports nothing else of
 from . import deadline
 from .retry import Backoff, Throttled
 from .deadline import DeadlineExceeded
-from .documents import dump_document, dump_documents, labels_by_name, parse_objects, read_objects
+from .documents import by_kind, dump_document, dump_documents, labels_by_name, parse_objects, read_objects
 from .errors import BridgeError, InputError, PolicyError, TemplateEnsureError
 from .nodes import add_quota, device_quota, extended_allocatable, quota_map
 from .nodeselector import node_matches, tolerates
@@ -13,5 +13,5 @@ from . import vocabulary
 from .vocabulary import NVIDIA_DRIVER, SHADOW_OF, controller_ref
 from .vocabulary import meta as metadata_of
 
-__all__ = ["NVIDIA_DRIVER", "SHADOW_OF", "vocabulary", "controller_ref", "metadata_of", "Backoff", "Throttled", "BridgeError", "DeadlineExceeded", "deadline", "InputError", "PolicyError", "TemplateEnsureError", "add_quota", "device_quota", "extended_allocatable", "node_matches", "quota_map", "tolerates", "format_mebibytes", "parse_count",
+__all__ = ["by_kind", "NVIDIA_DRIVER", "SHADOW_OF", "vocabulary", "controller_ref", "metadata_of", "Backoff", "Throttled", "BridgeError", "DeadlineExceeded", "deadline", "InputError", "PolicyError", "TemplateEnsureError", "add_quota", "device_quota", "extended_allocatable", "node_matches", "quota_map", "tolerates", "format_mebibytes", "parse_count",
            "dump_document", "dump_documents", "labels_by_name", "parse_objects", "parse_quantity", "read_objects"]

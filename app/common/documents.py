@@ -114,3 +114,11 @@ def labels_by_name(objects) -> dict[str, dict]:
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         out[meta.get("name")] = meta.get("labels") or {}
     return out
+
+
+def by_kind(objects) -> dict[str, list[dict]]:
+    """The objects grouped by their kind, in their order."""
+    out: dict[str, list[dict]] = {}
+    for obj in objects:
+        out.setdefault(str(obj.get("kind")), []).append(obj)
+    return out

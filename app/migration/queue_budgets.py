@@ -45,10 +45,10 @@ class QueueUse:
         if not self.escaped:
             return None
         reserved = "" if self.reserved is None else f", Kueue reserves {self.reserved}"
-        classes = f" (DeviceClass {', '.join(self.escaped_classes)})" if self.escaped_classes else ""
-        return (f"ClusterQueue {self.queue} quota {self.resource} {self.quota} does not count {self.escaped} "
-                f"device(s){classes} its pods hold: device plugin {self.plugin}, DRA {self.dra}{reserved}"
-                " (`dra-bridge quota` proposes Kueue's deviceClassMappings)")
+        classes = f" of DeviceClass {', '.join(self.escaped_classes)}" if self.escaped_classes else ""
+        return (f"ClusterQueue {self.queue} limits {self.resource} ({self.quota}) but does not count {self.escaped} "
+                f"device(s){classes} its pods hold: {self.plugin + self.dra} in use{reserved} (`dra-bridge quota` "
+                "proposes Kueue's deviceClassMappings and DRA gate)")
 
 
 def _count(value) -> int:

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from app.policy import MigrationRules
 
 DRA_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+# KEP-5004's implicit extended resource of a class, as a quota key (requests.<that>).
+IMPLICIT_CLASS_KEY = "requests.deviceclass.resource.kubernetes.io/"
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 KUEUE_GROUP = "kueue.x-k8s.io/pod-group-name"
 KUEUE_MANAGED = "kueue.x-k8s.io/managed"
@@ -40,11 +42,16 @@ def kueue_per_pod(pod: dict) -> str | None:
 def counted_by(hard: Mapping, resource: str, device_class: str, extended: Mapping[str, str] | None) -> str | None:
     """The key of a quota's `hard` under which a claim of `device_class` is counted against its
     limit on `resource` (Kubernetes 1.37): requests.<resource> when the class declares it as its
-    extendedResourceName, else the class's own key where limited; None: not counted."""
+    extendedResourceName, else the class's own key where limited, or its implicit extended
+    resource key (which quota matches only for a class declaring an extendedResourceName); None:
+    not counted."""
     if (extended or {}).get(device_class) == resource:
         return f"requests.{resource}"
     own = f"{device_class}{DRA_QUOTA_SUFFIX}"
-    return own if own in hard else None
+    if own in hard:
+        return own
+    implicit = f"{IMPLICIT_CLASS_KEY}{device_class}"
+    return implicit if device_class in (extended or {}) and implicit in hard else None
 
 
 def quota_escapes(quotas: list[tuple[str, dict]], resources: list[str], classes: list[str],

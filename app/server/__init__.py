@@ -7,8 +7,9 @@ from .protocol import DeadlineHttpProtocol, small_tls_buffers
 from .service import PolicyHolder, ServiceState
 from .unmigrated_count import UnmigratedCount
 from .budget_watch import BudgetWatch
+from .queue_budget_watch import QueueBudgetWatch
 from .kueue_watch import KueueWatch
 from .webhook import MAX_BODY, create_app, create_health_app, read_body
 
-__all__ = ["BudgetWatch", "KueueWatch", "UnmigratedCount", "MAX_BODY", "DeadlineHttpProtocol", "Metrics", "PolicyHolder", "ServiceState", "admission", "chain", "create_app", "create_health_app",
+__all__ = ["BudgetWatch", "QueueBudgetWatch", "KueueWatch", "UnmigratedCount", "MAX_BODY", "DeadlineHttpProtocol", "Metrics", "PolicyHolder", "ServiceState", "admission", "chain", "create_app", "create_health_app",
            "mutation", "read_body", "scan", "small_tls_buffers", "tls", "validation"]

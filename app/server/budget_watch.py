@@ -8,6 +8,7 @@ import logging
 
 from app.migration import extended_resources, quota_use
 
+from .metrics import set_series
 from .periodic import Periodic
 from .service import ServiceState
 
@@ -37,13 +38,14 @@ class BudgetWatch(Periodic):
         for use in uses:
             key = (use.namespace, use.quota)
             escaped[key] = escaped.get(key, 0) + use.escaped
-        gauge = self.state.metrics.budget_escaped
-        for key in self._seen - set(escaped):
-            gauge.remove(*key)  # the quota is gone, or no longer limits GPUs
-        for key, devices in escaped.items():
-            gauge.labels(*key).set(devices)
-        self._seen = set(escaped)
-        for use in uses:
-            if use.problem:
-                log.warning("%s", use.problem)
+        # A quota gone, or no longer limiting GPUs, loses its series.
+        self._seen = set_series(self.state.metrics.budget_escaped, self._seen, escaped)
+        log_problems(log, uses)
         return escaped
+
+
+def log_problems(logger: logging.Logger, uses) -> None:
+    """A warning per budget that devices escape (its `problem`)."""
+    for use in uses:
+        if use.problem:
+            logger.warning("%s", use.problem)

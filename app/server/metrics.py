@@ -4,6 +4,16 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+def set_series(gauge: Gauge, previous: set[tuple], values: dict[tuple, float]) -> set[tuple]:
+    """Each labelled series to its value, and those `previous` had that `values` has not removed
+    (their object is gone); the label sets now exported, for the next round."""
+    for labels in previous - set(values):
+        gauge.remove(*labels)
+    for labels, value in values.items():
+        gauge.labels(*labels).set(value)
+    return set(values)
+
+
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
@@ -82,10 +92,16 @@ class Metrics:
                                     "counts (it limits requests.<resource> only, and their DeviceClass declares "
                                     "no extendedResourceName for it), by namespace and quota",
                                     ["pod_namespace", "quota"], registry=self.registry)
+        self.queue_budget_escaped = Gauge("dra_bridge_queue_budget_escaped_devices",
+                                          "Devices the running pods of a Kueue ClusterQueue hold for a GPU resource "
+                                          "that the queue's quota does not count (claims of a DeviceClass Kueue does "
+                                          "not map to it, or beyond what Kueue reserved), by queue and resource",
+                                          ["cluster_queue", "resource"], registry=self.registry)
         self.kueue_read_failures = Counter("dra_bridge_kueue_read_failures_total",
                                            "Rounds that could not read Kueue's configuration (ConfigMap "
-                                           "kueue-manager-config, its manager Deployment): pods Kueue admits by "
-                                           "itself are then rewritten only onto migration.kueueDeviceClasses",
+                                           "kueue-manager-config, its manager Deployment; pods Kueue admits by "
+                                           "itself are then rewritten only onto migration.kueueDeviceClasses) or "
+                                           "its queues (queue budgets not judged that round)",
                                            registry=self.registry)
         self.unmigrated_failures = Counter("dra_bridge_unmigrated_count_failures_total",
                                            "Counts of unmigrated pods that could not read the pods", registry=self.registry)

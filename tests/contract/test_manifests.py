@@ -36,6 +36,8 @@ GRANTED = {
            for v in ("list", "watch")},
         ("", "configmaps", "get"): "kube.read_kueue (Kueue's deviceClassMappings; kueue-manager-config only)",
         ("apps", "deployments", "get"): "kube.read_kueue (Kueue's --feature-gates; kueue-controller-manager only)",
+        **{("kueue.x-k8s.io", r, "list"): "kube.read_queues (serve: dra_bridge_queue_budget_escaped_devices)"
+           for r in ("clusterqueues", "localqueues", "workloads")},
     },
     "dra-bridge-reporter": {
         ("resource.k8s.io", "resourceslices", "list"): "publish.SlicePublisher._ours",

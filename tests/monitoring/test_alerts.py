@@ -117,6 +117,18 @@ SCENARIOS = [
         ("12m", "DraBridgeBudgetEscaped", [fired(
             "DraBridgeBudgetEscaped", "warning", "ResourceQuota team-a/gpus does not count 3 GPU(s) claims hold.",
             pod_namespace="team-a", quota="gpus")])]),
+    ("a queue budget escaped", [
+        ("dra_bridge_queue_budget_escaped_devices{namespace='dra-bridge', pod='a', cluster_queue='research', "
+         "resource='nvidia.com/gpu'}", "0 2x20"),
+        ("dra_bridge_queue_budget_escaped_devices{namespace='dra-bridge', pod='b', cluster_queue='research', "
+         "resource='nvidia.com/gpu'}", "0 2x20"),
+        ("dra_bridge_queue_budget_escaped_devices{namespace='dra-bridge', pod='a', cluster_queue='cpu-only', "
+         "resource='nvidia.com/gpu'}", "0x20")], [
+        ("5m", "DraBridgeQueueBudgetEscaped", []),
+        ("12m", "DraBridgeQueueBudgetEscaped", [fired(
+            "DraBridgeQueueBudgetEscaped", "warning",
+            "ClusterQueue research does not count 2 nvidia.com/gpu device(s) its pods hold.",
+            cluster_queue="research", resource="nvidia.com/gpu")])]),
     ("pods left on the device plugin", [("dra_bridge_migrations_total{%s, result='legacy'}", "0 4 4"),
                                         ("dra_bridge_migrations_total{%s, result='migrated'}", "0 9 9")], [
         ("2m", "DraBridgePodsLeftUnmigrated", [fired(

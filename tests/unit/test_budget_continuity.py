@@ -61,3 +61,14 @@ def test_audit_names_the_escaped_budget_and_exits_1(tmp_path, capsys):
     assert main(["audit", "-f", str(source), "-o", "json"]) == 1
     [budget] = json.loads(capsys.readouterr().out)["budgets"]
     assert budget["escaped"] == 3 and budget["problem"]
+
+
+def test_the_implicit_class_key_counts_only_a_class_declaring_an_extended_resource():
+    # kubernetes pkg/quota/v1/evaluator/core/resource_claims.go: MatchingResources takes
+    # requests.deviceclass.resource.kubernetes.io/<class> only where the class maps a resource.
+    implicit = {**QUOTA, "spec": {"hard": {"requests.nvidia.com/gpu": "4",
+                                            "requests.deviceclass.resource.kubernetes.io/gpu.nvidia.com": "4"}}}
+    [unmapped] = quota_use([implicit], [], [claim("c", 3)], RULES, {})
+    assert unmapped.escaped == 3
+    [other] = quota_use([implicit], [], [claim("c", 3)], RULES, {"gpu.nvidia.com": "example.com/gpu"})
+    assert other.escaped == 0

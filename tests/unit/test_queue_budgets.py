@@ -11,7 +11,7 @@ MAPPED = KueueView({GPU_CLASS: "nvidia.com/gpu"}, dra_gate=True)
 
 def cluster_queue(name="research", gpus="4", reserved=None, cpu="10"):
     resources = [{"name": "cpu", "nominalQuota": cpu}, {"name": "nvidia.com/gpu", "nominalQuota": gpus}]
-    out = {"kind": "ClusterQueue", "metadata": {"name": name},
+    out = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name},
            "spec": {"resourceGroups": [{"coveredResources": ["cpu", "nvidia.com/gpu"],
                                         "flavors": [{"name": "default", "resources": resources}]}]}}
     if reserved is not None:
@@ -20,8 +20,8 @@ def cluster_queue(name="research", gpus="4", reserved=None, cpu="10"):
     return out
 
 
-LOCAL = {"kind": "LocalQueue", "metadata": {"name": "team", "namespace": "team-a"},
-         "spec": {"clusterQueue": "research"}}
+LOCAL = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+         "metadata": {"name": "team", "namespace": "team-a"}, "spec": {"clusterQueue": "research"}}
 
 
 def pod(name, gpus=0, claims=(), owner=None, label=True, namespace="team-a", **status):
@@ -73,8 +73,8 @@ def test_pods_holding_more_than_their_workload_reserved_escape():
     admitted = workload("pod-p", "uid-p", 0)
     [use] = use_of([cluster_queue(reserved=0)], pods, [claim("p-gpu", 2)], [admitted])
     assert (use.dra, use.escaped, use.escaped_classes) == (2, 2, [GPU_CLASS])
-    assert "ClusterQueue research quota nvidia.com/gpu 4 does not count 2 device(s) (DeviceClass gpu.nvidia.com)" \
-        in use.problem
+    assert "ClusterQueue research limits nvidia.com/gpu (4) but does not count 2 device(s) of DeviceClass " \
+        "gpu.nvidia.com its pods hold: 2 in use, Kueue reserves 0" in use.problem
 
 
 def test_without_workloads_a_per_pod_claim_escapes_unless_kueue_maps_its_class():
@@ -117,3 +117,42 @@ def test_queues_without_a_gpu_quota_have_no_entry():
     cpu_only = {"kind": "ClusterQueue", "metadata": {"name": "cpu"}, "spec": {"resourceGroups": [
         {"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 8}]}]}]}}
     assert use_of([cpu_only], [pod("a", 1)], []) == []
+
+
+def test_audit_names_an_escaped_queue_budget_and_exits_1(tmp_path, capsys):
+    import json
+
+    import yaml
+
+    from app.cli import main
+    objects = [cluster_queue(reserved=0), LOCAL, pod("p", claims=["p-gpu"], owner=("ReplicaSet", "rs")),
+               claim("p-gpu", 2)]
+    source = tmp_path / "cluster.yaml"
+    source.write_text(yaml.safe_dump_all(objects))
+    assert main(["audit", "-f", str(source)]) == 1
+    out = capsys.readouterr().out
+    assert "budget: ClusterQueue research nvidia.com/gpu 4: device plugin 0, DRA 2, Kueue reserves 0, escaped 2" in out
+    assert "escaped budget: ClusterQueue research limits nvidia.com/gpu (4) but does not count 2 device(s)" in out
+    assert main(["audit", "-f", str(source), "-o", "json"]) == 1
+    [queue] = json.loads(capsys.readouterr().out)["queueBudgets"]
+    assert (queue["queue"], queue["escaped"], queue["escaped_classes"]) == ("research", 2, [GPU_CLASS])
+
+
+def test_audit_of_a_queue_whose_kueue_counts_the_claims_exits_0(tmp_path, capsys):
+    import yaml
+
+    from app.cli import main
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+                 "data": {"controller_manager_config.yaml": yaml.safe_dump(
+                     {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                      "featureGates": {"DynamicResourceAllocation": True},
+                      "resources": {"deviceClassMappings": [{"name": "nvidia.com/gpu",
+                                                              "deviceClassNames": [GPU_CLASS]}]}})}}
+    objects = [cluster_queue(reserved=2), LOCAL, configmap, pod("p", claims=["p-gpu"], owner=("ReplicaSet", "rs")),
+               claim("p-gpu", 2)]
+    source = tmp_path / "cluster.yaml"
+    source.write_text(yaml.safe_dump_all(objects))
+    assert main(["audit", "-f", str(source)]) == 0, capsys.readouterr()
+    assert "budget: ClusterQueue research nvidia.com/gpu 4: device plugin 0, DRA 2, Kueue reserves 2\n" in \
+        capsys.readouterr().out
