@@ -78,11 +78,13 @@ def _held(claims: list[dict]) -> dict[str, dict[str, int]]:
 
 def plugin_held(pod: dict, resource: str) -> int:
     """The resource a running pod holds through the device plugin (0 for a KEP-5004 pod, which
-    a claim serves, and for one finished or being deleted)."""
-    if not running(pod) or (pod.get("status") or {}).get("extendedResourceClaimStatus"):
+    a claim serves, for one finished or being deleted, and for one not bound to a node: a pod
+    Kueue gates holds nothing yet)."""
+    spec = pod.get("spec") or {}
+    if not running(pod) or not spec.get("nodeName") or (pod.get("status") or {}).get("extendedResourceClaimStatus"):
         return 0
     total = 0
-    for container in (pod.get("spec") or {}).get("containers") or []:
+    for container in spec.get("containers") or []:
         resources = (container or {}).get("resources") or {}
         value = (resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(resource))
         try:

@@ -16,7 +16,8 @@ QUOTA = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus
 
 def pod(name, gpus, namespace="team-a", **status):
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]},
+            "spec": {"nodeName": "n1",
+                     "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]},
             "status": status}
 
 
@@ -51,6 +52,13 @@ def test_a_native_pod_served_by_a_claim_is_not_counted_on_the_plugin_side():
     native = pod("n", 2, extendedResourceClaimStatus={"resourceClaimName": "n-gpu"})
     [use] = quota_use([QUOTA], [native], [], RULES, {})
     assert use.plugin == 0
+
+
+def test_a_pod_not_bound_to_a_node_holds_no_device_plugin_gpu():
+    waiting = pod("gated", 2)
+    del waiting["spec"]["nodeName"]
+    [use] = quota_use([QUOTA], [waiting, pod("bound", 1)], [], RULES, {})
+    assert use.plugin == 1
 
 
 def test_audit_names_the_escaped_budget_and_exits_1(tmp_path, capsys):

@@ -34,7 +34,7 @@ def pod(name, gpus=0, claims=(), owner=None, label=True, namespace="team-a", **s
     if claims:
         status["resourceClaimStatuses"] = [{"name": c, "resourceClaimName": c} for c in claims]
     return {"kind": "Pod", "metadata": meta, "status": status,
-            "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"limits": limits}}]}}
 
 
 def claim(name, devices, cls=GPU_CLASS, namespace="team-a"):
