@@ -33,7 +33,8 @@ def module_dir() -> pathlib.Path:
     return pathlib.Path(out.stdout.strip())
 
 
-def configuration(mappings: list[dict] | None, webhook_port: int, cert_dir: str, namespaces: list[str]) -> dict:
+def configuration(mappings: list[dict] | None, webhook_port: int, cert_dir: str, namespaces: list[str],
+                  dra_gate: bool = True) -> dict:
     out = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": "kueue-system",
            "health": {"healthProbeBindAddress": f"127.0.0.1:{free_port()}"},
            "metrics": {"bindAddress": "0"},
@@ -43,7 +44,7 @@ def configuration(mappings: list[dict] | None, webhook_port: int, cert_dir: str,
            "managedJobsNamespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name",
                                                                   "operator": "In", "values": namespaces}]},
            "integrations": {"frameworks": ["batch/job", "pod"]},
-           "featureGates": {"DynamicResourceAllocation": True, "VisibilityOnDemand": False}}
+           "featureGates": {"DynamicResourceAllocation": dra_gate, "VisibilityOnDemand": False}}
     if mappings:
         out["resources"] = {"deviceClassMappings": mappings}
     return out
@@ -92,8 +93,9 @@ class Kueue:
             hooks.append(doc)
         self.hooks = hooks
 
-    def start(self, mappings: list[dict] | None = None) -> "Kueue":
-        config = configuration(mappings, self.port, str(self.pki), self.namespaces)
+    def start(self, mappings: list[dict] | None = None, dra_gate: bool = True) -> "Kueue":
+        """dra_gate False: Kueue counts claims as nothing (kueue#10504)."""
+        config = configuration(mappings, self.port, str(self.pki), self.namespaces, dra_gate)
         path = self.plane.dir / "kueue-config.yaml"
         path.write_text(yaml.safe_dump(config))
         self.plane.apply([{"apiVersion": "v1", "kind": "ConfigMap",

@@ -4,6 +4,8 @@ in to dra-bridge. Jobs: Kueue admits them from their templates, so half of them 
 the queue still counts each; its usage and the GPUs held never pass 4. Pods Kueue admits one by
 one stay on the device plugin until Kueue maps the class (`dra-bridge quota`'s Configuration part,
 read back by serve); then they are rewritten and Kueue counts their claims, not nothing.
+`audit` adds up the queue at each step; with Kueue's DRA gate off, a pod's claim escapes the
+queue's count, and audit and serve's metric say so.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def world(binaries, tmp_path_factory):
         kueue = Kueue(plane, binary, [MIGRATING, LEGACY])
         kueue.install()
         kueue.start()
-        webhook = Webhook(plane, "--template-gc-interval", "3600").start()
+        webhook = Webhook(plane, "--template-gc-interval", "3600", "--unmigrated-interval", "2").start()
         plane.apply(webhook.configurations())
         queues = Kueue.queue_objects(MIGRATING, 4)
         queues.append({**queues[-1], "metadata": {"name": "lq", "namespace": LEGACY}})
@@ -97,6 +99,14 @@ def watch_queue(plane, kueue, until, seconds, what) -> list[dict]:
         time.sleep(1)
 
 
+def queue_budget(plane) -> tuple[int, dict]:
+    """(audit's exit status, its budget of ClusterQueue gpus), read live as an admin would."""
+    audit = dra_bridge(plane, "audit", "--inventory", "live", "-o", "json")
+    assert audit.stdout, audit.stderr
+    [found] = [q for q in json.loads(audit.stdout)["queueBudgets"] if q["queue"] == "gpus"]
+    return audit.returncode, found
+
+
 def dry_run(plane, pod) -> dict:
     out = plane.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(pod))
     return json.loads(out.stdout)
@@ -114,6 +124,11 @@ def test_a_queue_counts_jobs_on_both_sides_and_pods_once_kueue_maps_the_class(wo
         if p["spec"].get("nodeName"):
             assert bool(p["spec"].get("resourceClaims")) == (p["metadata"]["namespace"] == MIGRATING), p["metadata"]
     assert any(p["spec"].get("resourceClaims") for p in current if p["spec"].get("nodeName"))
+    # audit: Kueue reserved 4 from the templates, the 4 running pods hold 4 on both sides.
+    _status, budget = queue_budget(plane)
+    held = sum(gpus_held(plane, p) for p in pods(plane))
+    assert (budget["reserved"], budget["plugin"] + budget["dra"], budget["escaped"]) == (4, held, 0), budget
+    assert budget["dra"] >= 1 and budget["plugin"] >= 1, budget
 
     # A pod Kueue admits by itself stays on the device plugin: Kueue does not map the class yet.
     assert not dry_run(plane, queued_pod("probe"))["spec"].get("resourceClaims")
@@ -145,3 +160,45 @@ def test_a_queue_counts_jobs_on_both_sides_and_pods_once_kueue_maps_the_class(wo
     assert all(p["spec"].get("resourceClaims") for p in current)
     waiting = [p for p in current if not p["spec"].get("nodeName")]
     assert len(waiting) == 1 and waiting[0]["spec"].get("schedulingGates"), waiting
+    _status, budget = queue_budget(plane)
+    assert (budget["plugin"], budget["dra"], budget["reserved"], budget["escaped"]) == (0, 4, 4, 0), budget
+
+
+def claimed_pod(name: str) -> list[dict]:
+    """A pod its owner wrote for DRA already (a claim template of NVIDIA's class), in the queue."""
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": name, "namespace": MIGRATING},
+                "spec": {"spec": {"devices": {"requests": [
+                    {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}]}}}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": MIGRATING, "labels": QUEUE},
+           "spec": {"terminationGracePeriodSeconds": 0,
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
+                    "containers": [{"name": "main", "image": "cuda", "resources": {"claims": [{"name": "gpu"}]}}]}}
+    return [template, pod]
+
+
+def test_a_claim_kueue_counts_as_nothing_is_an_escaped_queue_budget(world):
+    """kueue#10504: Kueue without its DRA gate admits a pod's claims as nothing. Nothing dra-bridge
+    rewrote: the pod was written for DRA by its owner."""
+    plane, kueue, webhook = world
+    plane.kubectl("delete", "pods", "--all", "-n", MIGRATING, "--wait=false")
+    watch_queue(plane, kueue, lambda current, usage: usage == 0 and not current, 120, "pods gone")
+    kueue.stop()
+    kueue.start([{"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}], dra_gate=False)
+    apply_until_answered(plane, claimed_pod("own"), "Kueue's webhooks answering after its restart")
+    wait_for(lambda: bool(plane.json("pod", "own", "-n", MIGRATING)["spec"].get("nodeName")), 120,
+             "the pod admitted by Kueue and bound")
+    assert kueue.usage() == 0  # Kueue counted its GPU as nothing
+
+    wait_for(lambda: queue_budget(plane)[1]["dra"] == 1, 60, "the pod's claim allocated")
+    status, budget = queue_budget(plane)
+    assert (budget["dra"], budget["reserved"], budget["escaped"]) == (1, 0, 1), budget
+    assert status == 1
+    audit = dra_bridge(plane, "audit", "--inventory", "live")
+    assert "escaped budget: ClusterQueue gpus limits nvidia.com/gpu (4) but does not count 1 device(s) of " \
+        "DeviceClass gpu.nvidia.com" in audit.stdout, audit.stdout
+
+    # serve, with the webhook's own RBAC, exports it between audits.
+    series = 'dra_bridge_queue_budget_escaped_devices{cluster_queue="gpus",resource="nvidia.com/gpu"} 1.0'
+    wait_for(lambda: series in webhook.get("/metrics")[1], 30, "serve's queue-budget metric")
+    assert "dra_bridge_kueue_read_failures_total 0.0" in webhook.get("/metrics")[1]
