@@ -169,15 +169,15 @@ def run_audit(args) -> int:
         ix = dra.build_index(load_inventory(args.inventory))
     # Objects that name no namespace land in the default one, as kubectl would put them.
     kueue = kueue_of_inputs(inputs) if args.filename else _from_cluster(found, read_kueue_view)
-    result = plan_objects(inputs, policy, args.namespace or "default", ix, namespaces, opt_in, kueue)
+    existing = [o for _s, objs in inputs for _l, o in objs] + controlled
+    classes = [o for o in existing if o.get("kind") == "DeviceClass"] or \
+        ([] if args.filename else _from_cluster(found, lambda api: kube.list_items(api, DEVICE_CLASSES)))
+    result = plan_objects(inputs, policy, args.namespace or "default", ix, namespaces, opt_in, kueue, classes)
     rows = [_row(r) for r in result.reports if r.status != "unchanged" or r.path != "none"]
     running = unmigrated_pods(controlled, policy, ix, namespaces, opt_in, kueue) if controlled else []
-    existing = [o for _s, objs in inputs for _l, o in objs] + controlled
     if not args.filename:
         existing += _from_cluster(found, claim_objects, args.namespace)
     violations = _violations(existing, policy, ix, namespaces, args.namespace or "default")
-    classes = [o for o in existing if o.get("kind") == "DeviceClass"] or \
-        ([] if args.filename else _from_cluster(found, lambda api: kube.list_items(api, DEVICE_CLASSES)))
     if not args.filename:
         existing += _from_cluster(found, kube.list_queues, args.namespace)
     budgets, queues = _budgets(existing, classes, policy, kueue)
@@ -186,7 +186,7 @@ def run_audit(args) -> int:
                                      "violations": [{"kind": v.kind, "namespace": v.namespace, "name": v.name,
                                                      "rule": v.violation.rule, "actions": list(v.violation.actions),
                                                      "message": v.violation.message} for v in violations],
-                                     "budgets": [vars(b) | {"problem": b.problem} for b in budgets],
+                                     "budgets": [_budget_json(b) for b in budgets],
                                      "queueBudgets": [vars(q) | {"problem": q.problem} for q in queues]},
                                     indent=2) + "\n")
     elif args.output == "policyreport":
@@ -210,20 +210,30 @@ def run_audit(args) -> int:
                              "lists each)\n")
         for b in budgets:
             sys.stdout.write(f"budget: ResourceQuota {b.namespace}/{b.quota} {b.key} {b.limit}: device plugin "
-                             f"{b.plugin}, DRA {b.dra}" + (f", escaped {b.escaped}\n" if b.escaped else "\n"))
+                             f"{b.plugin}, DRA {b.dra}" + (f", escaped {b.escaped}" if b.escaped else "")
+                             + (f", counted twice {b.twice}\n" if b.twice else "\n"))
             if b.problem:
                 sys.stdout.write(f"escaped budget: {b.problem}\n")
+            if b.twice_problem:
+                sys.stdout.write(f"budget counted twice: {b.twice_problem}\n")
+            if b.over_problem:
+                sys.stdout.write(f"over budget: {b.over_problem}\n")
         for q in queues:
             reserved = "" if q.reserved is None else f", Kueue reserves {q.reserved}"
             sys.stdout.write(f"budget: ClusterQueue {q.queue} {q.resource} {q.quota}: device plugin {q.plugin}, "
                              f"DRA {q.dra}{reserved}" + (f", escaped {q.escaped}\n" if q.escaped else "\n"))
             if q.problem:
                 sys.stdout.write(f"escaped budget: {q.problem}\n")
-    escaped = any(b.escaped for b in budgets) or any(q.escaped for q in queues)
-    return max(exit_status([r["status"] for r in rows]), 1 if violations or escaped else 0)
+    budget_broken = any(b.escaped or b.twice or b.over for b in budgets) or any(q.escaped for q in queues)
+    return max(exit_status([r["status"] for r in rows]), 1 if violations or budget_broken else 0)
 
 
 DEVICE_CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
+
+
+def _budget_json(use) -> dict:
+    return vars(use) | {"problem": use.problem, "twice": use.twice, "twiceProblem": use.twice_problem,
+                        "over": use.over, "overProblem": use.over_problem}
 
 
 def _budgets(objects: list[dict], classes: list[dict], policy, kueue) -> tuple[list, list]:

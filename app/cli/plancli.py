@@ -10,8 +10,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 
 from app import dra
-from app.common import dump_document, dump_documents, labels_by_name
-from app.migration import (Facts, KueueView, OptIn, decide, keep_ray_gpu_count, kueue_in_objects,
+from app.common import dump_document, dump_documents, labels_by_name, metadata_of
+from app.migration import (Facts, KueueView, OptIn, decide, extended_resources, keep_ray_gpu_count, kueue_in_objects,
                            left_to_admission, is_pod_spec, legacy_resources, pod_templates, quota_additions)
 from app.policy import MigrationRules, Policy, load_policy
 from app.server.mutation import index_facts
@@ -111,15 +111,19 @@ def kueue_of_inputs(inputs) -> KueueView | None:
 
 def plan_objects(inputs, policy: Policy, namespace: str | None, ix: dra.Index | None = None,
                  namespaces: dict[str, dict] | None = None, opt_in: OptIn | None = None,
-                 kueue: KueueView | None = None) -> PlanResult:
+                 kueue: KueueView | None = None, classes: list[dict] | None = None) -> PlanResult:
     """namespaces: name -> labels where known (their policy rules and the opt-in label then
     apply, as for the webhook: migration.decide); opt_in: the webhooks' namespace label;
-    kueue: Kueue's configuration as read (kueue_of_inputs, or the cluster's)."""
+    kueue: Kueue's configuration as read (kueue_of_inputs, or the cluster's); classes: the
+    DeviceClasses known without an inventory (else those among the inputs), for what quota counts."""
     rules = policy.migration
     result = PlanResult()
     verdicts = dra.TemplateVerdicts(ix) if ix is not None else None
+    if classes is None:
+        classes = [o for _s, objs in inputs for _l, o in objs if isinstance(o, dict) and o.get("kind") == "DeviceClass"]
     # Without an inventory every pod is rewritten, as before paths existed.
-    facts = index_facts(ix, rules, verdicts.dra, kueue) if ix is not None else Facts(kueue=kueue)
+    facts = index_facts(ix, rules, verdicts.dra, kueue) if ix is not None else \
+        Facts(kueue=kueue, extended=extended_resources({metadata_of(c).get("name", ""): c for c in classes}) or None)
     for source, objects in inputs:
         for line, obj in objects:
             obj = _reviewed_object(obj)
@@ -134,6 +138,11 @@ def plan_objects(inputs, policy: Policy, namespace: str | None, ix: dra.Index | 
                     planned.setdefault("spec", {}).setdefault("hard", {}).update(additions)
                     report.status, report.path = "migrated", "rewrite"
                     report.reasons.extend(notes)
+                result.objects.append((obj, planned))
+                result.reports.append(report)
+                continue
+            if str(obj.get("apiVersion", "")).startswith("resource.k8s.io/"):
+                # DRA's own objects (a DeviceClass declaring nvidia.com/gpu) request nothing.
                 result.objects.append((obj, planned))
                 result.reports.append(report)
                 continue

@@ -22,13 +22,14 @@ from .kueue import (KueueView, configuration_in, configured_mappings, kueue_in_o
                     kueue_view_of, manager_args)
 from .continuity import BudgetUse, quota_use
 from .queue_budgets import QueueUse, queue_use
+from .quota_charge import EXTENDED_CLAIM_ANNOTATION, charged, claim_asks, pod_charge
 from .podshape import pod_errors
 from .sharing import ClusterSharing, ShareableDevices
 from .quota import kueue_per_pod, quota_additions, quota_escapes
 from . import rollout
 from .workloads import is_pod_spec, pod_templates
 
-__all__ = ["QueueUse", "queue_use", "kueue_in_objects", "clean_object", "one_budget_classes", "kueue_view_of", "KueueView", "configuration_in", "kueue_uncounted", "kueue_view", "manager_args", "configured_mappings", "BudgetUse", "quota_use", "kueue_configuration", "kueue_mappings", "quota_changes", "per_namespace", "unmigrated", "rollout", "OPT_IN_LABEL", "Admitted", "Decision", "OptIn", "decide", "MAX_DEVICES_PER_CLAIM", "MAX_REQUESTS", "MIGRATION_ANNOTATION", "TEMPLATE_PREFIX", "Choice", "ClusterSharing",
+__all__ = ["EXTENDED_CLAIM_ANNOTATION", "charged", "claim_asks", "pod_charge", "QueueUse", "queue_use", "kueue_in_objects", "clean_object", "one_budget_classes", "kueue_view_of", "KueueView", "configuration_in", "kueue_uncounted", "kueue_view", "manager_args", "configured_mappings", "BudgetUse", "quota_use", "kueue_configuration", "kueue_mappings", "quota_changes", "per_namespace", "unmigrated", "rollout", "OPT_IN_LABEL", "Admitted", "Decision", "OptIn", "decide", "MAX_DEVICES_PER_CLAIM", "MAX_REQUESTS", "MIGRATION_ANNOTATION", "TEMPLATE_PREFIX", "Choice", "ClusterSharing",
            "Facts", "Plan", "ShareableDevices",
            "apply_patch", "choose_path", "keep_ray_gpu_count", "left_to_admission", "is_pod_spec", "legacy_resources", "patch_diff", "plan_pod", "plugin_nodes", "pod_errors",
            "pod_templates", "kueue_per_pod", "quota_additions", "quota_escapes", "served_resources", "extended_resources"]

@@ -1,7 +1,8 @@
 """Does each GPU budget still count what runs? Per ResourceQuota limit on a legacy GPU resource
 R: the R that running pods hold on the device plugin, the devices claims hold for R (claims of
 the DeviceClass the planner maps R to, or of one declaring R), and how many of those the quota
-counts under none of its keys: escaped (`audit`). Pure.
+counts under none of its keys: escaped; and whether the quota's `status.used` charges more under
+requests.R than its pods and claims ask for: a GPU charged twice (`audit`). Pure.
 
 Counted, as Kubernetes 1.37's quota evaluator does: a claim of class C under `requests.R` when C
 declares `extendedResourceName: R`, and under `C.deviceclass.resource.k8s.io/devices` always."""
@@ -15,6 +16,7 @@ from app.common import metadata_of, parse_count
 from app.policy import MigrationRules
 
 from .quota import counted_by
+from .quota_charge import charged, pod_charge
 from .unmigrated import running
 
 
@@ -28,18 +30,44 @@ class BudgetUse:
     dra: int = 0  # held by allocated claims for the same resource
     escaped: int = 0  # of `dra`, counted under none of the quota's keys
     escaped_classes: list[str] = field(default_factory=list)
+    used: int | None = None  # the quota's status.used of `key`; None: not read
+    charged: int = 0  # what its pods and claims are charged under `key` (migration.quota_charge)
+
+    @property
+    def twice(self) -> int:
+        """Of `used`, what no pod or claim asks for: one GPU charged twice."""
+        return max(0, self.used - self.charged) if self.used is not None else 0
+
+    @property
+    def twice_problem(self) -> str | None:
+        if not self.twice:
+            return None
+        return (f"ResourceQuota {self.namespace}/{self.quota} charges {self.used} under {self.key} but its pods "
+                f"and claims ask for {self.charged}: {self.twice} GPU(s) counted twice (a KEP-5004 pod and the "
+                "claim made for it both charged; or a pod just deleted that the quota controller has not released "
+                "yet: audit again)")
+
+    @property
+    def over(self) -> int:
+        """GPUs held beyond the limit, on both sides together."""
+        limit = _count(self.limit)
+        return max(0, self.plugin + self.dra - limit) if limit is not None else 0
+
+    @property
+    def over_problem(self) -> str | None:
+        if not self.over or self.escaped:
+            return None  # an escape says it already, with its cause
+        return (f"ResourceQuota {self.namespace}/{self.quota} limits {self.key} to {self.limit} but its pods hold "
+                f"{self.plugin + self.dra} (device plugin {self.plugin}, DRA {self.dra}): the limit was lowered "
+                "below what runs, or admission and the quota controller raced (quota is eventually consistent)")
 
     @property
     def problem(self) -> str | None:
         if not self.escaped:
             return None
-        try:
-            over = self.plugin + self.dra > parse_count(self.limit)
-        except (ValueError, ArithmeticError):
-            over = False
         return (f"ResourceQuota {self.namespace}/{self.quota} limits {self.key} ({self.limit}) but does not count "
                 f"{self.escaped} device(s) of DeviceClass {', '.join(self.escaped_classes)} that claims hold for it"
-                + (f": {self.plugin + self.dra} in use against {self.limit}" if over else "")
+                + (f": {self.plugin + self.dra} in use against {self.limit}" if self.over else "")
                 + " (`dra-bridge quota` proposes the keys)")
 
 
@@ -83,15 +111,7 @@ def plugin_held(pod: dict, resource: str) -> int:
     spec = pod.get("spec") or {}
     if not running(pod) or not spec.get("nodeName") or (pod.get("status") or {}).get("extendedResourceClaimStatus"):
         return 0
-    total = 0
-    for container in spec.get("containers") or []:
-        resources = (container or {}).get("resources") or {}
-        value = (resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(resource))
-        try:
-            total += parse_count(value) if value is not None else 0
-        except (ValueError, ArithmeticError):
-            continue  # the API server would not have stored it
-    return total
+    return pod_charge(pod, resource)  # the kubelet's device manager, too, gives init containers theirs
 
 
 def _plugin_held(pods: list[dict], resource: str) -> dict[str, int]:
@@ -109,6 +129,9 @@ def quota_use(quotas: list[dict], pods: list[dict], claims: list[dict], rules: M
               extended: Mapping[str, str]) -> list[BudgetUse]:
     """One entry per ResourceQuota limit on a legacy GPU resource."""
     held = _held(claims)
+    charges: dict[str, dict[str, int]] = {}
+    # A namespace whose pods were not read (an export without them) is not judged for twice.
+    read = {metadata_of(p).get("namespace", "") for p in pods}
     out = []
     for quota in quotas:
         meta = metadata_of(quota)
@@ -128,5 +151,17 @@ def quota_use(quotas: list[dict], pods: list[dict], claims: list[dict], rules: M
                 if counted_by(hard, resource, cls, extended) is None:
                     use.escaped += devices
                     use.escaped_classes.append(cls)
+            used = ((quota.get("status") or {}).get("used") or {}).get(key)
+            if used is not None and use.namespace in read:
+                if resource not in charges:
+                    charges[resource] = charged(pods, claims, resource, extended)
+                use.used, use.charged = _count(used), charges[resource].get(use.namespace, 0)
             out.append(use)
     return out
+
+
+def _count(value) -> int | None:
+    try:
+        return parse_count(value)
+    except (ValueError, ArithmeticError, TypeError):
+        return None

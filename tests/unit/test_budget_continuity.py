@@ -80,3 +80,34 @@ def test_the_implicit_class_key_counts_only_a_class_declaring_an_extended_resour
     assert unmapped.escaped == 3
     [other] = quota_use([implicit], [], [claim("c", 3)], RULES, {"gpu.nvidia.com": "example.com/gpu"})
     assert other.escaped == 0
+
+
+def test_plan_judges_a_quota_by_the_classes_in_the_export_and_a_class_asks_for_nothing(tmp_path, capsys):
+    # What `dra-bridge quota --budget one` proposes, planned with the quota it is for: the class
+    # counts claims under requests.nvidia.com/gpu, so no key is to be added, and the class
+    # (declaring nvidia.com/gpu) is no GPU request of its own.
+    klass = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+             "spec": {"extendedResourceName": "nvidia.com/gpu"}}
+    source = tmp_path / "cluster.yaml"
+    source.write_text(yaml.safe_dump_all([QUOTA, klass]))
+    assert main(["plan", "-f", str(source), "-o", "json"]) == 0
+    reports = {r["kind"]: r for r in json.loads(capsys.readouterr().out)["objects"]}
+    assert reports["ResourceQuota"]["status"] == "unchanged" and reports["DeviceClass"]["status"] == "unchanged"
+    source.write_text(yaml.safe_dump_all([QUOTA]))
+    assert main(["plan", "-f", str(source), "-o", "json"]) == 0
+    [report] = json.loads(capsys.readouterr().out)["objects"]
+    assert report["status"] == "migrated"
+    assert main(["audit", "-f", str(source)]) == 0
+
+
+def test_a_budget_held_beyond_its_limit_is_named_even_where_every_key_counts(tmp_path, capsys):
+    lowered = {**QUOTA, "spec": {"hard": {"requests.nvidia.com/gpu": "2"}}}
+    [use] = quota_use([lowered], [pod("a", 2)], [claim("c", 1)], RULES, {"gpu.nvidia.com": "nvidia.com/gpu"})
+    assert (use.escaped, use.over, use.problem) == (0, 1, None)
+    assert "limits requests.nvidia.com/gpu to 2 but its pods hold 3 (device plugin 2, DRA 1)" in use.over_problem
+    [fits] = quota_use([QUOTA], [pod("a", 2)], [claim("c", 1)], RULES, {"gpu.nvidia.com": "nvidia.com/gpu"})
+    assert (fits.over, fits.over_problem) == (0, None)
+    source = tmp_path / "cluster.yaml"
+    source.write_text(yaml.safe_dump_all([lowered, pod("a", 3)]))
+    assert main(["audit", "-f", str(source)]) == 1
+    assert "over budget: ResourceQuota team-a/gpus limits requests.nvidia.com/gpu to 2" in capsys.readouterr().out
