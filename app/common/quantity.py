@@ -53,6 +53,14 @@ def parse_count(value: object) -> int:
     return int(number)
 
 
+def count_or_none(value: object) -> int | None:
+    """parse_count, or None where the value is no count (one the API server would not have stored)."""
+    try:
+        return parse_count(value)
+    except (ValueError, ArithmeticError, TypeError):
+        return None
+
+
 def format_mebibytes(number: Decimal) -> str:
     """Render a byte amount as a CEL quantity literal, exact (Mi when whole, else bytes)."""
     mib = number / _BINARY["Mi"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from app.common import metadata_of, parse_count
+from app.common import count_or_none, metadata_of
 from app.policy import MigrationRules
 
 from .quota import counted_by
@@ -50,7 +50,7 @@ class BudgetUse:
     @property
     def over(self) -> int:
         """GPUs held beyond the limit, on both sides together."""
-        limit = _count(self.limit)
+        limit = count_or_none(self.limit)
         return max(0, self.plugin + self.dra - limit) if limit is not None else 0
 
     @property
@@ -129,6 +129,8 @@ def quota_use(quotas: list[dict], pods: list[dict], claims: list[dict], rules: M
               extended: Mapping[str, str]) -> list[BudgetUse]:
     """One entry per ResourceQuota limit on a legacy GPU resource."""
     held = _held(claims)
+    # Per resource, namespace -> its sum: each read once, not once per quota.
+    plugin: dict[str, dict[str, int]] = {}
     charges: dict[str, dict[str, int]] = {}
     # A namespace whose pods were not read (an export without them) is not judged for twice.
     read = {metadata_of(p).get("namespace", "") for p in pods}
@@ -142,8 +144,10 @@ def quota_use(quotas: list[dict], pods: list[dict], claims: list[dict], rules: M
             if found is None or found[0].role not in ("count", "countPercent"):
                 continue
             classes = {c for c, r in extended.items() if r == resource} | ({found[0].deviceClass} - {None, ""})
+            if resource not in plugin:
+                plugin[resource] = _plugin_held(pods, resource)
             use = BudgetUse(meta.get("namespace", ""), meta.get("name", ""), str(key), str(limit),
-                            plugin=_plugin_held(pods, resource).get(meta.get("namespace", ""), 0))
+                            plugin=plugin[resource].get(meta.get("namespace", ""), 0))
             for cls, devices in sorted(held.get(use.namespace, {}).items()):
                 if cls not in classes:
                     continue
@@ -155,13 +159,6 @@ def quota_use(quotas: list[dict], pods: list[dict], claims: list[dict], rules: M
             if used is not None and use.namespace in read:
                 if resource not in charges:
                     charges[resource] = charged(pods, claims, resource, extended)
-                use.used, use.charged = _count(used), charges[resource].get(use.namespace, 0)
+                use.used, use.charged = count_or_none(used), charges[resource].get(use.namespace, 0)
             out.append(use)
     return out
-
-
-def _count(value) -> int | None:
-    try:
-        return parse_count(value)
-    except (ValueError, ArithmeticError, TypeError):
-        return None

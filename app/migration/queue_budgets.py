@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from app.common import controller_ref, metadata_of, parse_count
+from app.common import controller_ref, count_or_none, metadata_of
 from app.policy import MigrationRules
 
 from .continuity import allocated_devices, plugin_held
@@ -51,12 +51,6 @@ class QueueUse:
                 "proposes Kueue's deviceClassMappings and DRA gate)")
 
 
-def _count(value) -> int:
-    try:
-        return parse_count(value)
-    except (ValueError, ArithmeticError, TypeError):
-        return 0
-
 
 def _quotas(queue: dict, resources: set[str] | None = None) -> dict[str, int]:
     """R -> nominalQuota over the queue's flavors (of `resources` only, where given)."""
@@ -66,7 +60,7 @@ def _quotas(queue: dict, resources: set[str] | None = None) -> dict[str, int]:
             for entry in (flavor.get("resources") or []) if isinstance(flavor, dict) else []:
                 name = str((entry or {}).get("name"))
                 if resources is None or name in resources:
-                    out[name] = out.get(name, 0) + _count(entry.get("nominalQuota"))
+                    out[name] = out.get(name, 0) + (count_or_none(entry.get("nominalQuota")) or 0)
     return out
 
 
@@ -78,7 +72,7 @@ def _reserved(queue: dict) -> dict[str, int] | None:
     for flavor in status.get("flavorsReservation") or []:
         for entry in (flavor.get("resources") or []) if isinstance(flavor, dict) else []:
             name = str((entry or {}).get("name"))
-            out[name] = out.get(name, 0) + _count(entry.get("total"))
+            out[name] = out.get(name, 0) + (count_or_none(entry.get("total")) or 0)
     return out
 
 
@@ -100,7 +94,7 @@ def _admitted(workloads: Iterable[dict]) -> dict[str, _Admitted]:
         reserved: dict[str, int] = {}
         for assignment in admission.get("podSetAssignments") or []:
             for name, value in ((assignment or {}).get("resourceUsage") or {}).items():
-                reserved[name] = reserved.get(name, 0) + _count(value)
+                reserved[name] = reserved.get(name, 0) + (count_or_none(value) or 0)
         found = _Admitted(str(admission["clusterQueue"]), f"{meta.get('namespace', '')}/{meta.get('name', '')}",
                           reserved)
         for owner in meta.get("ownerReferences") or []:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from app.common import controller_ref, metadata_of, parse_count, vocabulary
+from app.common import controller_ref, count_or_none, metadata_of, vocabulary
 
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 
@@ -24,10 +24,7 @@ def _amount(container: object, resource: str) -> int:
     resources = (container or {}).get("resources") if isinstance(container, dict) else None
     resources = resources if isinstance(resources, dict) else {}
     value = (resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(resource))
-    try:
-        return parse_count(value) if value is not None else 0
-    except (ValueError, ArithmeticError, TypeError):
-        return 0  # the API server would not have stored it
+    return count_or_none(value) or 0
 
 
 def pod_charge(pod: dict, resource: str) -> int:
@@ -53,10 +50,7 @@ def _devices(request: dict) -> int:
         return vocabulary.DRA_MAX_DEVICES_PER_CLAIM
     if mode != "ExactCount":
         return 0  # upstream charges nothing for a mode it does not know
-    try:
-        return parse_count(request.get("count", 1))
-    except (ValueError, ArithmeticError, TypeError):
-        return 0
+    return count_or_none(request.get("count", 1)) or 0
 
 
 def claim_asks(claim: dict) -> dict[str, int]:
