@@ -13,14 +13,16 @@ import time
 import urllib3
 
 from app import dra, kube
+from app.application import (ClusterFacts, claim_objects, cluster_facts, inventory_source, live_inventory,
+                             read_kueue_view, scan, unmigrated)
+from app.application.manifests import ObjectReport, exit_status, kueue_of_inputs, namespace_labels, objects_of, \
+    plan_objects
 from app.common import BridgeError, by_kind, controller_ref, dump_documents, labels_by_name, metadata_of
-from app.migration import Facts, OptIn, extended_resources, kueue_view_of, queue_use, quota_use, unmigrated
+from app.migration import OptIn, extended_resources, queue_use, quota_use
 from app.policy import load_policy
-from app.server import scan
-from app.server.mutation import index_facts
 
 from .inputs import load_inventory, read_some_inputs
-from .plancli import ObjectReport, clip, exit_status, kueue_of_inputs, namespace_labels, plan_objects
+from .output import clip
 
 # Workloads whose pod templates we read; bare pods are audited, pods owned by these are not.
 WORKLOADS = [("/api/v1", "pods", "Pod"), ("/apis/apps/v1", "deployments", "Deployment"),
@@ -28,12 +30,6 @@ WORKLOADS = [("/api/v1", "pods", "Pod"), ("/apis/apps/v1", "deployments", "Deplo
              ("/apis/apps/v1", "replicasets", "ReplicaSet"), ("/apis/batch/v1", "jobs", "Job"),
              ("/apis/batch/v1", "cronjobs", "CronJob"),
              ("/api/v1", "resourcequotas", "ResourceQuota")]  # GPU quotas that stop counting migrated pods
-# What the path choice reads: devices, classes, the GPUs device plugins advertise, GPU quotas.
-INVENTORY_PATHS = [("/apis/resource.k8s.io/v1", "resourceslices", "ResourceSlice"),
-                   ("/apis/resource.k8s.io/v1", "deviceclasses", "DeviceClass"),
-                   ("/api/v1", "nodes", "Node"), ("/api/v1", "resourcequotas", "ResourceQuota")]
-
-
 def _controlled(obj: dict) -> bool:
     return controller_ref(obj) is not None
 
@@ -54,11 +50,9 @@ def live_objects(api, namespace: str | None = None) -> tuple[list[tuple[str, lis
     return out, controlled
 
 
-def unmigrated_pods(pods: list[dict], policy, ix, namespaces: dict, opt_in, kueue=None) -> list[dict]:
+def unmigrated_pods(pods: list[dict], policy, facts: ClusterFacts, namespaces: dict, opt_in) -> list[dict]:
     """Running pods of controllers that still hold legacy GPU requests the webhook would rewrite
-    now (migration.unmigrated, as `serve` counts them)."""
-    facts = index_facts(ix, policy.migration, dra.TemplateVerdicts(ix).dra, kueue) if ix is not None else \
-        Facts(kueue=kueue)
+    now (application.unmigrated, as `serve` counts them)."""
     out = []
     for pod in unmigrated(pods, namespaces, policy, facts, opt_in):
         meta = pod.get("metadata") or {}
@@ -79,26 +73,6 @@ def _unmigrated_line(pods: list[dict]) -> str:
     return (f"{len(pods)} running pod(s) still hold legacy GPU requests the webhook would rewrite now (admitted "
             f"while it was unreachable, or before it served them): {listed}{more}; recreate them to migrate "
             "(kubectl rollout restart)\n")
-
-
-def live_inventory(api) -> dra.Inventory:
-    objects = []
-    for prefix, resource, kind in INVENTORY_PATHS:
-        for item in kube.list_items(api, f"{prefix}/{resource}"):
-            item.setdefault("kind", kind)
-            item.setdefault("apiVersion", prefix.split("/", 2)[-1])
-            objects.append((0, item))
-    return dra.inventory_from_objects(objects, "cluster")
-
-
-def read_kueue_view(api):
-    """Kueue's configuration as `serve` reads it; None (said on stderr) where it cannot be read,
-    as serve then judges: only the policy's migration.kueueDeviceClasses count."""
-    try:
-        return kueue_view_of(kube.read_kueue(api))
-    except BridgeError as exc:
-        sys.stderr.write(f"dra-bridge: {exc}: pods Kueue admits by itself are judged on migration.kueueDeviceClasses\n")
-        return None
 
 
 def _from_cluster(found, read, *args):
@@ -168,16 +142,25 @@ def run_audit(args) -> int:
     elif args.inventory:
         ix = dra.build_index(load_inventory(args.inventory))
     # Objects that name no namespace land in the default one, as kubectl would put them.
-    kueue = kueue_of_inputs(inputs) if args.filename else _from_cluster(found, read_kueue_view)
-    existing = [o for _s, objs in inputs for _l, o in objs] + controlled
+    if args.filename:
+        kueue = kueue_of_inputs(inputs)
+    else:
+        kueue, note = _from_cluster(found, read_kueue_view)
+        if note:
+            sys.stderr.write(f"dra-bridge: {note}\n")
+    existing = objects_of(inputs) + controlled
     classes = [o for o in existing if o.get("kind") == "DeviceClass"] or \
         ([] if args.filename else _from_cluster(found, lambda api: kube.list_items(api, DEVICE_CLASSES)))
-    result = plan_objects(inputs, policy, args.namespace or "default", ix, namespaces, opt_in, kueue, classes)
-    rows = [_row(r) for r in result.reports if r.status != "unchanged" or r.path != "none"]
-    running = unmigrated_pods(controlled, policy, ix, namespaces, opt_in, kueue) if controlled else []
     if not args.filename:
         existing += _from_cluster(found, claim_objects, args.namespace)
-    violations = _violations(existing, policy, ix, namespaces, args.namespace or "default")
+    _default_namespace(existing, args.namespace or "default")
+    where = "live cluster" if args.inventory == "live" else f"inventory {args.inventory}"
+    facts = cluster_facts(policy, ix, source=inventory_source(ix, where), objects=existing, kueue=kueue,
+                          classes=classes, namespaces=namespaces, claims_known=True if not args.filename else None)
+    result = plan_objects(inputs, policy, args.namespace or "default", facts, opt_in)
+    rows = [_row(r) for r in result.reports if r.status != "unchanged" or r.path != "none"]
+    running = unmigrated_pods(controlled, policy, facts, namespaces, opt_in) if controlled else []
+    violations = scan.scan(existing, policy, ix, namespaces or {})
     if not args.filename:
         existing += _from_cluster(found, kube.list_queues, args.namespace)
     budgets, queues = _budgets(existing, classes, policy, kueue)
@@ -247,24 +230,8 @@ def _budgets(objects: list[dict], classes: list[dict], policy, kueue) -> tuple[l
                       claims, policy.migration, extended, kueue, policy.migration.kueueDeviceClasses))
 
 
-CLAIM_PATHS = [("/apis/resource.k8s.io/v1", "resourceclaims", "ResourceClaim"),
-               ("/apis/resource.k8s.io/v1", "resourceclaimtemplates", "ResourceClaimTemplate")]
-
-
-def claim_objects(api, namespace: str | None = None) -> list[dict]:
-    scope = f"/namespaces/{namespace}" if namespace else ""
-    out = []
-    for prefix, resource, kind in CLAIM_PATHS:
-        for item in kube.list_items(api, f"{prefix}{scope}/{resource}"):
-            item.setdefault("kind", kind)  # a list's items carry neither
-            item.setdefault("apiVersion", prefix.split("/", 2)[-1])
-            out.append(item)
-    return out
-
-
-def _violations(objects: list[dict], policy, ix, namespaces: dict | None, default_namespace: str) -> list:
-    """The admin rules on what exists now (a background scan); claims pods name are read from the same set."""
+def _default_namespace(objects: list[dict], namespace: str) -> None:
+    """Objects that name no namespace are in `namespace`, as kubectl would put them."""
     for obj in objects:
         meta = obj.setdefault("metadata", {}) if isinstance(obj.get("metadata", {}), dict) else {}
-        meta.setdefault("namespace", default_namespace)
-    return scan.scan(objects, policy, ix, namespaces or {})
+        meta.setdefault("namespace", namespace)

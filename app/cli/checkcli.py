@@ -8,9 +8,8 @@ import sys
 from app import dra
 from app.common import InputError, metadata_of
 from app.policy import load_policy
-from app.server.chain import answer
-from app.server.mutation import index_facts
-from app.server.validation import KnownClaims, admin_label_rule
+from app.application import EveryNamespace, admin_label_rule, chain, cluster_facts, inventory_source
+from app.application.manifests import objects_of
 
 from .inputs import load_inventory, read_inputs
 
@@ -76,14 +75,13 @@ def run_check(args) -> int:
 
 
 def _policy_judge(path: str, ix: dra.Index, inputs, namespaces: dict):
-    """What the webhooks answer for each object under the policy (server.chain): claims a pod
+    """What the webhooks answer for each object under the policy (application.chain): claims a pod
     names are read from the same input."""
     policy = load_policy(path)
-    facts = index_facts(ix, policy.migration, dra.TemplateVerdicts(ix).dra) if ix.device_count else None
-    known = KnownClaims(o for _s, objects in inputs for _l, o in objects)
+    facts = cluster_facts(policy, ix, source=inventory_source(ix, "inventory"), objects=objects_of(inputs),
+                          claims_known=True, namespaces=EveryNamespace(namespaces))
 
     def judge(obj: dict):
-        namespace = metadata_of(obj).get("namespace") or "default"
-        return answer(obj, namespace, namespaces.get(namespace, {}), policy, ix, facts,
-                      known.lookup, namespace_claims=known.in_namespace)
+        return chain.answer(obj, metadata_of(obj).get("namespace") or "default", policy, facts)
     return judge
+

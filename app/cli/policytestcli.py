@@ -1,6 +1,6 @@
 """`dra-bridge policy test`: a policy, resources and the outcomes expected of them (as `kyverno
 test` and gator verify take them); every resource goes through the webhooks' own chain
-(server.chain), so a test that passes here answers alike in the cluster."""
+(application.chain), so a test that passes here answers alike in the cluster."""
 
 from __future__ import annotations
 
@@ -9,11 +9,9 @@ from dataclasses import dataclass
 
 from app import dra
 from app.common import InputError, read_objects
-from app.migration import Facts
+from app.application import EveryNamespace, cluster_facts, inventory_source
+from app.application.chain import RESULTS, answer
 from app.policy import load_policy
-from app.server.chain import RESULTS, answer
-from app.server.validation import KnownClaims
-from app.server.mutation import index_facts
 
 from .inputs import load_inventory
 
@@ -71,9 +69,9 @@ def _run_file(path: str, verbose: bool) -> tuple[int, int]:
     policy = load_policy(_beside(base, test, "policy", path))
     inventory = load_inventory(_beside(base, test, "inventory", path, required=False))
     index = dra.build_index(inventory)
-    facts = index_facts(index, policy.migration, dra.TemplateVerdicts(index).dra) if index.device_count else Facts()
     objects, namespaces = _resources(base, test, path)
-    known = KnownClaims(objects.values())
+    facts = cluster_facts(policy, index, source=inventory_source(index, "inventory"), objects=objects.values(),
+                          claims_known=True, namespaces=EveryNamespace(namespaces))
     passed = 0
     cases = _cases(test, path)
     print(f"{path}: {test.get('metadata', {}).get('name', '')} ({len(cases)} result(s))")
@@ -85,8 +83,7 @@ def _run_file(path: str, verbose: bool) -> tuple[int, int]:
                              + (f" in {case.namespace}" if case.namespace else "") + ": expected exactly one")
         obj = matches[0]
         namespace = case.namespace or obj["metadata"].get("namespace") or "default"
-        got = answer(obj, namespace, namespaces.get(namespace, {}), policy, index, facts, known.lookup, case.user,
-                     case.groups, known.in_namespace)
+        got = answer(obj, namespace, policy, facts, case.user, case.groups)
         missing = [r for r in case.rules if r not in got.rules]
         ok = got.result == case.result and not missing and case.rewritten in (None, got.rewritten)
         passed += ok

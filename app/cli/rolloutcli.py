@@ -2,32 +2,21 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import sys
 
-from app import dra, kube
+from app import kube
+from app.application import read_kueue_view, rollout, snapshot_facts
 from app.common import BridgeError, InputError, read_objects
 from app.kube import NodeWrites, rollout_snapshot
-from app.migration import OptIn, rollout
+from app.migration import OptIn
 from app.policy import load_policy
-from app.server.mutation import index_facts
-from app.server.validation import refusal
-
-from .auditcli import read_kueue_view
 
 KINDS = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "ResourceQuota": "resourcequotas",
          "PodDisruptionBudget": "poddisruptionbudgets", "ResourceSlice": "resourceslices",
          "ResourceClaim": "resourceclaims", "DeviceClass": "deviceclasses", "Job": "jobs",
          "Deployment": "deployments", "StatefulSet": "statefulsets"}
-# What the path choice's inventory reads from a snapshot: key, kind, apiVersion.
-INVENTORY = [("resourceslices", "ResourceSlice", "resource.k8s.io/v1"),
-             ("deviceclasses", "DeviceClass", "resource.k8s.io/v1"),
-             ("resourceclaims", "ResourceClaim", "resource.k8s.io/v1"), ("nodes", "Node", "v1"),
-             ("resourcequotas", "ResourceQuota", "v1")]
-
-
 def run_rollout(args) -> int:
     switches = rollout.Switches(*_label(args.plugin_label, "--plugin-label", 3),
                                 *_label(args.dra_label, "--dra-label", 2), driver=args.driver)
@@ -45,14 +34,17 @@ def run_rollout(args) -> int:
         api = found[0]
         try:
             objects = rollout_snapshot(api)
-            objects["kueue"] = [read_kueue_view(api)]  # what serve's path choice reads too
+            view, note = read_kueue_view(api)  # what serve's path choice reads too
+            if note:
+                sys.stderr.write(f"dra-bridge: {note}\n")
+            objects["kueue"] = [view]
         except Exception as exc:  # noqa: BLE001 - unreachable, TLS, DNS: one line naming the server
             if isinstance(exc, BridgeError):
                 raise
             raise kube.unreachable(found[1], exc) from None
     nodes = [v for v in (rollout.node_view(n, objects["resourceslices"], switches) for n in objects["nodes"]) if v]
-    facts, fits, index = cluster_facts(objects, policy)
-    pods = rollout.pod_views(objects, policy, switches, facts, opt_in, refusal(index))
+    facts, fits = snapshot_facts(objects, policy)
+    pods = rollout.pod_views(objects, policy, switches, facts, opt_in)
     if args.action == "status":
         return _status(nodes, pods, objects, policy, args.output)
     drain = rollout.Drain(args.force, args.delete_emptydir_data)
@@ -67,37 +59,6 @@ def run_rollout(args) -> int:
     except rollout.Stopped as exc:
         print(f"dra-bridge rollout: stopped: {exc}", file=sys.stderr)
         return 1
-
-
-def cluster_facts(objects: dict[str, list[dict]], policy):
-    """(What the webhook's path choice reads, from the snapshot: the same facts it builds from its
-    live inventory (devices, classes, allocations, Nodes and their cordons, GPU quotas); whether a
-    node's devices, published or shadowed, could ever serve a pod's claims; the index, for the
-    admin rules.) With no device
-    published or shadowed anywhere yet, nothing can say which claims DRA will serve: the claim is
-    not judged (waves then count whole GPUs and MIG profiles)."""
-    tagged = [(0, {"kind": kind, "apiVersion": version, **obj}) for key, kind, version in INVENTORY
-              for obj in objects.get(key, [])]
-    index = dra.build_index(dra.inventory_from_objects(tagged, "cluster"))
-    facts = index_facts(index, policy.migration, dra.TemplateVerdicts(index).dra, (objects.get("kueue") or [None])[0])
-    if not index.device_count:
-        return dataclasses.replace(facts, dra=None), None, index
-    known, seen = frozenset(index.views), {}
-
-    def fits(pod: rollout.PodView, node: str) -> bool:
-        """Our feasibility check on that node's devices alone (allocations aside: the plan counts
-        room); a node whose devices nobody publishes or shadows is not known to lack any."""
-        if node not in known:
-            return True
-        for template in pod.templates:
-            key = (template["metadata"]["name"], node)
-            if key not in seen:
-                spec = dra.parse_claim_spec(template["spec"]["spec"], "spec")
-                seen[key] = dra.check(spec, index, skip=known - {node}).status not in ("never", "invalid")
-            if not seen[key]:
-                return False
-        return True
-    return facts, fits, index
 
 
 def _run(mover: rollout.Mover, waves: list[rollout.Wave], nodes: list[rollout.NodeView], args) -> int:

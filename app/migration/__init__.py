@@ -2,7 +2,8 @@
 become a ResourceClaimTemplate and a rewritten pod; pod templates found in any workload; the patch."""
 
 from .controllers import keep_ray_gpu_count, left_to_admission
-from .paths import Choice, Facts, extended_resources, plugin_nodes, served_resources
+from .paths import Choice, Facts, extended_resources, plugin_nodes, served_resources, tolerates_cordon
+from .unmigrated import recreated, running
 from .paths import choose as choose_path
 from .patch import apply as apply_patch
 from .patch import diff as patch_diff
@@ -15,8 +16,7 @@ from .planner import (
                       legacy_resources,
                       plan_pod,
 )
-from .decision import OPT_IN_LABEL, Admitted, Decision, OptIn, decide
-from .unmigrated import per_namespace, unmigrated
+from .decision import DEFAULT_OPT_IN, OPT_IN_LABEL, UNKNOWN_FACTS, OptIn, Planner, Routed, decide, plan_only
 from .budgets import clean_object, kueue_configuration, kueue_mappings, one_budget_classes, quota_changes
 from .kueue import (KueueView, configuration_in, configured_mappings, kueue_in_objects, kueue_uncounted, kueue_view,
                     kueue_view_of, manager_args)
@@ -26,10 +26,9 @@ from .quota_charge import EXTENDED_CLAIM_ANNOTATION, charged, claim_asks, pod_ch
 from .podshape import pod_errors
 from .sharing import ClusterSharing, ShareableDevices
 from .quota import kueue_per_pod, quota_additions, quota_escapes
-from . import rollout
 from .workloads import is_pod_spec, pod_templates
 
-__all__ = ["EXTENDED_CLAIM_ANNOTATION", "charged", "claim_asks", "pod_charge", "QueueUse", "queue_use", "kueue_in_objects", "clean_object", "one_budget_classes", "kueue_view_of", "KueueView", "configuration_in", "kueue_uncounted", "kueue_view", "manager_args", "configured_mappings", "BudgetUse", "quota_use", "kueue_configuration", "kueue_mappings", "quota_changes", "per_namespace", "unmigrated", "rollout", "OPT_IN_LABEL", "Admitted", "Decision", "OptIn", "decide", "MAX_DEVICES_PER_CLAIM", "MAX_REQUESTS", "MIGRATION_ANNOTATION", "TEMPLATE_PREFIX", "Choice", "ClusterSharing",
+__all__ = ["EXTENDED_CLAIM_ANNOTATION", "charged", "claim_asks", "pod_charge", "QueueUse", "queue_use", "kueue_in_objects", "clean_object", "one_budget_classes", "kueue_view_of", "KueueView", "configuration_in", "kueue_uncounted", "kueue_view", "manager_args", "configured_mappings", "BudgetUse", "quota_use", "kueue_configuration", "kueue_mappings", "quota_changes", "DEFAULT_OPT_IN", "OPT_IN_LABEL", "UNKNOWN_FACTS", "recreated", "running", "tolerates_cordon", "OptIn", "Planner", "Routed", "decide", "plan_only", "MAX_DEVICES_PER_CLAIM", "MAX_REQUESTS", "MIGRATION_ANNOTATION", "TEMPLATE_PREFIX", "Choice", "ClusterSharing",
            "Facts", "Plan", "ShareableDevices",
            "apply_patch", "choose_path", "keep_ray_gpu_count", "left_to_admission", "is_pod_spec", "legacy_resources", "patch_diff", "plan_pod", "plugin_nodes", "pod_errors",
            "pod_templates", "kueue_per_pod", "quota_additions", "quota_escapes", "served_resources", "extended_resources"]

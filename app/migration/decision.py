@@ -1,5 +1,6 @@
-"""What happens to one pod when it is created: the one decision the webhook (real requests and
-dry runs), `plan`, `audit` and `rollout` all take through `decide`. Pure.
+"""How one pod is migrated when it is created: its path and plan (`decide`). Pure. The admin
+rules' verdict is composed with it in the application layer (app.application.decide_pod), which
+every caller (the webhook, dry runs, previews, the rollout) goes through.
 
 Inputs: the pod, its namespace and that namespace's labels, the policy (its namespace rules
 too), the cluster's facts (paths.Facts) and the opt-in label the mutating webhook's namespaceSelector
@@ -49,18 +50,19 @@ class OptIn:
 DEFAULT_OPT_IN = OptIn(*OPT_IN_LABEL.split("="))
 
 
-@dataclass
-class Decision:
+@dataclass(frozen=True)
+class Routed:
     """settings: the policy in force for the namespace (None: the webhook is never called);
     plan: the planner's outcome, `unchanged` where the pod is left as written; patch: the JSON
-    patch of a rewrite; path: the path choice where one was made (native or legacy: left as is)."""
+    patch of a rewrite; path: the path choice where one was made (native or legacy: left as is);
+    planned: the planner's own plan, before the path choice (None: not planned). The admin
+    rules' verdict on it is the application layer's (app.application.decide_pod)."""
 
     settings: Effective | None
     plan: Plan
     patch: bytes | None = None
     path: Choice | None = None
-    planned: Plan | None = None  # the planner's own plan, before the path choice (None: not planned)
-    refused: str | None = None  # why the admin rules deny the pod as it would be admitted (a denial)
+    planned: Plan | None = None
 
 
 Planner = Callable[..., tuple[Plan, bytes | None]]  # (pod, rules, namespace, sharing) -> (plan, patch)
@@ -71,39 +73,15 @@ def plan_only(pod: dict, rules, namespace: str | None, sharing=None) -> tuple[Pl
     return plan_pod(pod, rules, namespace, sharing), None
 
 
-@dataclass(frozen=True)
-class Admitted:
-    """The pod as the API server would store it, for the admin rules: `generated` the templates
-    its rewrite writes, `equivalent` what its device-plugin asks would be as claims (None: not
-    planned)."""
-
-    pod: dict  # its spec as admitted (a rewrite's planner view: metadata holds annotations only)
-    original: dict  # the pod as sent: labels, the object rules' CEL sees
-    namespace: str
-    namespace_labels: dict | None
-    policy: Policy
-    generated: list = ()
-    equivalent: list | None = None
+UNKNOWN_FACTS = Facts()  # nothing known of the cluster: the path choice judges what it can without it
 
 
-Refusal = Callable[[Admitted], "str | None"]  # why the admin rules deny it; None: admitted
-
-
-def decide(pod: dict, namespace: str, namespace_labels: dict | None, policy: Policy, facts: Facts | None = None,
-           opt_in: OptIn | None = None, planner: Planner = plan_only, refuse: Refusal | None = None) -> Decision:
-    """The decision for a pod being created. facts: what the cluster serves (None keeps every
-    pod on the rewrite path: no inventory); planner: plan_pod, or a cache of it; refuse: the
-    validating webhook's verdict on a generated template (None: not judged)."""
-    found = _path(pod, namespace, namespace_labels, policy, facts, opt_in, planner)
-    if refuse is not None:
-        migrated = found.plan.status == "migrated"
-        equivalent = found.planned.templates if found.planned is not None and found.planned.status == "migrated" \
-            else None
-        found.refused = refuse(Admitted(found.plan.pod if migrated else pod, pod, namespace, namespace_labels, policy,
-                                        found.plan.templates if migrated else [], None if migrated else equivalent))
-        if found.refused is not None:
-            found.patch = None
-    return found
+def decide(pod: dict, namespace: str, namespace_labels: dict | None, policy: Policy, facts: Facts = UNKNOWN_FACTS,
+           opt_in: OptIn | None = None, planner: Planner = plan_only) -> Routed:
+    """The migration of a pod being created. facts: what the cluster serves (UNKNOWN_FACTS: no
+    inventory: the pod keeps the rewrite path unless its policy, shares or queue say otherwise);
+    planner: plan_pod, or a cache of it."""
+    return _path(pod, namespace, namespace_labels, policy, facts, opt_in, planner)
 
 
 def _kept_by_policy(pod: dict, policy: Policy, keep: list[str]) -> Choice | None:
@@ -117,26 +95,26 @@ def _kept_by_policy(pod: dict, policy: Policy, keep: list[str]) -> Choice | None
     return None
 
 
-def _path(pod: dict, namespace: str, namespace_labels: dict | None, policy: Policy, facts: Facts | None,
-          opt_in: OptIn | None, planner: Planner) -> Decision:
+def _path(pod: dict, namespace: str, namespace_labels: dict | None, policy: Policy, facts: Facts,
+          opt_in: OptIn | None, planner: Planner) -> Routed:
     if opt_in is not None and not opt_in.admits(namespace_labels):
-        return Decision(None, Plan("unchanged", reason=f"its namespace {namespace or '(none)'} is not opted in "
+        return Routed(None, Plan("unchanged", reason=f"its namespace {namespace or '(none)'} is not opted in "
                                                        f"({opt_in}): the webhook is not called, the pod is created "
                                                        "as written"))
     settings = policy.for_namespace(namespace, namespace_labels or {})
     if not settings.migrate:
-        return Decision(settings, Plan("unchanged", reason="migration disabled for this namespace (policy "
+        return Routed(settings, Plan("unchanged", reason="migration disabled for this namespace (policy "
                                                            "migrate: false)"))
     kept = _kept_by_policy(pod, policy, settings.keepOnPlugin)
     if kept is not None:
-        return Decision(settings, Plan("unchanged", reason=kept.reason, warnings=[
+        return Routed(settings, Plan("unchanged", reason=kept.reason, warnings=[
             f"pod left on the device plugin: {kept.reason}"]), path=kept)
-    plan, patch = planner(pod, policy.migration, namespace or None, facts.sharing if facts is not None else None)
-    if plan.status in ("migrated", "unmigratable") and (facts is not None or settings.path == "legacy"):
-        choice = choose(pod, plan, policy.migration, settings.path, facts or Facts())
+    plan, patch = planner(pod, policy.migration, namespace or None, facts.sharing)
+    if plan.status in ("migrated", "unmigratable"):
+        choice = choose(pod, plan, policy.migration, settings.path, facts)
         if choice.path == "native":
-            return Decision(settings, Plan("unchanged", reason=choice.reason), path=choice, planned=plan)
+            return Routed(settings, Plan("unchanged", reason=choice.reason), path=choice, planned=plan)
         if choice.path == "legacy":
-            return Decision(settings, Plan("unchanged", reason=choice.reason, warnings=[
+            return Routed(settings, Plan("unchanged", reason=choice.reason, warnings=[
                 f"pod left on the device plugin: {choice.reason}"]), path=choice, planned=plan)
-    return Decision(settings, plan, patch, planned=plan)
+    return Routed(settings, plan, patch, planned=plan)

@@ -113,3 +113,9 @@ def response(uid: str, allowed: bool, *, patch: bytes | None = None, warnings: l
     if audit:
         resp["auditAnnotations"] = audit
     return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": resp}
+
+
+def answer(uid: str, found) -> dict:
+    """The AdmissionReview of an application.Answer."""
+    return response(uid, found.allowed, patch=found.patch, warnings=found.warnings, message=found.message,
+                    code=found.code, audit=found.audit)

@@ -16,6 +16,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
+from app.application import Decision
 from app.migration import Facts
 from app.policy import Policy
 
@@ -43,10 +44,10 @@ def _seen(answer: tuple[str, str]) -> tuple[str, str]:
     return (answer[0], "") if answer[0] == "serves" else answer
 
 
-def recording(facts: Facts | None) -> tuple[Facts | None, list[Judged]]:
+def recording(facts: Facts) -> tuple[Facts, list[Judged]]:
     """facts whose judge notes each verdict it gives, and the list it notes into."""
     noted: list[Judged] = []
-    if facts is None or facts.dra is None:
+    if facts.dra is None:
         return facts, noted
     judge = facts.dra
 
@@ -57,10 +58,8 @@ def recording(facts: Facts | None) -> tuple[Facts | None, list[Judged]]:
     return replace(facts, dra=dra), noted
 
 
-def _basis(facts: Facts | None) -> tuple:
-    """What a decision read besides verdicts, by identity (None: no inventory yet)."""
-    if facts is None:
-        return (None,)
+def _basis(facts: Facts) -> tuple:
+    """What a decision read besides verdicts, by identity."""
     return (facts.served, facts.sharing, facts.plugin_nodes, facts.quotas, facts.extended, facts.kueue,
             facts.dra is None)
 
@@ -77,13 +76,13 @@ class Decisions:
         self._lock = threading.Lock()
         self.rejudged = 0  # verdicts judged again on a newer index (a test and a bench read it)
 
-    def _current(self, policy: Policy, facts: Facts | None) -> bool:
+    def _current(self, policy: Policy, facts: Facts) -> bool:
         under_policy, under_basis = self._under
         basis = _basis(facts)
         return under_policy is policy and len(basis) == len(under_basis) and \
             all(a is b for a, b in zip(basis, under_basis))
 
-    def get(self, key: tuple, policy: Policy, facts: Facts | None) -> tuple[tuple | None, str]:
+    def get(self, key: tuple, policy: Policy, facts: Facts) -> tuple[Decision | None, str]:
         """(the decision, "reused") if one was made for this shape under this policy and basis
         and every verdict it read is still what the judge says (judged again only where cheap);
         else (None, why not: basis | unseen | dear | verdict)."""
@@ -106,7 +105,7 @@ class Decisions:
                 return None, "verdict"
         return decision, "reused"
 
-    def put(self, key: tuple, policy: Policy, facts: Facts | None, decision: tuple, noted: list[Judged]) -> None:
+    def put(self, key: tuple, policy: Policy, facts: Facts, decision: Decision, noted: list[Judged]) -> None:
         with self._lock:
             if not self._current(policy, facts):
                 self._items.clear()

@@ -13,11 +13,12 @@ from app.common import PolicyError
 from app import dra
 from app.dra import Inventory, build_index
 from app.kube import ClaimReader, NamespaceLabels, TemplateStore
+from app.application import ClusterFacts, cluster_facts, index_facts, inventory_source
+from app.migration import UNKNOWN_FACTS
 from app.policy import Policy, default_policy, parse_policy, read_policy_text
 
 from .metrics import Metrics
 from .decisions import Decisions
-from .mutation import index_facts
 from .tls import CertReloader
 
 log = logging.getLogger("dra_bridge.service")
@@ -146,7 +147,7 @@ class ServiceState:
 
     def path_facts(self):
         """What the inventory tells the path choice (native classes, never-satisfiable claims),
-        per index; None until the inventory is synced (then every pod keeps the rewrite path)."""
+        per index; UNKNOWN_FACTS until the inventory is synced (then no pod is judged against it)."""
         known, facts = self.known_path_facts()
         if known:
             return facts
@@ -160,7 +161,7 @@ class ServiceState:
         index, or one that only allocated claims since (its facts carried over but for the
         verdicts, so decisions kept under them stay valid: decisions.Decisions)."""
         if not self.readiness()[1]["inventory"]:
-            return True, None
+            return True, UNKNOWN_FACTS
         cached = self.extra.get("facts")
         if cached is None or cached[1] is not self.policy.policy.migration or cached[3] is not self.kueue:
             return False, None
@@ -172,6 +173,14 @@ class ServiceState:
         facts = replace(cached[2], dra=dra.TemplateVerdicts(index, "spec").dra)
         self.extra["facts"] = (index, cached[1], facts, cached[3])
         return True, facts
+
+    def cluster_facts(self, path) -> ClusterFacts:
+        """The facts a review is decided on (application.cluster_facts): `path` is path_facts(),
+        perhaps wrapped to note the verdicts it gives (decisions.recording)."""
+        index = self.index()  # the admin rules read it synced or not; the path choice only once synced
+        where = "live cluster" if self.live is not None else "inventory file"
+        return cluster_facts(self.policy.policy, index, source=inventory_source(index, where), path=path,
+                             lookup=self.claims, namespace_claims=self.namespace_claims())
 
     def namespace_claims(self):
         """namespace -> its ResourceClaims now, from the live inventory's watch; None without one

@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from app.migration import per_namespace, unmigrated
+from app.application import per_namespace, unmigrated
 
 from .periodic import Periodic
 from .service import ServiceState
@@ -40,7 +40,8 @@ class UnmigratedCount(Periodic):
             metrics.unmigrated_failures.inc()
             log.warning("could not count unmigrated pods: %s", exc)
             return None
-        counts = per_namespace(unmigrated(pods, namespaces, self.state.policy.policy, self.state.path_facts(),
+        counts = per_namespace(unmigrated(pods, namespaces, self.state.policy.policy,
+                                            self.state.cluster_facts(self.state.path_facts()),
                                           self.opt_in))
         for namespace in self._counted - set(namespaces):
             metrics.unmigrated.remove(namespace)  # no longer opted in

@@ -1,143 +1,13 @@
-"""/validate decisions: claim or pod + policy + inventory -> verdict -> AdmissionReview response. Pure."""
+"""/validate on the wire: which reviews it judges, and the AdmissionReview answer of a judgment
+(application.validate)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from app import dra
-from app.common import DeadlineExceeded
-from app.dra.guard import Subject, Violation
-from app.migration import Admitted, pod_errors
-from app.policy import MODE_ACTIONS, Effective, Policy
+from app.application import Judgment, validate_answer
+from app.policy import Effective
 
 from . import admission
-from .usage import (KnownClaims, Lookup, NamespaceClaims, claim_usage, judge_pod,  # noqa: F401 - API
-                    no_lookup, of_namespace, subject_of)
-
-
-@dataclass
-class Finding:
-    severity: str  # violation (its actions decide) | warning (never denies)
-    message: str
-    actions: tuple = ()  # Deny / Warn / Audit (ValidatingAdmissionPolicyBinding's validationActions)
-    rule: str = ""  # the admin rule, "" for what upstream itself refuses (a claim that cannot work)
-
-
-@dataclass
-class Outcome:
-    findings: list[Finding] = field(default_factory=list)
-    verdict: dra.Verdict | None = None
-    incomplete: str | None = None  # why the evaluation stopped early; findings before it stand
-    error: Exception | None = None  # the internal error behind `incomplete`, for the log
-
-    @property
-    def violations(self) -> list[str]:
-        return [f.message for f in self.findings if f.severity == "violation"]
-
-    def acted(self, action: str) -> list[Finding]:
-        return [f for f in self.findings if f.severity == "violation" and action in f.actions]
-
-    def advisory(self) -> None:
-        """A verdict against an inventory that is not synced: nothing denies, Deny warns instead."""
-        for f in self.findings:
-            if "Deny" in f.actions:
-                f.actions = tuple(a for a in f.actions if a != "Deny") + ("Warn",)
-
-
-def _violations(found: list[Violation]) -> list[Finding]:
-    return [Finding("violation", v.message, v.actions, v.rule) for v in found]
-
-
-def refusal(index: dra.Index | None, lookup: Lookup = no_lookup, user_info: dict | None = None,
-            namespace_claims: NamespaceClaims = None):
-    """migration.decide's `refuse`: the admin rules' denial of the pod as it would be admitted."""
-    def refuse(admitted: Admitted) -> str | None:
-        subject = subject_of("Pod", admitted.original, admitted.namespace, admitted.namespace_labels, user_info)
-        found = judge_pod(admitted.pod, subject, admitted.policy, index, lookup, admitted.generated,
-                          admitted.equivalent, namespace_claims)
-        return found.denial
-    return refuse
-
-
-ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
-
-
-def asks_admin_access(obj: dict) -> bool:
-    """Cheap look before parsing: does any request of this claim or template set adminAccess?"""
-    def field(value, name):
-        return value.get(name) if isinstance(value, dict) else None
-
-    spec = field(obj, "spec")
-    if field(obj, "kind") == "ResourceClaimTemplate":
-        spec = field(spec, "spec")
-    requests = field(field(spec, "devices"), "requests")
-    return isinstance(requests, list) and any(
-        isinstance(r, dict) and (r.get("adminAccess") or (isinstance(r.get("exactly"), dict) and
-                                                          r["exactly"].get("adminAccess"))) for r in requests)
-
-
-def admin_label_rule(parsed: dra.ClaimSpec, namespace: str, labels: dict | None,
-                     actions: tuple = ("Deny",)) -> list[Finding]:
-    """Upstream: adminAccess only in namespaces labelled resource.kubernetes.io/admin-access=true
-    (the API server refuses it elsewhere); our policy can forbid more, never allow more."""
-    admin = [r for alts in parsed.requests for r in alts if r.admin]
-    if not admin or labels is None or labels.get(ADMIN_ACCESS_LABEL) == "true":
-        return []
-    return [Finding("violation", f"{admin[0].path}.adminAccess: namespace {namespace!r} is not labelled "
-                                 f"{ADMIN_ACCESS_LABEL}=true, so the API server refuses admin access there", actions)]
-
-
-def evaluate_claim(obj: dict, policy: Policy, settings: Effective, index: dra.Index,
-                   subject: Subject | None = None, namespace_claims: NamespaceClaims = None) -> Outcome:
-    """subject.namespace_labels None: not known (the admin-access label rule is not checked)."""
-    outcome = Outcome()
-    subject = subject or subject_of(obj.get("kind", ""), obj, "", None, None)
-    upstream = MODE_ACTIONS[settings.mode]
-    try:
-        usage = claim_usage(obj, "")  # the response names the object
-    except dra.ClaimError as exc:
-        outcome.findings.append(Finding("violation", str(exc), upstream))
-        return outcome
-    parsed = usage.claims[0].spec
-    outcome.findings.extend(admin_label_rule(parsed, subject.namespace, subject.namespace_labels, upstream))
-    try:
-        rules = policy.rules_for(subject.namespace, subject.namespace_labels or {})
-        held = of_namespace(namespace_claims, subject.namespace)
-        outcome.findings.extend(_violations(dra.guard.judge(rules, subject, usage, index, held)))
-        verdict = dra.check(parsed, index)
-    except DeadlineExceeded:
-        outcome.incomplete = "the review ran past its time limit"
-        return outcome
-    except Exception as exc:  # a bug: the findings above still count (see respond)
-        outcome.incomplete = f"internal error in the feasibility check ({type(exc).__name__})"
-        outcome.error = exc
-        return outcome
-    outcome.verdict = verdict
-    if verdict.status in ("invalid", "never"):
-        hint = f" Closest devices: {'; '.join(verdict.closest)}" if verdict.closest else ""
-        outcome.findings.append(Finding("violation", f"{verdict.message}.{hint}" if verdict.status == "never"
-                                        else verdict.message, upstream))
-    elif verdict.status == "unsatisfiable-now":
-        outcome.findings.append(Finding("warning", f"not satisfiable now: {verdict.message}"))
-    outcome.findings.extend(Finding("warning", e) for e in verdict.errors if "runtime error" in e)
-    outcome.findings.extend(Finding("warning", note) for note in verdict.notes)
-    return outcome
-
-
-def evaluate_pod(obj: dict, policy: Policy, subject: Subject, index: dra.Index | None,
-                 lookup: Lookup = no_lookup, namespace_claims: NamespaceClaims = None) -> Outcome:
-    """The admin rules on what the pod takes: the claims it names and its device-plugin asks
-    as the claims they would be (a pod kept on the device plugin is no way round a rule)."""
-    outcome = Outcome()
-    errors = pod_errors(obj)
-    if errors:
-        outcome.findings.append(Finding("warning", f"pod not checked: {errors[0]}"))
-        return outcome
-    found = judge_pod(obj, subject, policy, index, lookup, namespace_claims=namespace_claims)
-    outcome.findings.extend(_violations(found.violations))
-    outcome.findings.extend(Finding("warning", f"{u}: not found, not counted toward per-pod limits")
-                            for u in found.usage.unresolved)
-    return outcome
 
 
 def applies(req: admission.Request) -> bool:
@@ -146,31 +16,5 @@ def applies(req: admission.Request) -> bool:
     return req.kind == "Pod" and req.operation == "CREATE" and req.obj is not None
 
 
-def unfinished_decision(settings: Effective | None) -> str:
-    """allow | deny for a review that could not finish: the namespace's onInternalError, else
-    deny where the policy enforces (or where we cannot tell which policy applies)."""
-    if settings is not None and settings.onInternalError:
-        return settings.onInternalError
-    return "deny" if settings is None or settings.mode == "enforce" else "allow"
-
-
-def respond(req: admission.Request, outcome: Outcome, settings: Effective) -> dict:
-    warnings = [f.message for f in outcome.findings if f.severity == "warning"]
-    denied = [f.message for f in outcome.acted("Deny")]
-    if outcome.incomplete and not denied:
-        found = outcome.violations
-        if unfinished_decision(settings) == "deny":
-            so_far = f"; found so far: {' | '.join(found)}" if found else ""
-            return admission.response(req.uid, False, code=500, message=(
-                f"dra-bridge: {req.kind} {req.namespace}/{req.name or '(generated)'} not validated: "
-                f"{outcome.incomplete}{so_far}")[:4000], warnings=warnings or None)
-        warnings = [f"not fully validated: {outcome.incomplete}"] + found + warnings
-        return admission.response(req.uid, True, warnings=warnings)
-    subject = f"dra-bridge: {req.kind} {req.namespace}/{req.name or '(generated)'}: "
-    if denied:
-        return admission.response(req.uid, False, code=422, message=(subject + " | ".join(denied))[:4000],
-                                  warnings=warnings or None)
-    warned = [f.message for f in outcome.acted("Warn")]
-    audited = [f.message for f in outcome.acted("Audit")]
-    audit = {"validation": (subject + " | ".join(audited))[:1000]} if audited else None
-    return admission.response(req.uid, True, warnings=(warned + warnings) or None, audit=audit)
+def respond(req: admission.Request, outcome: Judgment, settings: Effective) -> dict:
+    return admission.answer(req.uid, validate_answer(req.kind, req.namespace, req.name, outcome, settings))

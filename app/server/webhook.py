@@ -16,6 +16,9 @@ from starlette.requests import ClientDisconnect
 from app.common import DeadlineExceeded, InputError, TemplateEnsureError, deadline
 from app.kube import NamespaceLookupError, TemplateConflict
 
+from app.application import Decision, Finding, asks_admin_access, evaluate_claim, evaluate_pod, shape_key, \
+    subject_of, unfinished_decision
+
 from . import admission, decisions, mutation, validation
 from .policyreview import review_policy
 from .metrics import metrics_kind
@@ -190,7 +193,7 @@ def _unfinished(state: ServiceState, endpoint: str, req: admission.Request, exc:
     if endpoint == "validate-policy":
         deny = True  # a policy nobody could judge does not land (its webhook fails closed too)
     elif endpoint == "validate":
-        deny = validation.unfinished_decision(settings) == "deny"
+        deny = unfinished_decision(settings) == "deny"
     else:
         deny = (settings or policy.defaults).onInternalError == "deny"
     if deny:
@@ -217,7 +220,7 @@ def _settings(state: ServiceState, policy, req: admission.Request, labels: dict 
 class _Pending:
     """A /mutate review whose templates are being created: answered once they exist."""
     req: admission.Request
-    plan: mutation.MutationPlan
+    plan: Decision
     futures: list
 
 
@@ -230,16 +233,15 @@ def _mutate(state: ServiceState, req: admission.Request) -> tuple[dict | _Pendin
             labels = state.namespace_labels.get(req.namespace)
         facts = state.path_facts()
         judged, noted = decisions.recording(facts)
-        mp = mutation.plan_request(req, policy, labels, facts=judged, index=state.index(), lookup=state.claims,
-                                   namespace_claims=state.namespace_claims())
+        decision = mutation.plan_request(req, policy, labels, facts=state.cluster_facts(judged))
     except Exception as exc:  # noqa: BLE001 - planning bugs and deadlines: the failure rule decides
         return _unfinished(state, "mutate", req, exc)
     if req.kind == "Pod" and req.operation == "CREATE" and isinstance(req.obj, dict) \
             and not policy.needs_namespace_labels and not policy.rules:  # rules read labels, users
-        key = mutation.shape_key(req.obj, req.namespace or None)
+        key = shape_key(req.obj, req.namespace or None)
         if key is not None:  # filed under the facts it was decided with
-            state.decisions.put(key, policy, facts, (mp.settings, mp.plan, mp.patch, mp.path, mp.refused), noted)
-    return _after_plan(state, req, mp)
+            state.decisions.put(key, policy, facts, decision, noted)
+    return _after_plan(state, req, decision)
 
 
 def _known_mutation(state: ServiceState, body: bytes) -> tuple | None:
@@ -256,17 +258,17 @@ def _known_mutation(state: ServiceState, body: bytes) -> tuple | None:
     if req.kind != "Pod" or req.operation != "CREATE" or not isinstance(req.obj, dict):
         return None
     known, facts = state.known_path_facts()
-    key = mutation.shape_key(req.obj, req.namespace or None) if known else None
+    key = shape_key(req.obj, req.namespace or None) if known else None
     decision, why = state.decisions.get(key, policy, facts) if key is not None else \
         (None, "facts" if not known else "unseen")
     state.metrics.fast_path.labels(why).inc()
     if decision is None:
         return None
-    review, outcome = _after_plan(state, req, mutation.MutationPlan(req, *decision))
+    review, outcome = _after_plan(state, req, decision)
     return review, req.kind, outcome
 
 
-def _after_plan(state: ServiceState, req: admission.Request, mp: mutation.MutationPlan) -> tuple[dict | _Pending, str]:
+def _after_plan(state: ServiceState, req: admission.Request, mp: Decision) -> tuple[dict | _Pending, str]:
     # dryRun: no write, and the answer is the one a successful write would give.
     for template in mp.templates:  # /validate of this pod counts them before the API has them
         state.claims.remember(req.namespace, template)
@@ -292,9 +294,9 @@ async def _templates_ready(state: ServiceState, pending: _Pending, arrived: floa
     return None
 
 
-def _answer_mutate(state: ServiceState, req: admission.Request, mp: mutation.MutationPlan,
+def _answer_mutate(state: ServiceState, req: admission.Request, mp: Decision,
                    failure: TemplateEnsureError | None) -> tuple[dict, str]:
-    outcome, error = mp.outcome, None
+    outcome, error = mp.outcome.metric, None
     if failure is not None:
         error, outcome = str(failure), "template_error"
         state.metrics.template_errors.inc()
@@ -302,7 +304,7 @@ def _answer_mutate(state: ServiceState, req: admission.Request, mp: mutation.Mut
             outcome = "template_conflict"
             state.metrics.template_conflicts.inc()
         log.warning("template ensure failed for pod %s/%s: %s", _safe(req.namespace), _safe(req.name), failure)
-    review = mutation.respond(mp, error)
+    review = mutation.respond(req, mp, error)
     if not review["response"]["allowed"]:
         outcome = "denied"
     if mp.settings is not None and not req.dry_run:  # a dry run leaves no trace beyond its answer
@@ -325,16 +327,14 @@ def _validate(state: ServiceState, req: admission.Request) -> tuple[dict, str]:
     policy = state.policy.policy
     labels = None
     if req.namespace and (policy.needs_namespace_labels or policy.rules or
-                          (req.kind != "Pod" and validation.asks_admin_access(req.obj))):
+                          (req.kind != "Pod" and asks_admin_access(req.obj))):
         labels = state.namespace_labels.get(req.namespace)
     settings = _settings(state, policy, req, labels)
-    subject = validation.subject_of(req.kind, req.obj, req.namespace, labels, req.raw.get("userInfo"))
+    subject = subject_of(req.kind, req.obj, req.namespace, labels, req.raw.get("userInfo"))
     if req.kind == "Pod":
-        outcome = validation.evaluate_pod(req.obj, policy, subject, state.index(), state.claims,
-                                          state.namespace_claims())
+        outcome = evaluate_pod(req.obj, policy, subject, state.index(), state.claims, state.namespace_claims())
     else:
-        outcome = validation.evaluate_claim(req.obj, policy, settings, state.index(), subject,
-                                            state.namespace_claims())
+        outcome = evaluate_claim(req.obj, policy, settings, state.index(), subject, state.namespace_claims())
         if outcome.incomplete:
             state.metrics.internal_errors.labels("validate", "deadline" if outcome.error is None
                                                  else "internal_error").inc()
@@ -343,7 +343,7 @@ def _validate(state: ServiceState, req: admission.Request) -> tuple[dict, str]:
     if not state.readiness()[1]["inventory"]:
         # A verdict against a stale or unsynced inventory is advice, never a denial.
         outcome.advisory()
-        outcome.findings.insert(0, validation.Finding(
+        outcome.findings.insert(0, Finding(
             "warning", "device inventory is not synced; this verdict may be stale and is not enforced"))
     review = validation.respond(req, outcome, settings)
     result = "denied" if not review["response"]["allowed"] else ("violation" if outcome.violations else "allowed")

@@ -12,13 +12,15 @@ from app.common import read_objects
 from app.migration import (MAX_DEVICES_PER_CLAIM, MAX_REQUESTS, apply_patch, legacy_resources, plan_pod,
                            pod_templates)
 from app.policy import default_policy
+from app.application import planning
 from app.server import admission, mutation
 from tests.conftest import CORPUS, CORPUS_ABSENT
 from tests.helpers import review, template_requests
 
 K8S_VERSION = "1.34.0"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-POLICY = default_policy()
+# Every corpus pod through the planner: path rewrite (the path choice, schedulers included, is tested elsewhere).
+POLICY = default_policy().model_copy(update={"migration": default_policy().migration.model_copy(update={"path": "rewrite"})})
 # Pods that ask for no NVIDIA GPU at all, or only through scheduler annotations (KAI fractions).
 NOT_GPU_RESOURCES = {"amd-rocm-vllm-deployment.yaml", "intel-gpu-pytorch-pod-i915.yaml",
                      "nvdp-static-daemonset-negative.yaml", "gpuop-validator-initcontainer-placeholder.yaml",
@@ -59,7 +61,7 @@ def test_corpus_workload_migrates_cleanly(filename, obj, where, holder):
     pod = _as_pod(holder, "corpus-pod")
     req = admission.parse_review(orjson.dumps(review(pod, namespace="team-a")))
     mp = mutation.plan_request(req, POLICY, {})
-    resp = mutation.respond(mp)["response"]
+    resp = mutation.respond(req, mp)["response"]
     assert resp["allowed"] is True
     assert resp["uid"] == "uid-1"
 
@@ -73,7 +75,7 @@ def test_corpus_workload_migrates_cleanly(filename, obj, where, holder):
     # The patch is computed on the planner's view (spec + annotations); on the whole pod it
     # must change exactly those and leave the rest (name, labels, ...) alone.
     # (Planned on the whole pod: the webhook's view leaves out volumes, which it never changes.)
-    whole = plan_pod(mutation._planner_input(pod, strip_volumes=False), POLICY.migration, "team-a").pod
+    whole = plan_pod(planning._planner_input(pod, strip_volumes=False), POLICY.migration, "team-a").pod
     assert migrated["spec"] == whole["spec"]
     assert migrated["metadata"]["annotations"] == whole["metadata"]["annotations"]
     assert {k: v for k, v in migrated["metadata"].items() if k != "annotations"} == \

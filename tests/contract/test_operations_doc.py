@@ -148,7 +148,7 @@ def test_every_metric_and_alert_the_docs_name_exists():
 
 
 def test_the_walkthrough_binds_the_role_the_manifests_install_and_its_labels_are_the_defaults(installed):
-    from app.migration import rollout
+    from app.application import rollout
 
     roles = [c for c in commands(WALKTHROUGH) if c[:3] == ["kubectl", "create", "clusterrolebinding"]]
     [role] = [w.split("=", 1)[1] for c in roles for w in c if w.startswith("--clusterrole=")]

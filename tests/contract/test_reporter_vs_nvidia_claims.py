@@ -9,7 +9,7 @@ from app.common import read_objects
 from app.dra import Inventory
 from app.policy import parse_policy
 from app.reporter import SHADOW_DRIVER, node_from_description, render
-from app.server import validation
+from app import application
 from tests.conftest import ROOT
 
 POLICY = parse_policy("defaults:\n  mode: enforce\n")
@@ -48,7 +48,7 @@ def test_nvidia_demo_claims_are_accepted(corpus, filename, nodes, shadow):
                if o.get("kind") in ("ResourceClaim", "ResourceClaimTemplate")]
     assert objects
     for obj in objects:
-        outcome = validation.evaluate_claim(obj, POLICY, SETTINGS, ix)
+        outcome = application.evaluate_claim(obj, POLICY, SETTINGS, ix)
         assert outcome.violations == [], f"{filename}: {outcome.violations}"
         assert outcome.verdict.status == "satisfiable"
 
@@ -59,5 +59,5 @@ def test_nvidia_demo_reading_index_fails_as_it_would_on_nvidias_own_slices(corpu
     ix = rendered(*H100_AND_MIG)
     [obj] = [o for _l, o in read_objects(str(corpus / "dra-claims" / "nvidia-dra-gpu-test6-cel-a100.yaml"))
              if o.get("kind") in ("ResourceClaim", "ResourceClaimTemplate")]
-    outcome = validation.evaluate_claim(obj, POLICY, SETTINGS, ix)
+    outcome = application.evaluate_claim(obj, POLICY, SETTINGS, ix)
     assert outcome.verdict.status == "invalid" and "no such key: index" in outcome.verdict.message

@@ -12,7 +12,7 @@ from app import dra, kube
 from app.policy import default_policy
 from app.server import Metrics, PolicyHolder, ServiceState, create_app
 from app.server.decisions import CHEAP_VERDICT_S, DEAR_FOR_S, Decisions, Judged
-from app.server.mutation import index_facts
+from app.application import index_facts
 from tests.helpers import review
 from tests.unit.test_mixed_cluster import gpu_pod
 from tests.unit.test_shadow import CLASSES, real_slices

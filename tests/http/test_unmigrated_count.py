@@ -4,7 +4,7 @@ alert's runbook points at."""
 
 from app import kube
 from app.migration import OptIn
-from app.migration.unmigrated import per_namespace, unmigrated
+from app.application import UNKNOWN, per_namespace, unmigrated
 from app.policy import default_policy
 from app.server import Metrics, PolicyHolder, ServiceState
 from app.server.unmigrated_count import UnmigratedCount
@@ -36,7 +36,7 @@ def test_only_running_pods_the_webhook_would_rewrite_now_count():
     pods = [gpu_pod("missed"), gpu_pod("bound", nodeName="gpu-h100-0"), finished, migrated,
             gpu_pod("elsewhere", namespace="plain"), gpu_pod("off", namespace="off")]
     namespaces = {"team-a": {"dra-bridge.io/migrate": "enabled"}, "off": {}}
-    found = unmigrated(pods, namespaces, default_policy(), None, OPT_IN)
+    found = unmigrated(pods, namespaces, default_policy(), UNKNOWN, OPT_IN)
     assert [p["metadata"]["name"] for p in found] == ["missed", "bound"]
     assert per_namespace(found) == {"team-a": 2}
 

@@ -5,8 +5,9 @@ import orjson
 import pytest
 
 from app.common import PolicyError
-from app.migration import OptIn, decide
+from app.migration import OptIn
 from app.policy import parse_policy
+from app import application
 from app.server import admission, mutation, validation
 from tests.helpers import container, pod, review
 from tests.unit.device_inventory import build_index
@@ -44,20 +45,21 @@ def validate(obj, policy_text, namespace="team-a", ns_labels=None, user="alice",
     body = review(obj, namespace=namespace, kind=obj["kind"])
     body["request"]["userInfo"] = {"username": user, "groups": list(groups)}
     req = admission.parse_review(orjson.dumps(body))
-    subject = validation.subject_of(req.kind, req.obj, namespace, ns_labels, req.raw["userInfo"])
+    subject = application.subject_of(req.kind, req.obj, namespace, ns_labels, req.raw["userInfo"])
     settings = policy.for_namespace(namespace, ns_labels or {})
     if req.kind == "Pod":
-        outcome = validation.evaluate_pod(req.obj, policy, subject, INDEX, lookup or validation.no_lookup)
+        outcome = application.evaluate_pod(req.obj, policy, subject, INDEX, lookup or application.no_lookup)
     else:
-        outcome = validation.evaluate_claim(req.obj, policy, settings, INDEX, subject)
+        outcome = application.evaluate_claim(req.obj, policy, settings, INDEX, subject)
     return validation.respond(req, outcome, settings)["response"]
 
 
 def mutate(obj, policy_text, namespace="team-a"):
     policy = parse_policy(policy_text)
     req = admission.parse_review(orjson.dumps(review(obj, namespace=namespace)))
-    mp = mutation.plan_request(req, policy, {}, cache=mutation.PlanCache(), index=INDEX)
-    return mutation.respond(mp)["response"]
+    decision = mutation.plan_request(req, policy, {}, cache=application.PlanCache(),
+                                     facts=application.cluster_facts(policy, INDEX))
+    return mutation.respond(req, decision)["response"]
 
 
 LIMIT_ONLY = "defaults:\n  mode: enforce\n  maxDevicesPerClaim: 4\n"
@@ -110,11 +112,12 @@ def test_allowed_classes_hold_for_legacy_pods():
 def test_validation_does_not_depend_on_the_migration_opt_in():
     eight = pod([container("main", {"nvidia.com/gpu": 8})])
     policy = parse_policy(LIMIT_ONLY)
-    found = decide(eight, "team-b", {}, policy, opt_in=OptIn("dra-bridge.io/migrate", "enabled"),
-                   refuse=validation.refusal(INDEX))
+    found = application.decide_pod(eight, "team-b", policy, application.cluster_facts(policy, INDEX),
+                                   namespace_labels={}, opt_in=OptIn("dra-bridge.io/migrate", "enabled"))
     assert found.settings is None and found.refused and "8 devices exceed" in found.refused
     off = parse_policy(LIMIT_ONLY + "namespaces:\n- names: [team-a]\n  migrate: false\n")
-    assert decide(eight, "team-a", {}, off, refuse=validation.refusal(INDEX)).refused
+    assert application.decide_pod(eight, "team-a", off, application.cluster_facts(off, INDEX),
+                                  namespace_labels={}).refused
 
 
 RULES = """
@@ -198,7 +201,7 @@ def test_a_bad_rule_never_loads_and_the_error_names_the_field(text, where):
 
 def test_a_background_scan_reports_existing_violations_in_audit_mode_as_policy_report_results():
     from app.cli.auditcli import policy_reports
-    from app.server import scan
+    from app.application import scan
 
     text = ("namespaces:\n- names: [team-a]\n  mode: audit\n  maxDevicesPerClaim: 4\n"
             "rules:\n- name: exempt-by-user\n  maxDevicesPerPod: 1\n  exclude: {users: [alice]}\n")
@@ -247,14 +250,14 @@ def test_a_namespace_total_counts_what_its_claims_hold_or_ask_and_this_object():
         policy = parse_policy(text)
         body = review(obj, kind=obj["kind"])
         req = admission.parse_review(orjson.dumps(body))
-        subject = validation.subject_of(req.kind, req.obj, "team-a", {}, None)
+        subject = application.subject_of(req.kind, req.obj, "team-a", {}, None)
         settings = policy.for_namespace("team-a", {})
         namespace_claims = lambda ns: existing + [stamped]  # noqa: E731
         if req.kind == "Pod":
-            outcome = validation.evaluate_pod(req.obj, policy, subject, INDEX,
+            outcome = application.evaluate_pod(req.obj, policy, subject, INDEX,
                                               lambda ns, k, n: by_name.get((ns, k, n)), namespace_claims)
         else:
-            outcome = validation.evaluate_claim(req.obj, policy, settings, INDEX, subject, namespace_claims)
+            outcome = application.evaluate_claim(req.obj, policy, settings, INDEX, subject, namespace_claims)
         return validation.respond(req, outcome, settings)["response"]
 
     # 3 held + 2 asked + 1 (mine) = 6 now; the stamped claim is the pod p's own, counted with it.

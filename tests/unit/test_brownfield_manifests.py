@@ -4,7 +4,8 @@ see its PROVENANCE.md), and what the webhook's path choice does with their pods.
 import copy
 import pathlib
 
-from app.cli import plan_objects, read_inputs
+from app.application.manifests import plan_objects
+from app.cli import read_inputs
 from app.migration import Facts, choose_path, plan_pod
 from app.policy import default_policy
 

@@ -111,7 +111,7 @@ def test_check_reports_verdicts_and_exit_codes(tmp_path):
 
 
 def test_table_cells_are_cut_at_a_word_and_say_so():
-    from app.cli.plancli import clip
+    from app.cli.output import clip
 
     text = "legacy: the planned claim could never be satisfied here (request server: no device matches)"
     assert clip(text, 200) == text

@@ -2,7 +2,7 @@
 
 import copy
 
-from app.cli.plancli import plan_objects
+from app.application.manifests import plan_objects
 from app.policy import default_policy
 from tests.helpers import container
 

@@ -7,7 +7,7 @@ from app import dra
 from app.common import device_quota, extended_allocatable
 from app.migration import Facts, choose_path, kueue_per_pod, plan_pod, plugin_nodes
 from app.policy import default_policy
-from app.server.mutation import index_facts
+from app.application import index_facts
 from tests.unit.test_shadow import CLASSES, real_slices, shadow_slices
 
 RULES = default_policy().migration

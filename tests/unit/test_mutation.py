@@ -5,7 +5,7 @@ import orjson
 from app.migration import apply_patch
 from app.policy import default_policy, parse_policy
 from app.server import admission, mutation
-from app.server.mutation import PlanCache
+from app.application import PlanCache, planning
 from tests.helpers import container, pod, review
 
 POLICY = default_policy()
@@ -53,7 +53,7 @@ def test_cache_is_bounded():
 
 def test_response_for_migrated_pod_carries_patch_warnings_and_audit():
     mp = mutation.plan_request(request(pod([container("w", {"nvidia.com/gpu": 2})])), POLICY, {}, PlanCache())
-    resp = mutation.respond(mp)["response"]
+    resp = mutation.respond(request(pod()), mp)["response"]
     ops = orjson.loads(base64.b64decode(resp["patch"]))
     assert any(o["path"] == "/spec/containers/0/resources/limits" and o["op"] == "remove" for o in ops)
     assert all(w.startswith("dra-bridge: ") and len(w) <= 256 for w in resp["warnings"])
@@ -63,7 +63,7 @@ def test_response_for_migrated_pod_carries_patch_warnings_and_audit():
 def test_namespace_can_opt_out_of_migration():
     policy = parse_policy("namespaces:\n- names: [legacy]\n  migrate: false\n")
     mp = mutation.plan_request(request(pod(), namespace="legacy"), policy, {}, PlanCache())
-    assert mutation.respond(mp)["response"] == {"uid": "uid-1", "allowed": True}
+    assert mutation.respond(request(pod()), mp)["response"] == {"uid": "uid-1", "allowed": True}
 
 
 def test_namespace_label_selector_picks_settings():
@@ -71,8 +71,8 @@ def test_namespace_label_selector_picks_settings():
     bad = pod([container("w", {"nvidia.com/gpu": "1.5"})])
     prod = mutation.plan_request(request(bad), policy, {"tier": "prod"}, PlanCache())
     dev = mutation.plan_request(request(bad), policy, {"tier": "dev"}, PlanCache())
-    assert mutation.respond(prod)["response"]["allowed"] is False
-    assert mutation.respond(dev)["response"]["allowed"] is True
+    assert mutation.respond(request(pod()), prod)["response"]["allowed"] is False
+    assert mutation.respond(request(pod()), dev)["response"]["allowed"] is True
 
 
 def test_new_rules_empty_the_cache_so_no_plan_outlives_its_policy():
@@ -117,16 +117,16 @@ def test_replicas_differing_only_in_their_token_volume_are_one_shape():
 
 def test_a_patch_that_would_replace_whole_containers_is_never_shared():
     cache = PlanCache()
-    assert mutation._touches_whole_containers(b'[{"op": "replace", "path": "/spec/containers/0", "value": {}}]')
-    assert mutation._touches_whole_containers(b'[{"op": "add", "path": "/spec/volumes/-", "value": {}}]')
-    assert not mutation._touches_whole_containers(
+    assert planning._touches_whole_containers(b'[{"op": "replace", "path": "/spec/containers/0", "value": {}}]')
+    assert planning._touches_whole_containers(b'[{"op": "add", "path": "/spec/volumes/-", "value": {}}]')
+    assert not planning._touches_whole_containers(
         b'[{"op": "remove", "path": "/spec/containers/0/resources/limits"}]')
     p = with_token_volume(pod([container("w", {"nvidia.com/gpu": 1})]), "zzzzz")
-    real = mutation._plan_and_patch
+    real = planning._plan_and_patch
     try:  # a planner whose patch replaced a container: planned on the whole pod, not cached
-        mutation._plan_and_patch = lambda view, rules, ns, sharing, whole=None: (
-            *real(mutation._planner_input(whole, strip_volumes=False), rules, ns, sharing)[:2], False)
+        planning._plan_and_patch = lambda view, rules, ns, sharing, whole=None: (
+            *real(planning._planner_input(whole, strip_volumes=False), rules, ns, sharing)[:2], False)
         cache.plan(p, POLICY.migration, "a")
     finally:
-        mutation._plan_and_patch = real
+        planning._plan_and_patch = real
     assert cache.misses == 1 and not cache._items

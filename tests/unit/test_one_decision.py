@@ -1,17 +1,17 @@
-"""Issue 30: one decision. The webhook (its plan_request, real and dry run), `plan`, `audit` and
-`rollout` decide a pod through migration.decide: for the same pod, policy and cluster they agree,
-on every path and on every policy setting that changes the outcome."""
+"""Issues 30 and 43: one decision. The webhook (real requests and dry runs, through the HTTP
+handler that reads `dryRun`), `plan`, `audit` and `rollout` decide a pod through
+application.decide_pod on facts from application.cluster_facts: for the same pod, policy and
+cluster they agree, on every path and on every policy setting that changes the outcome."""
 
 import orjson
 import pytest
+from starlette.testclient import TestClient
 
-from app import dra
-from app.cli import plan_objects
-from app.migration import rollout
+from app import dra, kube
+from app.application import cluster_facts, rollout
+from app.application.manifests import plan_objects
 from app.policy import default_policy, parse_policy
-from app.server import admission
-from app.server.mutation import PlanCache, index_facts, plan_request, respond
-from app.server.validation import refusal
+from app.server import Metrics, PolicyHolder, ServiceState, create_app
 from tests.helpers import review
 from tests.unit.test_mixed_cluster import plugin_node
 from tests.unit.test_shadow import CLASSES, real_slices
@@ -67,14 +67,42 @@ def load(name):
     return parse_policy(POLICIES[name])
 
 
-def webhook_path(pod, policy, labels, facts, dry_run, index):
-    """What the webhook's answer does to the pod, and the answer itself."""
-    req = admission.parse_review(orjson.dumps(review(pod, dry_run=dry_run)))
-    mp = plan_request(req, policy, labels, PlanCache(), facts, index)
-    answer = respond(mp)["response"]
+class Policy(PolicyHolder):
+    """A policy given as an object (the service reloads from files)."""
+
+    def __init__(self, policy):
+        super().__init__(None)
+        self.policy = policy
+
+
+def serving(cluster, policy, labels) -> ServiceState:
+    """The webhook's own state over the test's inventory: templates kept in memory (no API)."""
+    metrics = Metrics()
+    namespaces = kube.NamespaceLabels(None)
+    namespaces.get = lambda _name: labels
+    state = ServiceState(policy=Policy(policy), templates=kube.TemplateStore(None), namespace_labels=namespaces,
+                         metrics=metrics)
+    state.extra["index"] = (None, cluster)
+    state.inventory = None
+    state.index = lambda: cluster
+    state.readiness = lambda: (True, {"inventory": True})
+    return state
+
+
+def webhook_path(client, state, pod, dry_run):
+    """What the webhook's answer does to the pod, the answer itself, and the templates it wrote."""
+    before = dict(state.templates.offline)
+    body = review(pod, dry_run=dry_run)
+    answer = client.post("/mutate", content=orjson.dumps(body)).json()["response"]
+    written = {k: v for k, v in state.templates.offline.items() if k not in before}
     if not answer["allowed"]:
-        return "denied", answer
-    return {"migrated": "rewrite", "unchanged": "legacy"}.get(mp.outcome, mp.outcome), answer
+        return "denied", answer, written
+    if "patch" in answer:
+        return "rewrite", answer, written
+    said = (answer.get("auditAnnotations") or {}).get("path", "")
+    if not said and answer.get("warnings"):  # admitted as written, saying why it cannot move
+        return "unmigratable", answer, written
+    return (said.split(":")[0] or "legacy"), answer, written
 
 
 @pytest.mark.parametrize("policy_name", sorted(POLICIES))
@@ -82,21 +110,28 @@ def webhook_path(pod, policy, labels, facts, dry_run, index):
 @pytest.mark.parametrize("labels", [OPTED, {**OPTED, "tier": "gold"}], ids=["opted", "gold"])
 def test_webhook_dry_run_plan_audit_and_rollout_take_the_same_decision(cluster, policy_name, pod_name, labels):
     policy = load(policy_name)
-    facts = index_facts(cluster, policy.migration, dra.TemplateVerdicts(cluster).dra)
     pod = gpu_pod(pod_name, PODS[pod_name])
-    real, answer = webhook_path(pod, policy, labels, facts, False, cluster)
-    assert webhook_path(pod, policy, labels, facts, True, cluster) == (real, answer)  # byte for byte
+    state = serving(cluster, policy, labels)
+    with TestClient(create_app(state)) as client:
+        dry, dry_answer, dry_written = webhook_path(client, state, pod, True)
+        real, answer, written = webhook_path(client, state, pod, False)
+    assert (dry, dry_answer) == (real, answer)  # byte for byte
+    assert dry_written == {}, "a dry run writes nothing"
+    assert bool(written) == (real == "rewrite"), written  # the real request writes what its patch names
     if policy_name.startswith("limit, ") and PODS[pod_name].get("nvidia.com/gpu", 1) > 1:
         assert (real == "denied") == (policy_name != "limit, warn"), answer  # whichever path it would take
-    result = plan_objects([("pod.yaml", [(1, pod)])], policy, "team-a", cluster, {"team-a": labels})
+    facts = cluster_facts(policy, cluster, namespaces={"team-a": labels})
+    result = plan_objects([("pod.yaml", [(1, pod)])], policy, "team-a", facts)
     report = result.reports[0]
-    if real in ("unmigratable", "denied"):  # admitted as written, or denied: plan says it needs someone
+    if real == "denied":
+        assert report.path == "denied" and report.status == "needs-attention", report.reasons
+    elif real == "unmigratable":
         assert report.status == "needs-attention", report.reasons
     else:
         assert (report.path if report.path != "none" else "legacy") == real, report.reasons
     bound = {**pod, "spec": {**pod["spec"], "nodeName": "dp-1"}, "status": {"phase": "Running"}}
     objects = {"pods": [bound], "namespaces": [{"metadata": {"name": "team-a", "labels": labels}}]}
-    [view] = rollout.pod_views(objects, policy, rollout.Switches(), facts, refuse=refusal(cluster))
+    [view] = rollout.pod_views(objects, policy, rollout.Switches(), facts)
     room = any(code in view.why for code in rollout.ROOM_CODES)
     assert (view.path == "dra") == (real in ("rewrite", "native") or room), view.why
     assert (view.path == "denied") == (real == "denied"), view.why
@@ -104,10 +139,9 @@ def test_webhook_dry_run_plan_audit_and_rollout_take_the_same_decision(cluster, 
 
 def test_a_namespace_not_opted_in_is_left_as_written_by_audit_and_rollout_alike(cluster):
     policy = parse_policy("{}")
-    facts = index_facts(cluster, policy.migration, dra.TemplateVerdicts(cluster).dra)
+    facts = cluster_facts(policy, cluster, namespaces={"team-a": {}})
     pod = gpu_pod("whole", PODS["whole"])
-    result = plan_objects([("pod.yaml", [(1, pod)])], policy, "team-a", cluster, {"team-a": {}},
-                          rollout.pods.DEFAULT_OPT_IN)
+    result = plan_objects([("pod.yaml", [(1, pod)])], policy, "team-a", facts, rollout.pods.DEFAULT_OPT_IN)
     assert result.reports[0].path == "legacy"
     assert "not opted in (dra-bridge.io/migrate=enabled)" in result.reports[0].reasons[0]
     objects = {"pods": [{**pod, "spec": {**pod["spec"], "nodeName": "dp-1"}}],

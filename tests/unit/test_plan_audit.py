@@ -49,7 +49,8 @@ def test_plan_yaml_of_whole_corpus_validates(corpus):
     """Every object that was schema-valid before stays valid after migration, templates included."""
     import kubernetes_validate
 
-    from app.cli import plan_objects, read_inputs
+    from app.application.manifests import plan_objects
+    from app.cli import read_inputs
     from app.policy import default_policy
 
     def valid(doc):

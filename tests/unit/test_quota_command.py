@@ -137,7 +137,7 @@ def test_a_proposal_drops_kubectls_last_applied_record_and_keeps_the_admins_anno
 
 
 def test_previews_read_kueues_configuration_from_an_export_as_serve_reads_it_from_the_cluster():
-    from app.cli.plancli import kueue_of_inputs
+    from app.application.manifests import kueue_of_inputs
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-a",
                                                           "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
            "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}

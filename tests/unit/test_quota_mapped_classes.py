@@ -7,7 +7,7 @@ import copy
 
 from app import dra
 from app.migration import choose_path, plan_pod, quota_escapes
-from app.server.mutation import index_facts
+from app.application import index_facts
 from tests.unit.test_mixed_cluster import RULES, gpu_pod, plugin_node
 from tests.unit.test_shadow import CLASSES, real_slices
 

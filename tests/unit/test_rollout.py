@@ -9,7 +9,7 @@ import sys
 
 import yaml
 
-from app.migration import rollout
+from app.application import rollout
 from app.policy import default_policy
 from app.reporter import node_from_description, render
 from tests.conftest import ROOT

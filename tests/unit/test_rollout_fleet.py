@@ -2,7 +2,7 @@
 GPU DaemonSets, pinned pods, bare pods, emptyDir data, Jobs without retries, tainted nodes, and a
 status that names every pod in trouble."""
 
-from app.migration import rollout
+from app.application import rollout
 from app.policy import default_policy
 from tests.unit.test_rollout import MIGRATE, SWITCHES, cluster, namespace, node, pod, slices, views
 
@@ -117,7 +117,8 @@ def test_a_tainted_node_is_room_only_for_pods_that_tolerate_it():
 
 
 def test_the_path_a_rollout_plans_is_the_webhooks_decision():
-    from app.migration import decide
+    from app.application import decide_pod
+    from app.migration.unmigrated import recreated
     objects = cluster(nodes=[node("p0", {"nvidia.com/gpu": "8"})],
                       namespaces=[namespace("team-a", MIGRATE), namespace("off", MIGRATE), namespace("other")],
                       pods=[pod("a", "p0", {"nvidia.com/gpu": "1"}), pod("b", "p0", {"nvidia.com/gpu": "1"}, "off"),
@@ -128,8 +129,8 @@ def test_the_path_a_rollout_plans_is_the_webhooks_decision():
     for p in objects["pods"]:
         ns = p["metadata"]["namespace"]
         labels = next(n["metadata"]["labels"] for n in objects["namespaces"] if n["metadata"]["name"] == ns)
-        found = decide(p, ns, labels, policy, opt_in=rollout.pods.DEFAULT_OPT_IN)
-        assert (pods[p["metadata"]["name"]].path == "dra") == (found.plan.status == "migrated")
+        found = decide_pod(recreated(p), ns, policy, namespace_labels=labels, opt_in=rollout.pods.DEFAULT_OPT_IN)
+        assert (pods[p["metadata"]["name"]].path == "dra") == (found.outcome.value == "rewrite")
     assert pods["b"].why == "migration disabled for this namespace (policy migrate: false)"
     assert "not opted in" in pods["c"].why
 
@@ -172,7 +173,7 @@ def test_a_wave_stopped_midway_is_listed_as_stopped_with_the_command_that_contin
 
 
 def test_a_pod_comes_back_on_dra_only_on_a_node_whose_devices_our_feasibility_check_says_serve_it():
-    from app.cli.rolloutcli import cluster_facts
+    from app.application import snapshot_facts
     from app.reporter import render
     d0, d0_slices = dra_node("d0")  # H100s on DRA, room for it by count
     typed = pod("a100", "p0", {"nvidia.com/gpu": "1"})
@@ -182,7 +183,7 @@ def test_a_pod_comes_back_on_dra_only_on_a_node_whose_devices_our_feasibility_ch
                       resourceslices=d0_slices + slices("p0", "shadow", "a100-mig.yaml")
                       + slices("p1", "shadow", "a100-mig.yaml"), pods=[typed])
     policy = default_policy()
-    facts, fits, _index = cluster_facts(objects, policy)
+    facts, fits = snapshot_facts(objects, policy)
     nodes, _ = views(objects)
     pods = rollout.pod_views(objects, policy, SWITCHES, facts)
     assert pods[0].path == "dra" and pods[0].templates  # belongs on DRA (only shadowed nodes have A100s now)

@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
-from app.migration import rollout
-from app.migration.rollout.mover import Mover, Stopped
-from app.migration.rollout.record import MoveRecord, Step
+from app.application import rollout
+from app.application.rollout.mover import Mover, Stopped
+from app.application.rollout.record import MoveRecord, Step
 from app.policy import default_policy
 from tests.unit.test_rollout import MIGRATE, SWITCHES, namespace, node, pod, slices
 from tests.unit.test_rollout_fleet import ds_pod

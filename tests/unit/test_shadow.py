@@ -81,7 +81,7 @@ def real_slices(fake, node_name):
 def path_of(ix, pod_obj):
     from app.migration import choose_path, plan_pod
     from app.policy import default_policy
-    from app.server.mutation import index_facts
+    from app.application import index_facts
 
     rules = default_policy().migration
     plan = plan_pod(pod_obj, rules, "team-a")

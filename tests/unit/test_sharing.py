@@ -7,7 +7,7 @@ import pytest
 from app import dra
 from app.migration import plan_pod
 from app.policy import SharingRule, default_policy
-from app.server.mutation import index_facts
+from app.application import index_facts
 from tests.helpers import container, pod
 
 # Most tests here describe the whole-device fallback: a choice the policy must make (issue 23).

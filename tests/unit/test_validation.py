@@ -1,6 +1,7 @@
 import orjson
 
 from app.policy import parse_policy
+from app import application
 from app.server import admission, validation
 from tests.helpers import container, pod, review
 from tests.unit.device_inventory import build_index
@@ -24,11 +25,11 @@ def decide(obj, policy_text="", namespace="team-a", kind=None, labels=None):
     policy = parse_policy(policy_text)
     req = admission.parse_review(orjson.dumps(review(obj, namespace=namespace, kind=kind or obj["kind"])))
     settings = policy.for_namespace(namespace, labels or {})
-    subject = validation.subject_of(req.kind, req.obj, namespace, labels, req.raw.get("userInfo"))
+    subject = application.subject_of(req.kind, req.obj, namespace, labels, req.raw.get("userInfo"))
     if req.kind == "Pod":
-        outcome = validation.evaluate_pod(req.obj, policy, subject, INDEX)
+        outcome = application.evaluate_pod(req.obj, policy, subject, INDEX)
     else:
-        outcome = validation.evaluate_claim(req.obj, policy, settings, INDEX, subject)
+        outcome = application.evaluate_claim(req.obj, policy, settings, INDEX, subject)
     return validation.respond(req, outcome, settings)["response"]
 
 
@@ -92,7 +93,7 @@ def test_admin_access_needs_the_upstream_namespace_label_whatever_the_policy_say
     assert "not labelled resource.kubernetes.io/admin-access=true" in refused["status"]["message"]
     # The label never allows more than the policy: team-a is not listed.
     assert decide(admin, text, namespace="team-a", labels=labelled)["allowed"] is False
-    assert validation.asks_admin_access(admin) and not validation.asks_admin_access(rct([gpus(1)]))
+    assert application.asks_admin_access(admin) and not application.asks_admin_access(rct([gpus(1)]))
 
 
 def test_v1beta1_claims_are_converted():

@@ -2,7 +2,7 @@
 
 from app.common import NVIDIA_DRIVER, SHADOW_OF, controller_ref, metadata_of
 from app.dra import shadow
-from app.migration.rollout import sides
+from app.application.rollout import sides
 from app.reporter import render
 
 

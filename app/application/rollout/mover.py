@@ -22,7 +22,7 @@ from typing import Protocol
 from app.common import BridgeError, metadata_of
 from app.policy import Policy
 
-from ..decision import DEFAULT_OPT_IN, OptIn
+from app.migration import DEFAULT_OPT_IN, OptIn
 from .pods import PodView, bound_by_owner, pod_views
 from .record import MoveRecord, Step, forget
 from .sides import BEFORE, Switches, before_move, node_view, plugin_advertised, published, slices_ready

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from app.policy import MigrationRules
 
-from ..planner import legacy_resources
+from app.migration import legacy_resources
 from .pods import PodView
 from .sides import DRA, MOVING, PLUGIN, NodeView
 

@@ -2,7 +2,7 @@
 
 A node serves the device plugin or NVIDIA's kubelet plugin, never both. Its side comes from its
 switch labels, what its device plugin advertises (Node status.allocatable) and the slices
-published for it; a node a wave is moving carries the move record (app.migration.rollout.record).
+published for it; a node a wave is moving carries the move record (app.application.rollout.record).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class NodeView:
 
     def dra_room(self) -> Counter:
         """What the node serves on DRA once moved (or now, on the DRA side): whole GPUs and MIG
-        devices per profile, keyed as pods' needs are (app.migration.rollout.pods.dra_need)."""
+        devices per profile, keyed as pods' needs are (app.application.rollout.pods.dra_need)."""
         room = Counter({"gpu": self.gpus})
         mig = self.mig or {r[len(MIG_PREFIX):]: n for r, n in self.advertised.items() if r.startswith(MIG_PREFIX)}
         room.update({f"mig:{profile}": n for profile, n in mig.items()})

@@ -5,7 +5,7 @@ are read through a lookup the caller gives."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app import dra
 from app.common import metadata_of, parse_count
@@ -158,6 +158,7 @@ def subject_of(kind: str, obj: dict, namespace: str, namespace_labels: dict | No
 class PodJudgment:
     violations: list[Violation]
     usage: Usage
+    not_judged: list[str] = field(default_factory=list)  # rules (or parts) nobody could judge here
 
     @property
     def denial(self) -> str | None:
@@ -167,13 +168,39 @@ class PodJudgment:
 
 def judge_pod(pod: dict, subject: Subject, policy: Policy, index: dra.Index | None, lookup: Lookup = no_lookup,
               generated: list[dict] = (), equivalent: list[dict] | None = None,
-              namespace_claims: NamespaceClaims = None) -> PodJudgment:
+              namespace_claims: NamespaceClaims = None, requester_known: bool = True) -> PodJudgment:
+    """requester_known False (a preview): rules that exempt users, groups or service accounts
+    are not judged and are named instead (who creates the pod decides them)."""
     if pod_errors(pod):
         return PodJudgment([], Usage())
     usage = pod_usage(pod, policy, subject.namespace, lookup, generated, equivalent)
-    rules = policy.rules_for(subject.namespace, subject.namespace_labels or {})
+    rules, not_judged = judgeable(policy.rules_for(subject.namespace, subject.namespace_labels or {}), subject,
+                                  requester_known, namespace_claims is not None)
     return PodJudgment(dra.guard.judge(rules, subject, usage, index, of_namespace(namespace_claims, subject.namespace)),
-                       usage)
+                       usage, not_judged)
+
+
+def needs_requester(rule) -> bool:
+    """Whether who sends the object decides the rule (its exclude names users, groups or accounts)."""
+    ex = rule.exclude
+    return ex is not None and bool(ex.users or ex.groups or ex.serviceAccounts)
+
+
+def judgeable(rules: list, subject: Subject, requester_known: bool, claims_known: bool) -> tuple[list, list[str]]:
+    """(The rules that can be judged here, what of the applying ones cannot, said.)"""
+    out, said = [], []
+    for rule in rules:
+        if not requester_known and needs_requester(rule):
+            if dra.guard.applies(rule, subject):
+                said.append(f"rule {rule.name}: not judged: depends on the requester (it exempts users, groups or "
+                            "service accounts)")
+            continue
+        if rule.maxDevicesPerNamespace and not claims_known and subject.kind != "ResourceClaimTemplate" \
+                and dra.guard.applies(rule, subject):
+            said.append(f"rule {rule.name}: maxDevicesPerNamespace not judged: the namespace's claims are not known "
+                        "(give them: kubectl get resourceclaims -A -o yaml)")
+        out.append(rule)
+    return out, said
 
 
 def of_namespace(namespace_claims: NamespaceClaims, namespace: str):

@@ -11,7 +11,7 @@ from app.dra.guard import Violation
 from app.migration import pod_errors
 from app.policy import Policy
 
-from .usage import KnownClaims, claim_usage, of_namespace, pod_usage, subject_of
+from .usage import KnownClaims, claim_usage, needs_requester, of_namespace, pod_usage, subject_of
 
 SCANNED = ("Pod", "ResourceClaim", "ResourceClaimTemplate")
 
@@ -36,7 +36,7 @@ def scan(objects: list[dict], policy: Policy, index: dra.Index | None, namespace
         namespace = meta.get("namespace") or "default"
         labels = namespaces.get(namespace, {})
         subject = subject_of(kind, obj, namespace, labels, None)
-        rules = [r for r in policy.rules_for(namespace, labels) if not _needs_requester(r)]
+        rules = [r for r in policy.rules_for(namespace, labels) if not needs_requester(r)]
         if kind == "Pod" and pod_errors(obj):
             continue
         try:
@@ -52,11 +52,6 @@ def scan(objects: list[dict], policy: Policy, index: dra.Index | None, namespace
 
 def _stamped(meta: dict) -> bool:
     return "resource.kubernetes.io/pod-claim-name" in (meta.get("annotations") or {})
-
-
-def _needs_requester(rule) -> bool:
-    ex = rule.exclude
-    return ex is not None and bool(ex.users or ex.groups or ex.serviceAccounts)
 
 
 def report_results(found: list[Found], now: dict) -> dict[str, list[dict]]:

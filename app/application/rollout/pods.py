@@ -1,6 +1,6 @@
 """The GPU pods a rollout touches, and where each belongs when it is recreated. Pure.
 
-Where it belongs is the webhook's own decision (app.migration.decision.decide) for the pod its
+Where it belongs is the webhook's own decision (application.decide_pod) for the pod its
 owner creates again: same policy, namespace rules, opt-in label and cluster facts.
 """
 
@@ -9,14 +9,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from app.common import controller_ref, labels_by_name, metadata_of, parse_count, quota_map
+from app.common import controller_ref, labels_by_name, metadata_of, parse_count
+from app.migration import DEFAULT_OPT_IN, OptIn, legacy_resources, recreated, tolerates_cordon
+from app.migration import running as live
 from app.policy import Policy
 
-from ..decision import DEFAULT_OPT_IN, Decision, OptIn, Refusal, decide
-from ..paths import Facts, extended_resources, served_resources, tolerates_cordon
-from ..planner import legacy_resources
-from ..unmigrated import recreated
-from ..unmigrated import running as live
+from ..decision import Decision, Outcome, decide_pod
+from ..facts import ClusterFacts, snapshot_facts
 from .placement import pinned_node
 from .sides import DENIED, DRA, MIG_PREFIX, PLUGIN, Switches
 
@@ -73,17 +72,15 @@ class PodView:
         return +need
 
 
-def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches, facts: Facts | None = None,
-              opt_in: OptIn | None = DEFAULT_OPT_IN, refuse: Refusal | None = None) -> list[PodView]:
+def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches, facts: ClusterFacts | None = None,
+              opt_in: OptIn | None = DEFAULT_OPT_IN) -> list[PodView]:
     """Every live pod that holds GPUs (legacy resources or DRA claims), with the path it takes
-    when recreated, as the webhook decides it. facts: the cluster's (the CLI builds them from the
-    inventory); None: native classes and GPU quotas only. opt_in: the webhooks' namespace label;
-    refuse: the admin rules' denial (decide's)."""
-    namespaces = labels_by_name(objects.get("namespaces", []))
+    when recreated, as the webhook decides it (admin rules included). facts: the cluster's
+    (None: the snapshot's own, application.snapshot_facts, without judging claims against what
+    is free now); opt_in: the webhooks' namespace label."""
     if facts is None:
-        classes = {metadata_of(c).get("name"): c for c in objects.get("deviceclasses", [])}
-        facts = Facts(served=served_resources(classes), quotas=quota_map(objects.get("resourcequotas", [])),
-                      extended=extended_resources(classes), kueue=(objects.get("kueue") or [None])[0])
+        facts = snapshot_facts(objects, policy, judge_claims=False)[0]
+    namespaces = labels_by_name(objects.get("namespaces", []))
     held = _claim_devices(objects.get("resourceclaims", []), switches.driver)
     jobs = {metadata_of(j).get("namespace", "") + "/" + metadata_of(j).get("name", ""): j
             for j in objects.get("jobs", [])}
@@ -97,7 +94,7 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
                       for c in (pod.get("status") or {}).get("resourceClaimStatuses") or [])
         if not legacy and not devices and not _gpu_claims(pod, held, namespace):
             continue
-        path, why, templates = _path(pod, namespace, namespaces.get(namespace), policy, facts, opt_in, refuse) \
+        path, why, templates = _path(pod, namespace, namespaces.get(namespace), policy, facts, opt_in) \
             if legacy else (DRA, "on DRA already", [])
         owner = owner_of(meta)
         out.append(PodView(
@@ -109,28 +106,27 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
     return out
 
 
-def _path(pod: dict, namespace: str, labels: dict | None, policy: Policy, facts: Facts,
-          opt_in: OptIn | None, refuse: Refusal | None) -> tuple[str, str, list]:
+def _path(pod: dict, namespace: str, labels: dict | None, policy: Policy, facts: ClusterFacts,
+          opt_in: OptIn | None) -> tuple[str, str, list]:
     """Where the pod its owner creates again belongs (the webhook's decision for it), why, and the
     claim templates it would get there."""
-    found = decide(recreated(pod), namespace, labels, policy, facts, opt_in, refuse=refuse)
+    found = decide_pod(recreated(pod), namespace, policy, facts, namespace_labels=labels, opt_in=opt_in)
     path, why = _where(found)
-    templates = found.planned.templates if found.planned is not None and found.planned.status == "migrated" else []
-    return path, why, templates if path == DRA else []
+    return path, why, found.would_rewrite_as if path == DRA else []
 
 
 def _where(found: Decision) -> tuple[str, str]:
-    if found.refused is not None:
+    if found.outcome is Outcome.DENIED:
         return DENIED, f"the webhook would deny it: {found.refused}"
-    if found.path is not None and found.path.path == "native":
+    if found.outcome is Outcome.NATIVE:
         return DRA, f"native: {found.path.reason}"
-    if found.path is not None and found.path.path == "legacy":
+    if found.outcome is Outcome.LEGACY:
         if found.path.code in ROOM_CODES:
             return DRA, f"on DRA where a wave made room ({found.path.code}: {found.path.reason})"
         return PLUGIN, f"{found.path.code}: {found.path.reason}"
-    if found.plan.status == "migrated":
+    if found.outcome is Outcome.REWRITE:
         return DRA, "rewritten onto a ResourceClaimTemplate (rewrite)"
-    if found.plan.status == "unmigratable":
+    if found.outcome is Outcome.UNMIGRATABLE:
         return PLUGIN, f"cannot be migrated: {found.plan.reason}"
     return PLUGIN, found.plan.reason or "left as written"
 

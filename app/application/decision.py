@@ -1,0 +1,103 @@
+"""What happens to one pod when it is created: the migration decision (migration.decide: path
+and plan) composed with the admin rules' verdict on the pod as it would be admitted, read once
+into a frozen `Decision`. The webhook (real requests and dry runs), `plan`, `audit`, `check
+--policy`, `policy test`, `rollout` and the unmigrated count all take it from `decide_pod`. Pure."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from app.dra.guard import Violation
+from app.migration import Choice, OptIn, Plan, Planner, decide, plan_only
+from app.policy import Effective, Policy
+
+from .facts import UNKNOWN, ClusterFacts
+from .usage import judge_pod, subject_of
+
+
+class Outcome(str, enum.Enum):
+    REWRITE = "rewrite"  # the pod is patched onto generated ResourceClaimTemplates
+    NATIVE = "native"  # left as written: a DeviceClass serves its extended resources (KEP-5004)
+    LEGACY = "legacy"  # left on the device plugin, for the reason given
+    DENIED = "denied"  # the admin rules refuse it as it would be admitted
+    UNMIGRATABLE = "unmigratable"  # it asks for GPUs no claim can say
+    UNCHANGED = "unchanged"  # nothing to migrate, migration off, or the webhook is not called
+
+    @property
+    def metric(self) -> str:
+        """dra_bridge_migrations_total's label (kept from before the enum)."""
+        return "migrated" if self is Outcome.REWRITE else self.value
+
+
+@dataclass(frozen=True)
+class Decision:
+    """settings: the policy in force for the namespace (None: the webhook is never called);
+    plan: the pod as admitted (`unchanged` where left as written); patch: a rewrite's JSON
+    patch; path: the path choice where one was made; planned: the planner's own plan before the
+    path choice (None: not planned); refused: the admin rules' denial; violations: every rule
+    the pod as admitted breaks (deny, warn or audit); not_judged: what this decision could not
+    know (a preview's requester, a namespace's claims), said, never assumed allowed."""
+
+    outcome: Outcome
+    settings: Effective | None
+    plan: Plan
+    patch: bytes | None = None
+    path: Choice | None = None
+    planned: Plan | None = None
+    refused: str | None = None
+    violations: tuple[Violation, ...] = ()
+    not_judged: tuple[str, ...] = ()
+
+    @property
+    def templates(self) -> list[dict]:
+        """The templates a rewrite writes (none otherwise)."""
+        return self.plan.templates if self.outcome is Outcome.REWRITE else []
+
+    @property
+    def reason(self) -> str:
+        if self.refused is not None:
+            return self.refused
+        return self.path.reason if self.path is not None else (self.plan.reason or "")
+
+    @property
+    def would_rewrite_as(self) -> list[dict]:
+        """The templates the planner writes for it, whichever path it takes (none if it could not)."""
+        return self.planned.templates if self.planned is not None and self.planned.status == "migrated" else []
+
+
+_FROM_FACTS: dict = {}  # decide_pod's default: the namespace's labels as the facts know them
+
+
+def decide_pod(pod: dict, namespace: str, policy: Policy, facts: ClusterFacts = UNKNOWN, *,
+               namespace_labels: dict | None = _FROM_FACTS, opt_in: OptIn | None = None, planner: Planner = plan_only,
+               requester: dict | None = None) -> Decision:
+    """The decision for a pod being created. namespace_labels: its namespace's labels (None: not
+    known; default: the facts'); opt_in: the webhooks' namespace label (None: the webhook is called, as it is
+    for every review it gets); requester: the review's userInfo (None: a preview, where who
+    creates the pod is not known: rules that exempt users are named as not judged)."""
+    labels = facts.labels_of(namespace) if namespace_labels is _FROM_FACTS else namespace_labels
+    found = decide(pod, namespace, labels, policy, facts.path, opt_in, planner)
+    migrated = found.plan.status == "migrated"
+    admitted = found.plan.pod if migrated else pod
+    subject = subject_of("Pod", pod, namespace, labels, requester)
+    judged = judge_pod(admitted, subject, policy, facts.index, facts.lookup,
+                       found.plan.templates if migrated else [],
+                       None if migrated else (found.planned.templates if found.planned is not None
+                                              and found.planned.status == "migrated" else None),
+                       facts.namespace_claims, requester_known=requester is not None)
+    refused = judged.denial
+    return Decision(_outcome(found, refused), found.settings, found.plan, None if refused else found.patch,
+                    found.path, found.planned, refused, tuple(judged.violations), tuple(judged.not_judged))
+
+
+def _outcome(found, refused: str | None) -> Outcome:
+    if refused is not None:
+        return Outcome.DENIED
+    if found.path is not None and found.path.path in ("native", "legacy"):
+        return Outcome(found.path.path)
+    if found.plan.status == "migrated":
+        return Outcome.REWRITE
+    if found.plan.status == "unmigratable":
+        return Outcome.UNMIGRATABLE
+    return Outcome.UNCHANGED

@@ -1,0 +1,11 @@
+"""What the commands print with: table cells."""
+
+from __future__ import annotations
+
+
+def clip(text: str, width: int) -> str:
+    """A table cell: whole, or cut at a word with "..." (the JSON output keeps every word)."""
+    if len(text) <= width:
+        return text
+    cut = text[:width - 4].rsplit(" ", 1)[0]
+    return cut + " ..."

@@ -1,0 +1,133 @@
+"""Issue 43: previews say what the webhook does. One export (a namespace, a claim holding 3 GPUs,
+a pod asking for 2) and one policy (at most 4 devices per namespace): the webhook denies the pod,
+and so do `plan`, `audit`, `check --policy` and the rollout's view of it, all through the one
+facts constructor and the one decision. What a preview cannot know (who creates the pod) is said
+as "not judged", never assumed allowed."""
+
+import json
+
+import orjson
+import pytest
+import yaml
+from starlette.testclient import TestClient
+
+from app import application, kube
+from app.application import rollout
+from app.cli.inputs import load_inventory
+from app.cli.main import main
+from app.dra import build_index
+from app.policy import parse_policy
+from app.server import Metrics, PolicyHolder, ServiceState, create_app
+from tests.helpers import review
+
+OPTED = {"dra-bridge.io/migrate": "enabled"}
+NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": OPTED}}
+HELD = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "held", "namespace": "team-a"},
+        "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                                                          "count": 3}}]}},
+        "status": {"allocation": {"devices": {"results": [
+            {"request": "gpus", "driver": "gpu.nvidia.com", "pool": "gpu-h100-0", "device": f"gpu-{i}"}
+            for i in range(3)]}}}}
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train", "namespace": "team-a"},
+       "spec": {"containers": [{"name": "c", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": 2}}}]}}
+LIMIT = """rules:
+- name: team-budget
+  match: {namespaces: [team-a]}
+  maxDevicesPerNamespace: 4
+  validationActions: [Deny]
+"""
+BY_REQUESTER = """rules:
+- name: one-gpu-unless-ci
+  match: {namespaces: [team-a]}
+  maxDevicesPerPod: 1
+  exclude: {users: [ci-bot]}
+  validationActions: [Deny]
+"""
+
+
+@pytest.fixture()
+def files(tmp_path):
+    def write(policy_text, *objects):
+        export = tmp_path / "export.yaml"
+        export.write_text(yaml.safe_dump_all(objects))
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(policy_text)
+        return str(export), str(policy)
+    return write
+
+
+class Holder(PolicyHolder):
+    def __init__(self, policy):
+        super().__init__(None)
+        self.policy = policy
+
+
+def webhook(policy_text, claims, user="alice"):
+    """/mutate of the pod by `user`, on the example inventory, with the namespace's claims as the
+    live inventory's watch would give them."""
+    index = build_index(load_inventory(None))
+    known = application.KnownClaims(claims)
+    state = ServiceState(policy=Holder(parse_policy(policy_text)), templates=kube.TemplateStore(None),
+                         namespace_labels=kube.NamespaceLabels(None), metrics=Metrics(), claims=known.lookup)
+    state.namespace_labels.get = lambda _name: OPTED
+    state.index = lambda: index
+    state.readiness = lambda: (True, {"inventory": True})
+    state.namespace_claims = lambda: known.in_namespace
+    body = review(POD, namespace="team-a")
+    body["request"]["userInfo"] = {"username": user, "groups": []}
+    with TestClient(create_app(state)) as client:
+        return client.post("/mutate", content=orjson.dumps(body)).json()["response"]
+
+
+def run(capsys, *argv) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def test_a_namespace_budget_denial_is_said_alike_by_webhook_plan_audit_check_and_rollout(files, capsys):
+    export, policy = files(LIMIT, NAMESPACE, HELD, POD)
+    denied = webhook(LIMIT, [HELD])
+    assert denied["allowed"] is False and "team-budget" in denied["status"]["message"]
+
+    code, out = run(capsys, "plan", "-f", export, "--policy", policy, "-o", "json")
+    [pod] = [o for o in json.loads(out)["objects"] if o["kind"] == "Pod"]
+    assert (pod["path"], pod["status"]) == ("denied", "needs-attention") and code == 1, pod
+    assert any("namespace team-a would take 5 devices" in r for r in pod["reasons"]), pod
+
+    code, out = run(capsys, "audit", "-f", export, "--policy", policy, "-o", "json")
+    [row] = [o for o in json.loads(out)["objects"] if o["kind"] == "Pod"]
+    assert row["path"] == "denied" and row["status"] != "migrated" and code == 1, row
+
+    code, out = run(capsys, "check", "-f", export, "--policy", policy, "-o", "json")
+    [checked] = [r for r in json.loads(out) if r["kind"] == "Pod"]
+    assert checked["policy"] == "deny" and code == 1, checked
+
+    snapshot = {"pods": [POD], "namespaces": [NAMESPACE], "resourceclaims": [HELD]}
+    facts, _fits = application.snapshot_facts(snapshot, parse_policy(LIMIT))
+    [view] = rollout.pod_views(snapshot, parse_policy(LIMIT), rollout.Switches(), facts)
+    assert view.path == rollout.DENIED and "team-budget" in view.why
+
+
+def test_without_the_claim_the_budget_holds_everywhere(files, capsys):
+    export, policy = files(LIMIT, NAMESPACE, POD)
+    assert webhook(LIMIT, [])["allowed"] is True
+    code, out = run(capsys, "plan", "-f", export, "--policy", policy, "-o", "json")
+    [pod] = [o for o in json.loads(out)["objects"] if o["kind"] == "Pod"]
+    assert pod["path"] == "rewrite", pod
+
+
+def test_a_rule_that_exempts_users_is_not_judged_by_a_preview_and_says_so(files, capsys):
+    export, policy = files(BY_REQUESTER, NAMESPACE, POD)
+    assert webhook(BY_REQUESTER, [], user="alice")["allowed"] is False
+    assert webhook(BY_REQUESTER, [], user="ci-bot")["allowed"] is True
+    code, out = run(capsys, "plan", "-f", export, "--policy", policy, "-o", "json")
+    [pod] = [o for o in json.loads(out)["objects"] if o["kind"] == "Pod"]
+    assert pod["path"] != "denied", pod
+    assert any("one-gpu-unless-ci: not judged: depends on the requester" in r for r in pod["reasons"]), pod
+
+
+def test_a_namespace_total_without_the_namespaces_claims_is_said_not_judged(files, capsys):
+    export, policy = files(LIMIT, NAMESPACE, POD)  # no claims exported: the total is not known
+    code, out = run(capsys, "plan", "-f", export, "--policy", policy, "-o", "json")
+    [pod] = [o for o in json.loads(out)["objects"] if o["kind"] == "Pod"]
+    assert any("team-budget: maxDevicesPerNamespace not judged" in r for r in pod["reasons"]), pod
