@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app import dra
-from app.common import metadata_of, parse_count
+from app.common import metadata_of
 from app.dra.guard import Claim, Subject, Usage, Violation
-from app.migration import TEMPLATE_PREFIX, legacy_resources, plan_pod, pod_errors
+from app.migration import TEMPLATE_PREFIX, legacy_asks, legacy_resources, plan_pod, pod_errors
 from app.policy import Policy
 
 Lookup = Callable[[str, str, str], "dict | None"]  # (namespace, kind, name) -> the object, None: not found
@@ -108,24 +108,16 @@ def _asks(parsed: dra.ClaimSpec) -> str:
 def _counted(spec: dict, policy: Policy) -> dra.ClaimSpec:
     """Whole devices per container from the count resources, where the planner cannot write a claim."""
     requests = []
-    for key in ("initContainers", "containers"):
-        for c in spec.get(key) or []:
-            resources = c.get("resources") if isinstance(c, dict) and isinstance(c.get("resources"), dict) else {}
-            asked = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-            for resource, amount in asked.items():
-                found = policy.migration.rule_for(str(resource))
-                if found is None or found[0].role not in ("count", "countPercent") or not found[0].deviceClass:
-                    continue
-                try:
-                    value = parse_count(amount)  # the planner's reading: whole, non-negative, exact
-                except ValueError:
-                    continue
-                count = -(-value // 100) if found[0].role == "countPercent" else value
-                if found[0].countAs == "one":
-                    count = min(count, 1)
-                if count > 0:
-                    requests.append([dra.Request(f"{c.get('name')}", found[0].deviceClass, [], count=count,
-                                                 path=f"{key}[{c.get('name')}].resources {resource}")])
+    for ask in legacy_asks(spec, policy.migration).asks:
+        found = policy.migration.rule_for(ask.resource)
+        if found is None or found[0].role not in ("count", "countPercent") or not found[0].deviceClass:
+            continue
+        count = -(-ask.count // 100) if found[0].role == "countPercent" else ask.count
+        if found[0].countAs == "one":
+            count = min(count, 1)
+        if count > 0:
+            requests.append([dra.Request(ask.container, found[0].deviceClass, [], count=count,
+                                         path=f"{ask.path} {ask.resource}")])
     return dra.ClaimSpec(requests)
 
 

@@ -17,6 +17,7 @@ from app.common import format_mebibytes, metadata_of, parse_count, parse_quantit
 from app.policy import AnnotationRule, MigrationRules, ResourceRule
 
 from . import cel_selectors
+from .asks import PodAsks, pod_asks
 from .nodelabels import NodeConstraints, translate
 from .podshape import pod_errors
 from .sharing import ClusterSharing, Share, SharePlan, Unkept, opaque, plan_share
@@ -157,6 +158,16 @@ def _all_containers(spec: dict):
                 yield container
 
 
+def is_legacy(resource: str, rules: MigrationRules) -> bool:
+    """Whether a resource name is a legacy GPU request under these rules (or looks like one)."""
+    return bool(rules.rule_for(resource)) or str(resource).startswith(GPU_RESOURCE_PREFIXES)
+
+
+def legacy_asks(spec: dict, rules: MigrationRules) -> PodAsks:
+    """The pod's legacy GPU asks, parsed once (asks.PodAsks: what the kubelet and quota count)."""
+    return pod_asks(spec, lambda resource: is_legacy(resource, rules))
+
+
 def legacy_resources(spec: dict, rules: MigrationRules) -> list[tuple[str, str]]:
     """(container, resource) pairs that are legacy GPU requests under these rules."""
     found: dict[tuple[str, str], None] = {}  # ordered set: linear in containers
@@ -165,7 +176,7 @@ def legacy_resources(spec: dict, rules: MigrationRules) -> list[tuple[str, str]]
         for section in ("limits", "requests"):
             values = resources.get(section) if isinstance(resources, dict) else None
             for key in (values if isinstance(values, dict) else {}):
-                if rules.rule_for(key) or str(key).startswith(GPU_RESOURCE_PREFIXES):
+                if is_legacy(key, rules):
                     found[(str(container.get("name")), str(key))] = None
     return list(found)
 

@@ -17,31 +17,18 @@ from collections.abc import Iterable, Mapping
 
 from app.common import controller_ref, count_or_none, metadata_of, vocabulary
 
+from .asks import pod_asks
+
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 
 
-def _amount(container: object, resource: str) -> int:
-    resources = (container or {}).get("resources") if isinstance(container, dict) else None
-    resources = resources if isinstance(resources, dict) else {}
-    value = (resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(resource))
-    return count_or_none(value) or 0
-
-
 def pod_charge(pod: dict, resource: str) -> int:
-    """requests.<resource> the pod evaluator charges a pod (0 once it finished)."""
+    """requests.<resource> the pod evaluator charges a pod (0 once it finished): its effective
+    ask (asks.PodAsks.effective)."""
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return 0
-    spec = pod.get("spec") or {}
-    sidecars, init_peak = 0, 0
-    for container in spec.get("initContainers") or []:
-        amount = _amount(container, resource)
-        if isinstance(container, dict) and container.get("restartPolicy") == "Always":
-            sidecars += amount
-            init_peak = max(init_peak, sidecars)
-        else:
-            init_peak = max(init_peak, sidecars + amount)
-    regular = sum(_amount(c, resource) for c in spec.get("containers") or [])
-    return max(regular + sidecars, init_peak)
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    return pod_asks(spec, lambda name: name == resource).effective(resource)
 
 
 def _devices(request: dict) -> int:

@@ -55,10 +55,14 @@ class FakeCluster:
     def pods(self):
         return copy.deepcopy(self.pod_list)
 
-    def patch_node(self, name, patch):
+    def _write(self):
+        """Every write to the API (a node patch, an eviction) is a place a kill -9 can fall."""
         self.writes += 1
         if self.kill_at is not None and self.writes > self.kill_at:
             raise Killed(f"killed before write {self.writes}")
+
+    def patch_node(self, name, patch):
+        self._write()
         self.log.append(("patch", name, copy.deepcopy(patch)))
         if not self.dry_run:
             _merge(self.nodes[name], patch)
@@ -66,6 +70,7 @@ class FakeCluster:
     def evict(self, namespace_, name):
         if name in self.refuse:
             return self.refuse[name]
+        self._write()
         self.log.append(("evict", name))
         if self.dry_run:
             return None
@@ -75,6 +80,7 @@ class FakeCluster:
             again = copy.deepcopy(gone)
             again["metadata"]["name"] = name + "-r"
             again["spec"]["containers"][0]["resources"] = {}  # rewritten onto a claim
+            again["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "dra-bridge-t"}]
             is_daemon = gone["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet"
             again["spec"]["nodeName"] = gone["spec"]["nodeName"] if is_daemon else self.place(again)
             self.pod_list.append(again)
@@ -138,7 +144,33 @@ def test_a_move_runs_every_step_and_is_done_only_once_its_workloads_are_bound_ag
                                                       "team-a/DaemonSet/gpu-agent": 1}
 
 
-@pytest.mark.parametrize("kill_at", range(0, 7))
+def _writes(undo: bool) -> int:
+    """How many writes a whole run (move and finish), or a whole undo after one, makes: every one
+    of them is a place to be killed at."""
+    fake = FakeCluster()
+    m = mover(fake)
+    if undo:
+        m.move("p0", 1)
+        m.finish(["p0"])
+        fake.place = lambda pod: "p0" if pod["spec"].get("containers")[0]["resources"] else "p1"
+    before = fake.writes
+    m = mover(fake)
+    if undo:
+        m.undo("p0")
+    else:
+        m.move("p0", 1)
+    m.finish(["p0"])
+    return fake.writes - before
+
+
+RUN_WRITES, UNDO_WRITES = _writes(undo=False), _writes(undo=True)
+
+
+def test_every_write_of_a_run_and_an_undo_is_a_kill_point():
+    assert RUN_WRITES >= 7 and UNDO_WRITES >= 7, (RUN_WRITES, UNDO_WRITES)
+
+
+@pytest.mark.parametrize("kill_at", range(RUN_WRITES))
 def test_a_move_killed_at_any_write_is_finished_by_the_same_command(kill_at):
     fake = FakeCluster()
     fake.kill_at = kill_at
@@ -165,7 +197,7 @@ def test_a_resumed_run_checks_what_the_killed_run_evicted():
     assert step(fake) == Step.MOVED  # not done: `rollout run` says so and exits 1
 
 
-@pytest.mark.parametrize("kill_at", range(0, 5))
+@pytest.mark.parametrize("kill_at", range(UNDO_WRITES))
 def test_undo_from_any_step_ends_back_on_the_device_plugin(kill_at):
     fake = FakeCluster()
     m = mover(fake)

@@ -176,7 +176,10 @@ class Mover:
         """Evict the node's GPU pods (late: the DaemonSet pods that tolerate the cordon, which come
         back on this node), recording their workloads first; refused evictions are asked again
         until the timeout. Then wait until they are gone (and, late, bound here again)."""
-        pods = [p for p in self._pods(name) if (p.daemon and p.tolerates_cordon) == late]
+        # A run moves what holds the device plugin's GPUs, an undo what holds DRA's: a pod already
+        # on the side it goes to (a replacement a killed run left) stays where it is.
+        pods = [p for p in self._pods(name) if (p.daemon and p.tolerates_cordon) == late
+                and bool(p.legacy) != record.step.undoing]
         refusals = drain_refusals(pods, self.drain)
         if refusals:
             raise Stopped(f"{name}: {refusals[0]}" + (f" (and {len(refusals) - 1} more)" if len(refusals) > 1 else ""))

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from app.common import controller_ref, labels_by_name, metadata_of, parse_count
-from app.migration import DEFAULT_OPT_IN, OptIn, legacy_resources, recreated, tolerates_cordon
+from app.common import controller_ref, labels_by_name, metadata_of
+from app.migration import DEFAULT_OPT_IN, OptIn, legacy_asks, recreated, tolerates_cordon
 from app.migration import running as live
 from app.policy import Policy
 
@@ -88,7 +88,7 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
     for pod in filter(live, objects.get("pods", [])):
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         namespace = meta.get("namespace", "")
-        legacy = _legacy_counts(spec, policy.migration)
+        legacy = legacy_asks(spec, policy.migration).counts()
         claims = len(spec.get("resourceClaims") or [])
         devices = sum(held.get((namespace, c.get("resourceClaimName") or ""), 0)
                       for c in (pod.get("status") or {}).get("resourceClaimStatuses") or [])
@@ -159,20 +159,6 @@ def bound_by_owner(pods: list[dict]) -> Counter:
     """Live pods bound to a node, per namespace/Kind/name of what recreates them."""
     return Counter(f"{(p.get('metadata') or {}).get('namespace', '')}/{owner_of(p.get('metadata') or {})}"
                    for p in pods if live(p) and (p.get("spec") or {}).get("nodeName"))
-
-
-def _legacy_counts(spec: dict, rules) -> dict[str, int]:
-    counts: Counter = Counter()
-    containers = {str(c.get("name")): c for key in ("initContainers", "containers")
-                  for c in spec.get(key) or [] if isinstance(c, dict)}
-    for name, resource in legacy_resources(spec, rules):
-        resources = containers.get(name, {}).get("resources") or {}
-        value = (resources.get("limits") or {}).get(resource, (resources.get("requests") or {}).get(resource))
-        try:
-            counts[resource] += parse_count(value)
-        except (ValueError, TypeError, ArithmeticError):
-            counts[resource] += 1
-    return dict(counts)
 
 
 def _claim_devices(claims: list[dict], driver: str) -> dict[tuple[str, str], int]:

@@ -61,7 +61,11 @@ def source(node: Node) -> str:
     if isinstance(node, MapLit):
         return "{" + ", ".join(f"{'?' if o else ''}{source(k)}: {source(v)}" for k, v, o in node.entries) + "}"
     if isinstance(node, Unary):
-        return f"{node.op}{_operand(node.operand, _UNARY)}"
+        # cel-go drops pairs of one unary operator (--x is x) and folds a minus into a number
+        # literal (-(1) is a call, -1 a literal): a unary operand, and a number under a minus, keep
+        # their parentheses.
+        number = isinstance(node.operand, Literal) and node.operand.kind in ("int", "uint", "double")
+        return f"{node.op}{_operand(node.operand, _PRIMARY + 1 if number and node.op == '-' else _PRIMARY)}"
     if isinstance(node, Binary):
         level = _PRECEDENCE[node.op]
         return f"{_operand(node.left, level)} {node.op} {_operand(node.right, level + 1)}"
