@@ -7,17 +7,9 @@ from .unmigrated import recreated, running
 from .paths import choose as choose_path
 from .patch import apply as apply_patch
 from .patch import diff as patch_diff
-from .planner import (
-                      MAX_DEVICES_PER_CLAIM,
-                      MAX_REQUESTS,
-                      MIGRATION_ANNOTATION,
-                      TEMPLATE_PREFIX,
-                      Plan,
-                      is_legacy,
-                      legacy_asks,
-                      legacy_resources,
-                      plan_pod,
-)
+from .claim_requests import MAX_REQUESTS, TEMPLATE_PREFIX
+from .legacy import is_legacy, legacy_asks, legacy_resources
+from .planner import MAX_DEVICES_PER_CLAIM, MIGRATION_ANNOTATION, Plan, plan_pod
 from .decision import DEFAULT_OPT_IN, OPT_IN_LABEL, UNKNOWN_FACTS, OptIn, Planner, Routed, decide, plan_only
 from .budgets import clean_object, kueue_configuration, kueue_mappings, one_budget_classes, quota_changes
 from .kueue import (KueueView, configuration_in, configured_mappings, kueue_in_objects, kueue_uncounted, kueue_view,

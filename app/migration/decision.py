@@ -17,7 +17,8 @@ from app.common import InputError
 from app.policy import Effective, Policy
 
 from .paths import Choice, Facts, choose
-from .planner import Plan, legacy_resources, plan_pod
+from .legacy import legacy_resources
+from .planner import Plan, plan_pod
 from .podshape import pod_errors
 
 OPT_IN_LABEL = "dra-bridge.io/migrate=enabled"  # serve --template-namespace-label, the manifests, the chart

@@ -8,33 +8,12 @@ for as long as GFD keeps labelling nodes.
 from __future__ import annotations
 
 import copy
-import re
 from dataclasses import dataclass, field
 
-from app.policy import MigrationRules, NodeLabelRule
+from app.policy import MigrationRules
 
 from . import cel_selectors
-
-_MIG_SUFFIX = re.compile(r"^(?P<base>.+)-MIG-(?P<profile>[0-9]+g\.[0-9]+gb)$", re.IGNORECASE)
-_SHARED_SUFFIX = "-SHARED"
-_NOT_SHARED = {"none", "", "false", "exclusive"}
-_MIG_PROFILE = re.compile(r"[0-9]+g\.[0-9]+gb")
-# nvidia-tesla-a100, nvidia-a100-80gb, nvidia-h100-mega-80gb, nvidia-l4, nvidia-tesla-t4, nvidia-b200
-_MODEL = re.compile(r"[a-z][a-z0-9-]*[0-9][a-z0-9-]*")
-
-
-def _names_model(product: str, model: str) -> str:
-    """CEL: the product name holds the model as a word ('NVIDIA L4' names l4, 'NVIDIA L40S' does
-    not; 'NVIDIA A100-SXM4-80GB' names a100, not a10)."""
-    pattern = f"(^|[^a-z0-9]){re.escape(model)}([^a-z0-9]|$)"
-    return f"{product}.lowerAscii().matches({cel_selectors.literal(pattern)})"
-
-
-_GKE_ACCELERATOR = re.compile(r"nvidia-(?:tesla-)?(?P<model>[a-z]+[0-9]+)(?:-mega)?(?:-(?P<gb>[0-9]+)gb)?")
-
-
-class Untranslatable(Exception):
-    """This label expression stays a node constraint; the message says why."""
+from .gfd_labels import LabelTranslator, Untranslatable
 
 
 @dataclass
@@ -48,217 +27,6 @@ class NodeConstraints:
     notes: list[str] = field(default_factory=list)
     translated: list[str] = field(default_factory=list)  # "nodeSelector[key]" and friends
     spec_after: dict | None = None  # nodeSelector/affinity after translated labels are removed
-
-
-def _ints(values: list[str], label: str) -> list[int]:
-    try:
-        return [int(v) for v in values]
-    except (TypeError, ValueError):
-        raise Untranslatable(f"{label} values {values} are not whole numbers") from None
-
-
-def _single_int(op: str, values: list[str], label: str) -> int:
-    if len(values) != 1:
-        raise Untranslatable(f"{label} {op} needs exactly one value")
-    return _ints(values, label)[0]
-
-
-def _product_forms(value: str) -> list[str]:
-    """GFD writes the NVML name with spaces as '-'; drivers differ on the 'NVIDIA ' prefix."""
-    base = value.lower()
-    if base.startswith("nvidia-"):
-        base = base[len("nvidia-"):]
-    return [base, "nvidia-" + base]
-
-
-@dataclass
-class _ProductValue:
-    forms: list[str]
-    mig_profile: str | None
-    shared: bool
-
-
-def _parse_product(value: str) -> _ProductValue:
-    shared = value.upper().endswith(_SHARED_SUFFIX)
-    if shared:
-        value = value[: -len(_SHARED_SUFFIX)]
-    mig_profile = None
-    match = _MIG_SUFFIX.match(value)
-    if match:
-        value, mig_profile = match["base"], match["profile"].lower()
-    return _ProductValue(_product_forms(value), mig_profile, shared)
-
-
-class _Translator:
-    def __init__(self, rules: MigrationRules):
-        self.domain = rules.driverDomain
-        self.by_label: dict[str, NodeLabelRule] = {r.label: r for r in rules.nodeLabels}
-        self.mig_profiles: set[str] = set()
-        self.shared: str | None = None
-
-    def covers(self, label: str) -> bool:
-        return label in self.by_label
-
-    def keeps(self, label: str) -> bool:
-        """Stays on the node as well (cloud node-pool labels: autoscalers pick pools by them)."""
-        rule = self.by_label.get(label)
-        return rule is not None and rule.keepOnNode
-
-    def expression(self, label: str, op: str, values: list[str]) -> dict[str, str]:
-        """CEL per device type for one label requirement; Untranslatable when none."""
-        rule = self.by_label[label]
-        values = [str(v).strip() for v in values or []]
-        if rule.translate == "product":
-            return self._product(label, op, values)
-        if rule.translate == "string":
-            return self._both(self._string(rule.attribute, op, values))
-        if rule.translate == "gkeAccelerator":
-            return self._both(self._accelerator(label, op, values))
-        if rule.translate == "gpuModel":
-            return self._both(self._model(label, op, values))
-        if rule.translate == "migProfile":
-            return self._mig_profile(label, op, values)
-        if rule.translate == "sharing":
-            return self._sharing(label, op, values)
-        if rule.translate == "memoryMiB":
-            # On a MIG node the label is the parent GPU's memory, not the MIG device's.
-            return {"gpu": self._memory(rule.capacity, op, values, label)}
-        part = "major" if rule.translate == "versionMajor" else "minor"
-        return self._both(self._version(rule.attribute, part, op, values, label))
-
-    def _sharing(self, label: str, op: str, values: list[str]) -> dict[str, str]:
-        """A device plugin's sharing labels (GFD sharing-strategy / replicas, GKE's strategy and
-        clients per GPU) describe the node, not a device: no selector, but the pod wants a share."""
-        if op != "In":
-            raise Untranslatable(f"{label} {op}: only a sharing label's value can be kept")
-        for value in values:
-            if value.lower() not in _NOT_SHARED and not (value.isdigit() and int(value) <= 1):
-                self.shared = self.shared or f"{label}={value}"
-        return {"gpu": "", "mig": ""}
-
-    @staticmethod
-    def _both(expr: str) -> dict[str, str]:
-        return {"gpu": expr, "mig": expr}
-
-    def _presence(self, name: str, op: str) -> str | None:
-        guard = cel_selectors.has_attribute(self.domain, name)
-        if op == "Exists":
-            return guard
-        if op == "DoesNotExist":
-            return f"!({guard})"
-        return None
-
-    def _accelerator(self, label: str, op: str, values: list[str]) -> str:
-        """GKE's accelerator names (nvidia-tesla-a100, nvidia-h100-80gb, nvidia-l4): the model in
-        the product name and, when the name carries it, at least that memory (NVML reports a
-        little under the marketing size: 80 GB is >= 80000Mi)."""
-        presence = self._presence("productName", op)
-        if presence:
-            return presence
-        if op not in ("In", "NotIn"):
-            raise Untranslatable(f"{label} {op} has no device equivalent")
-        tests = []
-        for value in values:
-            match = _GKE_ACCELERATOR.fullmatch(value.lower())
-            if not match:
-                raise Untranslatable(f"{label}={value} is not a GKE NVIDIA accelerator name")
-            name = cel_selectors.attribute(self.domain, "productName")
-            test = _names_model(name, match["model"])
-            if match["gb"]:
-                test += " && " + cel_selectors.memory_at_least(self.domain, f"{int(match['gb']) * 1000}Mi")
-            tests.append(test)
-        expr = cel_selectors.guarded_attribute(self.domain, "productName", cel_selectors.any_of(tests))
-        return f"!({expr})" if op == "NotIn" else expr
-
-    def _model(self, label: str, op: str, values: list[str]) -> str:
-        """A GPU model name (Karpenter's instance-gpu-name: a100, h100, l4): in the product name,
-        case-blind."""
-        presence = self._presence("productName", op)
-        if presence:
-            return presence
-        if op not in ("In", "NotIn") or not all(_MODEL.fullmatch(v.lower()) for v in values):
-            raise Untranslatable(f"{label} {op} {values}: only In / NotIn of GPU model names translate")
-        name = cel_selectors.attribute(self.domain, "productName")
-        test = cel_selectors.any_of([_names_model(name, v.lower()) for v in values])
-        expr = cel_selectors.guarded_attribute(self.domain, "productName", test)
-        return f"!({expr})" if op == "NotIn" else expr
-
-    def _mig_profile(self, label: str, op: str, values: list[str]) -> dict[str, str]:
-        """GKE's gke-gpu-partition-size: the node's GPUs are MIG-partitioned into this profile, so
-        nvidia.com/gpu there means one such MIG device (as GFD's MIG product suffix does)."""
-        if op != "In" or len(values) != 1 or not _MIG_PROFILE.fullmatch(values[0].lower()):
-            raise Untranslatable(f"{label} {op} {values}: only In with one MIG profile (e.g. 1g.5gb) translates")
-        self.mig_profiles.add(values[0].lower())
-        return {"mig": ""}  # the profile selector itself comes with the MIG request
-
-    def _product(self, label: str, op: str, values: list[str]) -> dict[str, str]:
-        presence = self._presence("productName", op)
-        if presence:
-            return self._both(presence)
-        if op not in ("In", "NotIn"):
-            raise Untranslatable(f"{label} {op} has no device equivalent")
-        parsed = [_parse_product(v) for v in values]
-        shared = [v for v, p in zip(values, parsed) if p.shared]
-        if shared:
-            self.shared = self.shared or f"{label}={shared[0]}"
-        profiles = {p.mig_profile for p in parsed if p.mig_profile}
-        if profiles and op == "In":
-            if len(profiles) > 1 or any(p.mig_profile is None for p in parsed):
-                raise Untranslatable(f"{label} mixes MIG and non-MIG products")
-            self.mig_profiles |= profiles
-        forms = [f for p in parsed for f in p.forms]
-        name = cel_selectors.attribute(self.domain, "productName")
-        test = f"{name}.replace(' ', '-').lowerAscii() in {cel_selectors.string_list(forms)}"
-        if op == "NotIn":
-            expr = f"!({cel_selectors.has_attribute(self.domain, 'productName')}) || !({test})"
-        else:
-            expr = cel_selectors.guarded_attribute(self.domain, "productName", test)
-        return self._both(expr)
-
-    def _string(self, attr: str, op: str, values: list[str]) -> str:
-        presence = self._presence(attr, op)
-        if presence:
-            return presence
-        if op not in ("In", "NotIn"):
-            raise Untranslatable(f"{op} on a string attribute has no device equivalent")
-        lowered = cel_selectors.string_list(v.lower() for v in values)
-        test = f"{cel_selectors.attribute(self.domain, attr)}.lowerAscii() in {lowered}"
-        if op == "NotIn":
-            return f"!({cel_selectors.has_attribute(self.domain, attr)}) || !({test})"
-        return cel_selectors.guarded_attribute(self.domain, attr, test)
-
-    def _memory(self, cap: str, op: str, values: list[str], label: str) -> str:
-        guard = cel_selectors.has_capacity(self.domain, cap)
-        if op == "Exists":
-            return guard
-        if op == "DoesNotExist":
-            return f"!({guard})"
-        value = cel_selectors.capacity(self.domain, cap)
-        if op in ("Gt", "Lt"):
-            amount = _single_int(op, values, label)
-            sign = ">" if op == "Gt" else "<"
-            return f"{guard} && {value}.compareTo(quantity('{amount}Mi')) {sign} 0"
-        amounts = _ints(values, label)
-        equal = " || ".join(f"{value}.compareTo(quantity('{a}Mi')) == 0" for a in amounts)
-        if op == "NotIn":
-            return f"!({guard}) || !({equal})"
-        return f"{guard} && ({equal})"
-
-    def _version(self, attr: str, part: str, op: str, values: list[str], label: str) -> str:
-        presence = self._presence(attr, op)
-        if presence:
-            return presence
-        value = f"{cel_selectors.attribute(self.domain, attr)}.{part}()"
-        if op in ("Gt", "Lt"):
-            number = _single_int(op, values, label)
-            test = f"{value} {'>' if op == 'Gt' else '<'} {number}"
-        elif op in ("In", "NotIn"):
-            test = f"{value} in [{', '.join(str(n) for n in _ints(values, label))}]"
-            if op == "NotIn":
-                return f"!({cel_selectors.has_attribute(self.domain, attr)}) || !({test})"
-        else:
-            raise Untranslatable(f"{label} {op} is not a label operator")
-        return cel_selectors.guarded_attribute(self.domain, attr, test)
 
 
 def _term_expressions(term: dict) -> list[dict]:
@@ -277,7 +45,7 @@ def _combine(per_type: list[dict[str, str]]) -> dict[str, list[str]]:
 
 def translate(spec: dict, rules: MigrationRules) -> NodeConstraints:
     """Translate nodeSelector and required node affinity; never mutates `spec`."""
-    tr = _Translator(rules)
+    tr = LabelTranslator(rules)
     result = NodeConstraints()
     # Only these two fields are rewritten; copy them, not the whole spec.
     after = {k: copy.deepcopy(spec[k]) for k in ("nodeSelector", "affinity") if k in spec}
@@ -333,7 +101,7 @@ def _keep_mig_gaps_on_the_node(node_selector, after: dict, result: NodeConstrain
                             "describes the node's MIG partitions, not a selector on them")
 
 
-def _translate_terms(terms: list[dict], tr: _Translator, result: NodeConstraints,
+def _translate_terms(terms: list[dict], tr: LabelTranslator, result: NodeConstraints,
                      after: dict, remove: bool) -> None:
     """Terms are ORed. We only move them when the split between node and device is exact."""
     gfd_keys = [[tr.covers(str(e.get("key"))) for e in _term_expressions(t)] for t in terms]
@@ -362,7 +130,7 @@ def _translate_terms(terms: list[dict], tr: _Translator, result: NodeConstraints
         _drop_required(after)
 
 
-def _translate_single_term(term: dict, tr: _Translator, result: NodeConstraints,
+def _translate_single_term(term: dict, tr: LabelTranslator, result: NodeConstraints,
                            after: dict, remove: bool) -> None:
     kept = []
     for expr in _term_expressions(term):

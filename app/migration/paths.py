@@ -16,7 +16,8 @@ from app.common import metadata_of, tolerates
 from app.policy import MigrationRules
 
 from .kueue import KueueView, kueue_uncounted
-from .planner import Plan, legacy_resources
+from .legacy import legacy_resources
+from .planner import Plan
 from .podshape import pod_errors
 from .quota import kueue_per_pod, quota_escapes
 from .sharing import ClusterSharing
@@ -143,8 +144,7 @@ def kept_on_plugin(pod: dict, plan: Plan, rules: MigrationRules, facts: Facts, c
     cost, its quota, or DRA not serving it now); None when the rewrite is right."""
     resources = sorted({r for _c, r in legacy_resources(pod["spec"], rules)})
     plugin = _plugin_text(resources, facts.plugin_nodes)
-    # Without an inventory the cost is not known (no device is known to allow multiple allocations).
-    if plan.costly and rules.fractional == "legacy" and facts.sharing is not None:
+    if plan.costly and rules.fractional == "legacy":
         return Choice("legacy", f"{plan.costly[0]} on DRA (no device here allows multiple allocations){plugin}; "
                                 "policy fractional: wholeDevice would rewrite it at that cost", "share")
     classes = sorted(_classes(plan))

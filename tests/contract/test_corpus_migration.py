@@ -19,8 +19,10 @@ from tests.helpers import review, template_requests
 
 K8S_VERSION = "1.34.0"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-# Every corpus pod through the planner: path rewrite (the path choice, schedulers included, is tested elsewhere).
-POLICY = default_policy().model_copy(update={"migration": default_policy().migration.model_copy(update={"path": "rewrite"})})
+# Every corpus pod through the planner: path rewrite, shares at a whole GPU's cost where no device
+# here shares (the path choice, schedulers and share costs included, is tested elsewhere).
+POLICY = default_policy().model_copy(update={"migration": default_policy().migration.model_copy(
+    update={"path": "rewrite", "fractional": "wholeDevice"})})
 # Pods that ask for no NVIDIA GPU at all, or only through scheduler annotations (KAI fractions).
 NOT_GPU_RESOURCES = {"amd-rocm-vllm-deployment.yaml", "intel-gpu-pytorch-pod-i915.yaml",
                      "nvdp-static-daemonset-negative.yaml", "gpuop-validator-initcontainer-placeholder.yaml",

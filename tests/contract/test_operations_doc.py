@@ -11,7 +11,7 @@ import jsonpatch
 import pytest
 
 from app.cli.main import build_parser
-from app.migration.planner import MANAGED_BY
+from app.migration.claim_requests import MANAGED_BY
 from app.reporter import render
 from app.server import Metrics
 from tests.conftest import ROOT
