@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from app.common import metadata_of
-from app.policy import Rule
+from app.policy import REQUEST_VARIABLES, Rule
 
-from . import cel
+from app import cel
+
 from .claims import ClaimError, ClaimSpec, Request, parse_claim_object
 from .feasibility import candidates
 from .index import Index
 
-REQUEST_VARIABLES = frozenset({"request", "object", "namespace", "devices"})
 MAX_DEVICE_VALUES = 256  # `devices` in a validation: enough to judge, bounded in cost
 
 
@@ -55,18 +55,6 @@ class Violation:
     rule: str
     actions: tuple
     message: str
-
-
-def expression_error(expression: str, devices: bool) -> str | None:
-    """Why a rule's CEL does not compile (devices: a device selector, else a request check)."""
-    try:
-        if devices:
-            cel.compile_selector(expression)
-        else:
-            _program(expression)
-    except cel.CelError as exc:
-        return str(exc)
-    return None
 
 
 @lru_cache(maxsize=1024)

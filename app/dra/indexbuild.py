@@ -9,7 +9,9 @@ import orjson
 
 from app.common import extended_allocatable, metadata_of, node_matches, parse_quantity
 
-from . import cel, shadow
+from app import cel
+
+from . import shadow
 from . import slicefields as fields
 from .index import ANY_NODE, Device, Index, PoolView, view_signature
 from .inventory import Inventory, allocated_capacity, allocated_devices, apply_taint_rules, shared_devices

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from app.common import deadline
 
-from . import cel, search
+from app import cel
+
+from . import search
 from .claims import Request
 from .index import Index
 from .slicefields import IDENTITY_ATTRIBUTES

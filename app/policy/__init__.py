@@ -16,8 +16,8 @@ from .policyfile import (
                          read_policy_text,
                          settings_rule,
 )
-from .rules import MODE_ACTIONS, LabelSelector, Rule, register_expression_check
+from .rules import MODE_ACTIONS, REQUEST_VARIABLES, LabelSelector, Rule
 
 __all__ = ["MODE_ACTIONS", "AnnotationRule", "Effective", "LabelSelector", "MigrationRules", "NodeLabelRule", "Policy",
            "ResourceRule", "Rule", "SharingRule", "TopologyRule", "default_policy", "load_policy", "parse_policy", "read_policy_text",
-           "register_expression_check", "settings_rule"]
+           "REQUEST_VARIABLES", "settings_rule"]

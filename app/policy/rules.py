@@ -1,6 +1,6 @@
 """Admin rules: what a policy's `rules` entries say (limits, allowed classes and devices, required
-selectors, CEL validations), whom each applies to and with which actions. Schema only; the
-verdicts are app.policy.judge's."""
+selectors, CEL validations), whom each applies to and with which actions. Schema, with every
+expression compiled at load (app.cel); the verdicts are dra.guard's."""
 
 from __future__ import annotations
 
@@ -9,21 +9,28 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from app import cel
+
 Kind = Literal["Pod", "ResourceClaim", "ResourceClaimTemplate"]
 Action = Literal["Deny", "Warn", "Audit"]  # ValidatingAdmissionPolicyBinding's validationActions
 MODE_ACTIONS: dict[str, list[Action]] = {"enforce": ["Deny"], "warn": ["Warn"], "audit": ["Audit"]}
 _RULE_NAME = re.compile(r"[a-z0-9]([-.a-z0-9]{0,61}[a-z0-9])?")
-# (expression, is a device selector) -> why it does not compile: registered by app.dra, which
-# owns CEL (it sits above this package), so a policy with a bad expression never loads.
-_EXPRESSION_CHECKS: list = []
-
-
-def register_expression_check(check) -> None:
-    _EXPRESSION_CHECKS[:] = [check]
+# What a validation's CEL may read (each dyn): the request judged, the object, its namespace, and
+# the devices the request could be given.
+REQUEST_VARIABLES = frozenset({"request", "object", "namespace", "devices"})
 
 
 def _compile_error(expression: str, devices: bool) -> str | None:
-    return _EXPRESSION_CHECKS[0](expression, devices) if _EXPRESSION_CHECKS else None
+    """Why an expression does not compile (devices: a device selector, else a validation): a
+    policy with a bad expression never loads."""
+    try:
+        if devices:
+            cel.compile_selector(expression)
+        else:
+            cel.compile_program(expression, REQUEST_VARIABLES)
+    except cel.CelError as exc:
+        return str(exc)
+    return None
 
 
 class _Strict(BaseModel):

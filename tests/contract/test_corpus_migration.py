@@ -122,14 +122,14 @@ def test_gfd_affinity_corpus_pod_moves_labels_into_cel(corpus):
 
 def _inventory_devices():
     from app.cli import load_inventory
-    from app.dra import cel
+    from app import cel
 
     return [cel.device_variable(s["spec"]["driver"], d) for s in load_inventory(None).slices for d in s["spec"]["devices"]]
 
 
 def test_every_generated_selector_compiles_and_evaluates_without_error(corpus):
     """Guards make missing attributes a plain 'no match', never a runtime error."""
-    from app.dra import cel
+    from app import cel
 
     devices = _inventory_devices()
     checked = 0

@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.dra import cel
+from app import cel
 
 DEVICE = cel.device_variable("dra.example.com", {
     "attributes": {

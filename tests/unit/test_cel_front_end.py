@@ -3,12 +3,12 @@ cost estimator, the read analysis and the library's declarations."""
 
 import pytest
 
-from app.dra import cel
-from app.dra.cel import checker, cost, library, reads
-from app.dra.cel.lexer import SyntaxFault
-from app.dra.cel.parser import parse
-from app.dra.cel.printer import source
-from app.dra.cel.tree import Binary, Literal, Macro, Select
+from app import cel
+from app.cel import checker, cost, library, reads
+from app.cel.lexer import SyntaxFault
+from app.cel.parser import parse
+from app.cel.printer import source
+from app.cel.tree import Binary, Literal, Macro, Select
 
 SELECTOR_ENV = checker.Environment({"device": "Device"})
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.dra.cel.parser import parse
-from app.dra.cel.printer import source
-from app.dra.cel.tree import (Binary, Call, Conditional, Ident, Index, ListLit, Literal, Macro, MapLit, Node, Select,
+from app.cel.parser import parse
+from app.cel.printer import source
+from app.cel.tree import (Binary, Call, Conditional, Ident, Index, ListLit, Literal, Macro, MapLit, Node, Select,
                               Unary)
 from tests.upstream.cel_cases import CASES
 from tests.upstream.test_cel_library import EXPRESSIONS

@@ -5,7 +5,7 @@ upstream; these run without Go)."""
 import pytest
 
 from app import dra
-from app.dra import cel
+from app import cel
 
 DEVICE = cel.device_variable("gpu.nvidia.com", {"name": "g", "attributes": {"productName": {"string": "NVIDIA L4"}},
                                                 "capacity": {"memory": {"value": "24Gi"}}})

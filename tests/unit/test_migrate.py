@@ -398,7 +398,7 @@ def test_gke_partition_size_label_means_one_mig_device_of_that_profile():
     ("nvidia-l4", ("NVIDIA L4", "23034Mi"), ("NVIDIA L40S", "46068Mi")),  # the model as a word, not a prefix
 ])
 def test_gke_accelerator_label_becomes_a_product_selector(value, matches, misses):
-    from app.dra import cel
+    from app import cel
     result = plan(pod([container("m", {"nvidia.com/gpu": 1})], nodeSelector={"cloud.google.com/gke-accelerator": value}))
     [expr] = [s for s in selectors(only_request(result)) if "matches" in s]
 
@@ -417,7 +417,7 @@ def test_gke_accelerator_label_becomes_a_product_selector(value, matches, misses
 ])
 def test_issue_23_karpenter_gpu_name_becomes_a_model_selector_and_stays_on_the_node(value, matches, misses):
     """EKS with Karpenter: karpenter.k8s.aws/instance-gpu-name picks the instance type it launches."""
-    from app.dra import cel
+    from app import cel
     selector_in = {"karpenter.k8s.aws/instance-gpu-name": value}
     result = plan(pod([container("m", {"nvidia.com/gpu": 1})], nodeSelector=selector_in))
     [expr] = selectors(only_request(result))

@@ -1,9 +1,10 @@
-"""The DRA CEL environment of device selectors, with Kubernetes 1.37 semantics. Pure.
+"""CEL as Kubernetes 1.37 runs it (DRA device selectors, admin-policy programs): a language one floor
+above common, parsed once into a tree that the checker, cost, rewrites and reads walk. Pure."""
 
-One front end: each expression is parsed once (`parser`) into a tree (`tree`) that the type
-checker (`checker`), the cost estimator (`cost`), the engine rewrites (`rewrite`, `printer`)
-and the read analysis (`reads`) walk; every function is declared once, in the module of its
-library (`library`). Evaluation runs on the Rust engine (`engine`)."""
+# Each expression is parsed once (`parser`) into a tree (`tree`) that the type checker
+# (`checker`), the cost estimator (`cost`), the engine rewrites (`rewrite`, `printer`) and the read
+# analysis (`reads`) walk; every function is declared once, in the module of its library
+# (`library`). Evaluation runs on the Rust engine (`engine`).
 
 from . import engine
 from .engine import CelError
