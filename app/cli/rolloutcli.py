@@ -155,9 +155,9 @@ def _status(nodes, pods, objects: dict, policy, output: str) -> int:
         print(f"{label:14s} {len(names):3d} node(s) {found['gpus'][side]:5d} GPU(s)  {', '.join(names)}".rstrip())
     for what, count in found["pods"].items():
         named = found["named"].get(what)
-        print(f"pods {what}: {count}" + (f" ({', '.join(named)}{', ...' if count > len(named) else ''})"
-                                         if named else ""))
-    for workload, have in found["workloads short"].items():
+        print(f"pods {rollout.POD_STATES[what]}: {count}" + (f" ({', '.join(named)}{', ...' if count > len(named) else ''})"
+                                                            if named else ""))
+    for workload, have in found["workloadsShort"].items():
         print(f"workload short: {workload}: {have}")
     return 1 if rollout.in_trouble(found) else 0
 

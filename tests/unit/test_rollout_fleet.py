@@ -152,11 +152,12 @@ def test_status_counts_and_names_every_pod_in_trouble():
     nodes, pods = views(objects)
     found = rollout.summary(nodes, pods, [deployment], rollout.bound_by_owner(objects["pods"]),
                             default_policy().migration)
-    assert found["pods"]["on the device plugin of a node that no longer advertises it"] == 1
-    assert found["named"]["on the device plugin of a node that no longer advertises it"] == ["team-a/stale"]
-    assert found["named"]["Pending: legacy GPU resources not free"] == ["team-a/waiting"]
-    assert found["named"]["Pending: claims not allocated"] == ["team-a/claimed"]
-    assert found["workloads short"] == {"Deployment team-a/infer": "1 of 3 pod(s) bound"}
+    assert found["pods"]["pluginNotAdvertised"] == 1
+    assert found["named"]["pluginNotAdvertised"] == ["team-a/stale"]
+    assert found["named"]["pendingLegacy"] == ["team-a/waiting"]
+    assert found["named"]["pendingClaims"] == ["team-a/claimed"]
+    assert found["workloadsShort"] == {"Deployment team-a/infer": "1 of 3 pod(s) bound"}
+    assert all(key.isidentifier() for part in ("pods", "named") for key in found[part])
     assert rollout.in_trouble(found)
 
 

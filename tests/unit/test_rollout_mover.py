@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from app.application import rollout
+from app.common import InputError
 from app.application.rollout.mover import Mover, Stopped
 from app.application.rollout.record import MoveRecord, Step
 from app.policy import default_policy
@@ -277,3 +278,26 @@ def test_undo_moves_daemonset_pods_only_once_nvidias_driver_has_withdrawn_the_no
     m = mover(fake)
     m.undo("p0")
     assert m.finish(["p0"]) == {}
+
+
+@pytest.mark.parametrize("before, field", [
+    ('{"version": 2}', "version 2 is not one this dra-bridge reads"),  # a newer dra-bridge wrote it
+    ('{"version": "1"}', "version '1' is not one"),
+    ('[1]', "not a JSON object"),
+    ('{"version": 1, "evicted": {"team-a/Job/j": "two"}}', "whole numbers"),
+])
+def test_a_move_record_this_version_cannot_read_is_refused_naming_the_annotation(before, field):
+    fake = FakeCluster()
+    fake.nodes["p0"]["metadata"]["annotations"] = {rollout.WAVE: "1", rollout.STEP: "cordoned", rollout.BEFORE: before}
+    with pytest.raises(InputError) as refused:
+        MoveRecord.of(fake.nodes["p0"])
+    assert rollout.BEFORE in str(refused.value) and field in str(refused.value)
+    with pytest.raises(InputError):
+        mover(fake).move("p0", 1)  # nothing acts on a record it cannot read
+    assert fake.writes == 0
+
+
+def test_a_record_without_a_version_is_read_as_the_first():
+    fake = FakeCluster()
+    fake.nodes["p0"]["metadata"]["annotations"] = {rollout.WAVE: "1", rollout.STEP: "cordoned", rollout.BEFORE: "{}"}
+    assert MoveRecord.of(fake.nodes["p0"]).version == 0

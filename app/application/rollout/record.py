@@ -72,15 +72,26 @@ class MoveRecord:
         annotations = metadata_of(node).get("annotations") or {}
         if BEFORE not in annotations and STEP not in annotations:
             return None
+        where = f"annotation {BEFORE}"
         try:
             data = json.loads(annotations.get(BEFORE) or "{}")
         except ValueError:
-            raise InputError(f"annotation {BEFORE}", "not JSON: restore it or remove the node's rollout "
-                                                     "annotations by hand") from None
+            raise InputError(where, "not JSON: restore it or remove the node's rollout annotations by hand") from None
+        if not isinstance(data, dict):
+            raise InputError(where, "not a JSON object: restore it or remove the node's rollout annotations by hand")
+        version = data.get("version", 0)  # 0: written before records carried a version
+        if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= VERSION:
+            # A newer dra-bridge wrote it: read with this one, a step could be skipped or repeated.
+            raise InputError(where, f"move record version {version!r} is not one this dra-bridge reads (up to "
+                                    f"{VERSION}): continue with the dra-bridge that wrote it")
+        evicted = data.get("evicted") or {}
+        if not isinstance(evicted, dict) or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                    for v in evicted.values()):
+            raise InputError(f"{where}.evicted", "expected workload -> pods bound before, as whole numbers")
         wave = annotations.get(WAVE)
         return cls(int(wave) if str(wave or "").isdigit() else None, Step.parse(annotations.get(STEP)),
                    {k: v for k, v in data.items() if k not in ("version", "evicted")},
-                   {str(k): int(v) for k, v in (data.get("evicted") or {}).items()}, int(data.get("version", 0)))
+                   {str(k): v for k, v in evicted.items()}, version)
 
     def annotations(self) -> dict[str, str | None]:
         body = {**self.before, "version": VERSION, "evicted": dict(sorted(self.evicted.items()))}

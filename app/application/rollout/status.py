@@ -16,44 +16,51 @@ from .sides import DRA, MOVING, PLUGIN, NodeView
 NAMED = 5  # pods named per line
 
 
+# Where a GPU pod is, as `rollout status -o json` keys it, and the line its table prints.
+PLUGIN_STAYING, PLUGIN_MOVING, ON_DRA = "pluginStaying", "pluginMoving", "dra"
+PLUGIN_NOT_ADVERTISED, PENDING_CLAIMS, PENDING_LEGACY = "pluginNotAdvertised", "pendingClaims", "pendingLegacy"
+POD_STATES = {
+    PLUGIN_STAYING: "on the device plugin, staying there",
+    PLUGIN_MOVING: "on the device plugin, moving with their node",
+    ON_DRA: "on DRA",
+    PLUGIN_NOT_ADVERTISED: "on the device plugin of a node that no longer advertises it",
+    PENDING_CLAIMS: "Pending: claims not allocated",
+    PENDING_LEGACY: "Pending: legacy GPU resources not free",
+}
+TROUBLE = frozenset({PLUGIN_NOT_ADVERTISED, PENDING_CLAIMS, PENDING_LEGACY})
+
+
 def summary(nodes: list[NodeView], pods: list[PodView], workloads: list[dict], bound: dict,
             rules: MigrationRules) -> dict:
     """workloads: Deployments/StatefulSets/Jobs to compare with `bound` (pods.bound_by_owner);
-    rules: the policy's migration rules, which say what a legacy GPU resource is."""
+    rules: the policy's migration rules, which say what a legacy GPU resource is. Keys are
+    identifiers (POD_STATES says each in words)."""
     sides = {side: [n for n in nodes if n.side == side] for side in (PLUGIN, MOVING, DRA)}
     by_name = {n.name: n for n in nodes}
-    groups: dict[str, list[str]] = {key: [] for key in (
-        "on the device plugin, staying there", "on the device plugin, moving with their node", "on DRA",
-        "on the device plugin of a node that no longer advertises it", "Pending: claims not allocated",
-        "Pending: legacy GPU resources not free")}
+    groups: dict[str, list[str]] = {key: [] for key in POD_STATES}
     for pod in pods:
         node = by_name.get(pod.node or "")
         if not pod.node:
-            key = "Pending: legacy GPU resources not free" if pod.legacy else "Pending: claims not allocated"
+            key = PENDING_LEGACY if pod.legacy else PENDING_CLAIMS
         elif pod.legacy and (node is None or node.side != PLUGIN or not _advertises(node, pod)):
-            key = "on the device plugin of a node that no longer advertises it"
+            key = PLUGIN_NOT_ADVERTISED
         elif pod.legacy:
-            key = "on the device plugin, staying there" if pod.path == PLUGIN else \
-                "on the device plugin, moving with their node"
+            key = PLUGIN_STAYING if pod.path == PLUGIN else PLUGIN_MOVING
         elif pod.claims > pod.devices and pod.phase == "Pending":
-            key = "Pending: claims not allocated"
+            key = PENDING_CLAIMS
         else:
-            key = "on DRA"
+            key = ON_DRA
         groups[key].append(pod.key)
     short = _short(workloads, bound, rules)
     return {"nodes": {side: sorted(n.name for n in members) for side, members in sides.items()},
             "gpus": {side: sum(n.gpus for n in members) for side, members in sides.items()},
             "pods": {key: len(keys) for key, keys in groups.items()},
             "named": {key: sorted(keys)[:NAMED] for key, keys in groups.items() if keys and key in TROUBLE},
-            "workloads short": short}
-
-
-TROUBLE = frozenset({"on the device plugin of a node that no longer advertises it", "Pending: claims not allocated",
-                     "Pending: legacy GPU resources not free"})
+            "workloadsShort": short}
 
 
 def in_trouble(found: dict) -> bool:
-    return any(found["pods"][k] for k in TROUBLE) or bool(found["workloads short"])
+    return any(found["pods"][k] for k in TROUBLE) or bool(found["workloadsShort"])
 
 
 def _advertises(node: NodeView, pod: PodView) -> bool:
