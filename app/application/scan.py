@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.common import vocabulary
 from app import dra
 from app.dra.guard import Violation
 from app.migration import pod_errors
@@ -51,7 +52,7 @@ def scan(objects: list[dict], policy: Policy, index: dra.Index | None, namespace
 
 
 def _stamped(meta: dict) -> bool:
-    return "resource.kubernetes.io/pod-claim-name" in (meta.get("annotations") or {})
+    return vocabulary.POD_CLAIM_NAME_ANNOTATION in (meta.get("annotations") or {})
 
 
 def report_results(found: list[Found], now: dict) -> dict[str, list[dict]]:

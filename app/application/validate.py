@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app import dra
-from app.common import DeadlineExceeded
+from app.common import DeadlineExceeded, vocabulary
 from app.dra.guard import Subject, Violation
 from app.migration import pod_errors
 from app.policy import MODE_ACTIONS, Effective, Policy
@@ -49,7 +49,7 @@ def _violations(found: list[Violation]) -> list[Finding]:
     return [Finding("violation", v.message, v.actions, v.rule) for v in found]
 
 
-ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+ADMIN_ACCESS_LABEL = vocabulary.ADMIN_ACCESS_LABEL
 
 
 def asks_admin_access(obj: dict) -> bool:

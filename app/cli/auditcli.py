@@ -17,7 +17,7 @@ from app.application import (ClusterFacts, claim_objects, cluster_facts, invento
                              read_kueue_view, scan, unmigrated)
 from app.application.manifests import ObjectReport, exit_status, kueue_of_inputs, namespace_labels, objects_of, \
     plan_objects
-from app.common import BridgeError, by_kind, controller_ref, dump_documents, labels_by_name, metadata_of
+from app.common import BridgeError, by_kind, controller_ref, dump_documents, labels_by_name, metadata_of, vocabulary
 from app.migration import OptIn, extended_resources, queue_use, quota_use
 from app.policy import load_policy
 
@@ -112,7 +112,7 @@ def policy_reports(rows: list[dict], checked: bool, violations: list | None = No
     for namespace, results in sorted(by_namespace.items()):
         summary = {k: sum(r["result"] == k for r in results) for k in ("pass", "fail", "warn", "error", "skip")}
         kind = "PolicyReport" if namespace else "ClusterPolicyReport"
-        metadata = {"name": "dra-bridge-legacy-gpu", "labels": {"app.kubernetes.io/managed-by": "dra-bridge"}}
+        metadata = {"name": "dra-bridge-legacy-gpu", "labels": dict(vocabulary.MANAGED_BY)}
         if namespace:
             metadata["namespace"] = namespace
         reports.append({"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": kind, "metadata": metadata,

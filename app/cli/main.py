@@ -11,7 +11,7 @@ import os
 import sys
 
 from app import __version__
-from app.common import BridgeError, InputError, PolicyError
+from app.common import BridgeError, InputError, PolicyError, vocabulary
 from app.migration import OPT_IN_LABEL
 
 EXIT_BAD_INPUT = 2
@@ -203,7 +203,7 @@ def _add_classes(sub) -> None:
     p = sub.add_parser("classes", help="DeviceClasses serving nvidia.com/gpu and MIG resources through DRA "
                                        "(native path)", epilog=EXITS + OFFLINE)
     _opt(p, "--inventory", help="ResourceSlices + DeviceClasses file", shown="the bundled example inventory")
-    _opt(p, "--driver", default="gpu.nvidia.com", help="the DRA driver whose devices the classes select")
+    _opt(p, "--driver", default=vocabulary.NVIDIA_DRIVER, help="the DRA driver whose devices the classes select")
 
 
 def _add_audit(sub) -> None:
@@ -280,11 +280,11 @@ def _add_rollout(sub) -> None:
     common = argparse.ArgumentParser(add_help=False)
     _kube_flags(common)
     _opt(common, "--policy", help="the webhook's policy file (which pods it would rewrite)", shown="the bundled policy")
-    _opt(common, "--plugin-label", default="nvidia.com/gpu.deploy.device-plugin=true,false",
+    _opt(common, "--plugin-label", default=f"{vocabulary.DEVICE_PLUGIN_SWITCH}=true,false",
          help="KEY=ON,OFF: the node label that runs the device plugin (the GPU Operator's)")
-    _opt(common, "--dra-label", default="nvidia.com/dra-kubelet-plugin=true",
+    _opt(common, "--dra-label", default=f"{vocabulary.DRA_PLUGIN_SWITCH}=true",
          help="KEY=VALUE: the node label that runs NVIDIA's DRA kubelet plugin (its chart's kubeletPlugin.nodeSelector)")
-    _opt(common, "--driver", default="gpu.nvidia.com", help="the DRA driver whose slices a moved node must publish")
+    _opt(common, "--driver", default=vocabulary.NVIDIA_DRIVER, help="the DRA driver whose slices a moved node must publish")
     _opt(common, "--nodes", help="only nodes matching this label selector (k=v, k!=v, k, !k; comma-separated)",
          shown="every GPU node")
     _opt_in(common, "pods elsewhere are recreated as written")

@@ -5,10 +5,38 @@ each."""
 from __future__ import annotations
 
 NVIDIA_DRIVER = "gpu.nvidia.com"  # NVIDIA's DRA driver, and the domain its attribute names carry
+# The DeviceClasses NVIDIA's driver creates (the GPU class shares the driver's name).
+NVIDIA_GPU_CLASS, NVIDIA_MIG_CLASS = NVIDIA_DRIVER, "mig.nvidia.com"
 SHADOW_OF = "dra-bridge.io/shadow-of"  # on our reporter's shadow slices: the driver they stand in for
 # Where Kueue's manifests and Helm chart keep its Configuration, and its manager Deployment.
 KUEUE_CONFIG = ("kueue-system", "kueue-manager-config", "controller_manager_config.yaml")
 KUEUE_DEPLOYMENT = "kueue-controller-manager"
+
+# What dra-bridge writes: who manages an object, what a rewrite did, a node's move record.
+OURS = "dra-bridge"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = {MANAGED_BY_LABEL: OURS}
+OUR_DOMAIN = "dra-bridge.io"  # our reporter's attributes and capacities, our labels and annotations
+MIGRATION_ANNOTATION = f"{OUR_DOMAIN}/migration"
+OPT_IN_LABEL = f"{OUR_DOMAIN}/migrate=enabled"  # serve --template-namespace-label, the manifests, the chart
+EVENT_COMPONENT = f"{OUR_DOMAIN}/webhook"  # reportingComponent of our Events
+ROLLOUT_WAVE = f"{OUR_DOMAIN}/rollout-wave"  # node annotations: the wave a node moved in, its step, what it was
+ROLLOUT_STEP = f"{OUR_DOMAIN}/rollout-step"
+ROLLOUT_BEFORE = f"{OUR_DOMAIN}/rollout-before"
+NUMA_ATTRIBUTE = f"{OUR_DOMAIN}/numaNode"  # our reporter's; NVIDIA's driver publishes no NUMA node
+SHARE_CORES = f"{OUR_DOMAIN}/cores"  # capacity: percent of a GPU's compute, on shareable GPUs
+
+# What others write that we read: the switches of the GPU Operator's device plugin and NVIDIA's
+# kubelet plugin, upstream's DRA keys, Kueue's queue label, the cordon taint.
+DEVICE_PLUGIN_SWITCH = "nvidia.com/gpu.deploy.device-plugin"
+DRA_PLUGIN_SWITCH = "nvidia.com/dra-kubelet-plugin"
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"  # on claims stamped from templates
+EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"  # KEP-5004's claim of a pod
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 # resource.k8s.io/v1 validation limits (k8s.io/api/resource/v1 constants)
 DRA_MAX_REQUESTS = 32  # DeviceRequestsMaxSize

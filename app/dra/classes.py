@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app.common import vocabulary
+
 from .inventory import Inventory
 
 SUFFIX = "extended.dra-bridge.io"
@@ -55,11 +57,11 @@ def _attribute(attributes: dict, driver: str, name: str):
 
 def _device_class(name: str, resource: str, expression: str) -> dict:
     return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "dra-bridge"}},
+            "metadata": {"name": name, "labels": dict(vocabulary.MANAGED_BY)},
             "spec": {"extendedResourceName": resource, "selectors": [{"cel": {"expression": expression}}]}}
 
 
-def generate(inventory: Inventory, driver: str = "gpu.nvidia.com") -> Generated:
+def generate(inventory: Inventory, driver: str = vocabulary.NVIDIA_DRIVER) -> Generated:
     """The classes to create; ClassConflict when the inventory's own classes already claim one
     name twice (fix that first: the scheduler would pick one of them)."""
     existing = claimed(inventory.classes)

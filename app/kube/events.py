@@ -10,6 +10,8 @@ from datetime import datetime, timezone
 
 from kubernetes.client import ApiClient
 
+from app.common import vocabulary
+
 from .client import api_message, raw_send
 
 log = logging.getLogger("dra_bridge.events")
@@ -38,7 +40,7 @@ class EventSink:
                                    "name": self.name},
                 "type": event_type, "reason": reason, "message": message[:1024],
                 "source": {"component": "dra-bridge", "host": self.instance},
-                "reportingComponent": "dra-bridge.io/webhook", "reportingInstance": self.instance[:128],
+                "reportingComponent": vocabulary.EVENT_COMPONENT, "reportingInstance": self.instance[:128],
                 "firstTimestamp": now, "lastTimestamp": now, "count": 1}
         started = time.monotonic()
         try:

@@ -19,12 +19,12 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.common import Backoff, metadata_of, Throttled
+from app.common import Backoff, metadata_of, Throttled, vocabulary
 
 from .client import list_pages, raw_get, watch_events, why_failed
 
 log = logging.getLogger("dra_bridge.template_gc")
-MANAGED = "app.kubernetes.io/managed-by=dra-bridge"
+MANAGED = f"{vocabulary.MANAGED_BY_LABEL}={vocabulary.OURS}"
 TEMPLATES = "/apis/resource.k8s.io/v1/resourceclaimtemplates"
 PODS = "/api/v1/pods"
 

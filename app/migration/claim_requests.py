@@ -18,7 +18,7 @@ from .sharing import SharePlan, opaque
 MAX_REQUESTS = vocabulary.DRA_MAX_REQUESTS
 
 
-MANAGED_BY = {"app.kubernetes.io/managed-by": "dra-bridge"}
+MANAGED_BY = vocabulary.MANAGED_BY
 
 
 TEMPLATE_PREFIX = "dra-bridge-"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.common import InputError
+from app.common import InputError, vocabulary
 from app.policy import Effective, Policy
 
 from .paths import Choice, Facts, choose
@@ -21,7 +21,7 @@ from .legacy import legacy_resources
 from .planner import Plan, plan_pod
 from .podshape import pod_errors
 
-OPT_IN_LABEL = "dra-bridge.io/migrate=enabled"  # serve --template-namespace-label, the manifests, the chart
+OPT_IN_LABEL = vocabulary.OPT_IN_LABEL
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from app.common import metadata_of, tolerates
+from app.common import metadata_of, tolerates, vocabulary
 from app.policy import MigrationRules
 
 from .kueue import KueueView, kueue_uncounted
@@ -177,7 +177,7 @@ def kept_on_plugin(pod: dict, plan: Plan, rules: MigrationRules, facts: Facts, c
     return None
 
 
-UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+UNSCHEDULABLE_TAINT = vocabulary.UNSCHEDULABLE_TAINT
 
 
 def tolerates_cordon(spec: dict) -> bool:

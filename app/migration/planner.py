@@ -20,7 +20,7 @@ from .nodelabels import translate
 from .podshape import pod_errors
 from .sharing import ClusterSharing
 
-MIGRATION_ANNOTATION = "dra-bridge.io/migration"
+MIGRATION_ANNOTATION = vocabulary.MIGRATION_ANNOTATION
 # DRA validation limits (k8s.io/api/resource/v1 constants).
 MAX_DEVICES_PER_CLAIM = vocabulary.DRA_MAX_DEVICES_PER_CLAIM
 
@@ -107,7 +107,7 @@ HAMI_INDEX_PINS = ("nvidia.com/use-gpuindexes", "nvidia.com/nouse-gpuindexes")
 KAI_ANNOTATIONS = ("gpu-fraction", "gpu-memory", "gpu-fraction-num-devices")
 
 
-NUMA_ATTRIBUTE = "dra-bridge.io/numaNode"  # our reporter's; NVIDIA's driver publishes no NUMA node
+NUMA_ATTRIBUTE = vocabulary.NUMA_ATTRIBUTE
 # Volcano's NUMA policy for a pod (its numa-aware plugin): best-effort prefers, the others require.
 VOLCANO_NUMA = "volcano.sh/numa-topology-policy"
 _NUMA_REQUIRE = {"best-effort": False, "restricted": True, "single-numa-node": True}
@@ -126,7 +126,7 @@ def _topology(annotations: dict, rules: MigrationRules, notes: list[str]) -> tup
     if numa and numa != "none":
         notes.append(f"annotation {VOLCANO_NUMA}={numa:.40}: not a Volcano NUMA policy; ignored")
     if str(annotations.get("hami.io/gpu-scheduler-policy", "")).strip() == "topology-aware":
-        attribute = default[0] if default else "resource.kubernetes.io/pcieRoot"
+        attribute = default[0] if default else vocabulary.PCIE_ROOT
         notes.append(f"annotation hami.io/gpu-scheduler-policy=topology-aware: GPUs of one request prefer "
                      f"sharing {attribute}")
         return attribute, default[1] if default else False

@@ -8,7 +8,7 @@ namespace's GPU budget silently stops applying to migrated pods.
 
 from __future__ import annotations
 
-from app.common import controller_ref, metadata_of
+from app.common import controller_ref, metadata_of, vocabulary
 from collections.abc import Mapping
 
 from app.policy import MigrationRules
@@ -16,7 +16,7 @@ from app.policy import MigrationRules
 DRA_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 # KEP-5004's implicit extended resource of a class, as a quota key (requests.<that>).
 IMPLICIT_CLASS_KEY = "requests.deviceclass.resource.kubernetes.io/"
-KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+KUEUE_QUEUE = vocabulary.KUEUE_QUEUE_LABEL
 KUEUE_GROUP = "kueue.x-k8s.io/pod-group-name"
 KUEUE_MANAGED = "kueue.x-k8s.io/managed"
 # Owners whose pods Kueue admits one by one (its pod, Deployment, StatefulSet and LeaderWorkerSet

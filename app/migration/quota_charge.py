@@ -19,7 +19,7 @@ from app.common import controller_ref, count_or_none, metadata_of, vocabulary
 
 from .asks import pod_asks
 
-EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+EXTENDED_CLAIM_ANNOTATION = vocabulary.EXTENDED_CLAIM_ANNOTATION
 
 
 def pod_charge(pod: dict, resource: str) -> int:

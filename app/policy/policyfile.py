@@ -10,7 +10,7 @@ from typing import Literal, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from app.common import PolicyError
+from app.common import PolicyError, vocabulary
 
 from .rules import MODE_ACTIONS, LabelSelector, Rule
 
@@ -100,7 +100,7 @@ class TopologyRule(_Strict):
     """Multi-device requests keep the device plugin's preference for aligned GPUs: first try
     devices that share `attribute` (PCIe root, NUMA node, NVLink domain), then any."""
 
-    attribute: str = "resource.kubernetes.io/pcieRoot"
+    attribute: str = vocabulary.PCIE_ROOT
     require: bool = False  # only aligned sets (no fallback)
 
 
@@ -111,7 +111,7 @@ class SharingRule(_Strict):
 
     capacity: bool = True  # use devices the inventory shows with allowMultipleAllocations
     memoryCapacity: str = "memory"  # device capacity that a memory limit consumes
-    coresCapacity: str = "dra-bridge.io/cores"  # device capacity in percent of compute a cores limit consumes
+    coresCapacity: str = vocabulary.SHARE_CORES  # device capacity in percent of compute a cores limit consumes
     # NVIDIA's opaque GpuConfig where no shareable device serves: needs the driver's MPSSupport /
     # TimeSlicingSettings feature gates, so it is off unless the admin says the driver has them.
     config: Literal["none", "mps", "timeSlicing"] = "none"
@@ -128,8 +128,8 @@ class MigrationRules(_Strict):
     # DeviceClasses Kueue's deviceClassMappings count: pods Kueue admits one by one (queue-name
     # label, not part of a Job) are rewritten onto these only; elsewhere they keep a path Kueue counts.
     kueueDeviceClasses: list[str] = []
-    driverDomain: str = "gpu.nvidia.com"
-    migDeviceClass: str = "mig.nvidia.com"
+    driverDomain: str = vocabulary.NVIDIA_DRIVER
+    migDeviceClass: str = vocabulary.NVIDIA_MIG_CLASS
     # Which migration path pods take (per namespace: namespaces[].path): auto picks native where a
     # DeviceClass serves the resource (extendedResourceName), legacy where DRA cannot serve it.
     path: Path = "auto"

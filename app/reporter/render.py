@@ -25,14 +25,15 @@ import re
 
 import orjson
 
+from app.common import vocabulary
 from app.common import NVIDIA_DRIVER as NVIDIA_DOMAIN
 
 from .gpuinfo import Gpu, MigDevice, MigProfile, NodeGpus, gi_profile_id
 
-EXTRA_DOMAIN = "dra-bridge.io"
+EXTRA_DOMAIN = vocabulary.OUR_DOMAIN
 MAX_DEVICES_PER_SLICE = 128  # resource.k8s.io/v1 ResourceSliceMaxDevices
-MANAGED_LABEL = "app.kubernetes.io/managed-by"
-SHARE_CORES = f"{EXTRA_DOMAIN}/cores"  # percent of a GPU's compute, on shareable GPUs
+MANAGED_LABEL = vocabulary.MANAGED_BY_LABEL
+SHARE_CORES = vocabulary.SHARE_CORES
 CONTENT_LABEL = f"{EXTRA_DOMAIN}/content"  # hash of the pool's devices: unchanged GPUs mean no write
 SHADOW_LABEL = f"{EXTRA_DOMAIN}/shadow-of"  # shadow slices: the driver whose devices they stand for
 SLICE_PREFIX = "dra-bridge-"  # NVIDIA's plugin names its slices <node>-<driver>-<random>: ours never collide
@@ -118,11 +119,11 @@ def _common(attrs: _Attrs, gpu: Gpu, node: NodeGpus) -> None:
     attrs.put("cudaDriverVersion", "version", semver(node.cuda_driver_version))
     if gpu.addressing_mode:
         attrs.put("addressingMode", "string", gpu.addressing_mode)
-    attrs.put("resource.kubernetes.io/pciBusID", "string", gpu.pci_bus_id.lower())
+    attrs.put(vocabulary.PCI_BUS_ID, "string", gpu.pci_bus_id.lower())
     if gpu.pcie_root:  # as NVIDIA's driver: omitted when sysfs does not say
-        attrs.put("resource.kubernetes.io/pcieRoot", "string", gpu.pcie_root)
+        attrs.put(vocabulary.PCIE_ROOT, "string", gpu.pcie_root)
     if gpu.numa_node is not None:
-        attrs.put(f"{EXTRA_DOMAIN}/numaNode", "int", gpu.numa_node)
+        attrs.put(vocabulary.NUMA_ATTRIBUTE, "int", gpu.numa_node)
 
 
 def _tainted(device: dict, gpu: Gpu) -> dict:
@@ -329,8 +330,8 @@ def device_classes(driver: str = NVIDIA_DOMAIN, shadow: bool = False) -> list[di
     judged by these classes too (the validator maps them onto NVIDIA's driver). Another driver
     name in publish mode gets classes of its own (gpu.<driver>, mig.<driver>)."""
     selected = NVIDIA_DOMAIN if shadow or driver == NVIDIA_DOMAIN else driver
-    names = ("gpu.nvidia.com", "mig.nvidia.com") if selected == NVIDIA_DOMAIN else (f"gpu.{driver}", f"mig.{driver}")
+    names = (vocabulary.NVIDIA_GPU_CLASS, vocabulary.NVIDIA_MIG_CLASS) if selected == NVIDIA_DOMAIN else (f"gpu.{driver}", f"mig.{driver}")
     return [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
              "spec": {"selectors": [{"cel": {"expression": (
-                 f"device.driver == '{selected}' && device.attributes['gpu.nvidia.com'].type == '{kind}'")}}]}}
+                 f"device.driver == '{selected}' && device.attributes['{NVIDIA_DOMAIN}'].type == '{kind}'")}}]}}
             for name, kind in zip(names, ("gpu", "mig"))]

@@ -23,3 +23,20 @@ def test_the_controller_is_the_reference_marked_so():
 def test_our_keys_are_defined_once():
     assert shadow.SHADOW_LABEL is SHADOW_OF and sides.SHADOW_OF is SHADOW_OF
     assert render.NVIDIA_DOMAIN is NVIDIA_DRIVER and sides.NVIDIA_DOMAIN is NVIDIA_DRIVER
+
+
+def test_no_module_writes_a_key_of_the_vocabulary_again():
+    """Every label, annotation, attribute and driver name the vocabulary defines is spelt there
+    only: a module that writes one as a literal would drift from it."""
+    import pathlib
+    import re
+
+    from app.common import vocabulary
+    keys = {v for k, v in vars(vocabulary).items() if k.isupper() and isinstance(v, str) and
+            re.fullmatch(r"[a-z0-9.-]+\.[a-z]+(/[A-Za-z0-9.-]+)?(=[a-z]+)?", v)}
+    assert {"app.kubernetes.io/managed-by", "dra-bridge.io/rollout-step", "gpu.nvidia.com",
+            "nvidia.com/gpu.deploy.device-plugin"} <= keys
+    root = pathlib.Path(vocabulary.__file__).parents[1]
+    found = [f"{path.relative_to(root)}: {key}" for path in sorted(root.rglob("*.py")) if path.name != "vocabulary.py"
+             for key in keys if f'"{key}"' in path.read_text() or f"'{key}'" in path.read_text()]
+    assert not found, found

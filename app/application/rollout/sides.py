@@ -13,13 +13,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from app.common import NVIDIA_DRIVER as NVIDIA_DOMAIN  # shadow slices qualify its attribute names
-from app.common import SHADOW_OF, extended_allocatable, metadata_of
+from app.common import SHADOW_OF, extended_allocatable, metadata_of, vocabulary
 
 PLUGIN, DRA, MOVING = "plugin", "dra", "moving"
 DENIED = "denied"  # a pod's path when the webhook would deny its owner's new pod
-WAVE = "dra-bridge.io/rollout-wave"  # node annotations: the wave a node moved in, its step, what it was
-STEP = "dra-bridge.io/rollout-step"
-BEFORE = "dra-bridge.io/rollout-before"
+WAVE, STEP, BEFORE = vocabulary.ROLLOUT_WAVE, vocabulary.ROLLOUT_STEP, vocabulary.ROLLOUT_BEFORE
 MIG_PREFIX = "nvidia.com/mig-"
 
 
@@ -29,12 +27,12 @@ class Switches:
     Defaults: the GPU Operator's device-plugin switch and the label NVIDIA's DRA driver chart is
     pointed at with `kubeletPlugin.nodeSelector`."""
 
-    plugin_label: str = "nvidia.com/gpu.deploy.device-plugin"
+    plugin_label: str = vocabulary.DEVICE_PLUGIN_SWITCH
     plugin_on: str = "true"
     plugin_off: str = "false"
-    dra_label: str = "nvidia.com/dra-kubelet-plugin"
+    dra_label: str = vocabulary.DRA_PLUGIN_SWITCH
     dra_on: str = "true"
-    driver: str = "gpu.nvidia.com"
+    driver: str = vocabulary.NVIDIA_DRIVER
 
 
 
