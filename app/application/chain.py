@@ -18,7 +18,7 @@ from .answers import Answer as WebhookAnswer
 from .answers import mutate_answer, validate_answer
 from .decision import decide_pod
 from .facts import ClusterFacts
-from .usage import Lookup, subject_of
+from .engine import Lookup, subject_of
 from .validate import evaluate_claim, evaluate_pod
 
 RESULTS = ("allow", "audit", "warn", "deny")  # weakest to strongest

@@ -8,12 +8,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from app.dra.guard import Violation
 from app.migration import Choice, OptIn, Plan, Planner, decide, plan_only
 from app.policy import Effective, Policy
 
 from .facts import UNKNOWN, ClusterFacts
-from .usage import judge_pod, subject_of
+from .engine import Violation, judge_pod, subject_of
 
 
 class Outcome(str, enum.Enum):

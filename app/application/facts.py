@@ -15,7 +15,7 @@ from app.migration import UNKNOWN_FACTS, ClusterSharing, Facts, KueueView, Share
     served_resources
 from app.policy import MigrationRules, Policy
 
-from .usage import KnownClaims, Lookup, NamespaceClaims, no_lookup
+from .engine import KnownClaims, Lookup, NamespaceClaims, no_lookup
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 from app.common import vocabulary
 from app import dra
-from app.dra.guard import Violation
 from app.migration import pod_errors
 from app.policy import Policy
 
-from .usage import KnownClaims, claim_usage, needs_requester, of_namespace, pod_usage, subject_of
+from .engine import (KnownClaims, Violation, claim_usage, judge, needs_requester, of_namespace, pod_usage,
+                     subject_of)
 
 SCANNED = ("Pod", "ResourceClaim", "ResourceClaimTemplate")
 
@@ -46,26 +46,10 @@ def scan(objects: list[dict], policy: Policy, index: dra.Index | None, namespace
             continue  # upstream refused such objects; nothing of the rules' to say
         # an existing object: the guard counts its own claims (and itself) once, with it
         held = of_namespace(known.in_namespace, namespace)
-        for violation in dra.guard.judge(rules, subject, usage, index, held):
+        for violation in judge(rules, subject, usage, index, held):
             out.append(Found(kind, namespace, meta.get("name", ""), violation))
     return out
 
 
 def _stamped(meta: dict) -> bool:
     return vocabulary.POD_CLAIM_NAME_ANNOTATION in (meta.get("annotations") or {})
-
-
-def report_results(found: list[Found], now: dict) -> dict[str, list[dict]]:
-    """namespace -> wgpolicyk8s.io results, one per violation."""
-    out: dict[str, list[dict]] = {}
-    for f in found:
-        actions = f.violation.actions
-        result = "warn" if "Warn" in actions and "Deny" not in actions else "fail"
-        severity = "high" if "Deny" in actions else "medium" if "Warn" in actions else "low"
-        out.setdefault(f.namespace, []).append({
-            "policy": "dra-bridge-policy", "rule": f.violation.rule, "result": result, "severity": severity,
-            "source": "dra-bridge", "timestamp": now, "category": "GPU admin rules",
-            "message": f.violation.message[:1000],
-            "resources": [{"kind": f.kind, "name": f.name, "namespace": f.namespace}],
-            "properties": {"validationActions": ",".join(actions)}})
-    return out

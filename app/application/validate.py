@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 
 from app import dra
 from app.common import DeadlineExceeded, vocabulary
-from app.dra.guard import Subject, Violation
 from app.migration import pod_errors
 from app.policy import MODE_ACTIONS, Effective, Policy
 
-from .usage import Lookup, NamespaceClaims, claim_usage, judge_pod, no_lookup, of_namespace, subject_of
+from .engine import (Lookup, NamespaceClaims, Subject, Violation, claim_usage, judge, judge_pod, no_lookup,
+                     of_namespace, subject_of)
 
 
 @dataclass
@@ -93,7 +93,7 @@ def evaluate_claim(obj: dict, policy: Policy, settings: Effective, index: dra.In
     try:
         rules = policy.rules_for(subject.namespace, subject.namespace_labels or {})
         held = of_namespace(namespace_claims, subject.namespace)
-        outcome.findings.extend(_violations(dra.guard.judge(rules, subject, usage, index, held)))
+        outcome.findings.extend(_violations(judge(rules, subject, usage, index, held)))
         verdict = dra.check(parsed, index)
     except DeadlineExceeded:
         outcome.incomplete = "the review ran past its time limit"

@@ -13,11 +13,12 @@ import time
 import urllib3
 
 from app import dra, kube
+from app.application.engine import report as policy_report
 from app.application import (ClusterFacts, claim_objects, cluster_facts, inventory_source, live_inventory,
                              read_kueue_view, scan, unmigrated)
 from app.application.manifests import ObjectReport, exit_status, kueue_of_inputs, namespace_labels, objects_of, \
     plan_objects
-from app.common import BridgeError, by_kind, controller_ref, dump_documents, labels_by_name, metadata_of, vocabulary
+from app.common import BridgeError, by_kind, controller_ref, dump_documents, labels_by_name, metadata_of
 from app.migration import OptIn, extended_resources, queue_use, quota_use
 from app.policy import load_policy
 
@@ -93,7 +94,7 @@ def _row(report: ObjectReport) -> dict:
 def policy_reports(rows: list[dict], checked: bool, violations: list | None = None) -> list[dict]:
     """The migration status of each workload, and a result per admin-rule violation found."""
     now = {"seconds": int(time.time()), "nanos": 0}
-    by_namespace: dict[str, list[dict]] = scan.report_results(violations or [], now)
+    by_namespace: dict[str, list[dict]] = policy_report.results(violations or [], now)
     for row in rows:
         # native: DRA serves it as it is; rewrite: admission migrates it; legacy and the rest: work left.
         # quota: a Kueue quota on GPUs, reported for what it means to migrated pods.
@@ -108,16 +109,7 @@ def policy_reports(rows: list[dict], checked: bool, violations: list | None = No
             "properties": {"status": row["status"], "path": row["path"], "templates": ",".join(row["templates"]),
                            "inventoryChecked": str(checked).lower()},
         })
-    reports = []
-    for namespace, results in sorted(by_namespace.items()):
-        summary = {k: sum(r["result"] == k for r in results) for k in ("pass", "fail", "warn", "error", "skip")}
-        kind = "PolicyReport" if namespace else "ClusterPolicyReport"
-        metadata = {"name": "dra-bridge-legacy-gpu", "labels": dict(vocabulary.MANAGED_BY)}
-        if namespace:
-            metadata["namespace"] = namespace
-        reports.append({"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": kind, "metadata": metadata,
-                        "results": results, "summary": summary})
-    return reports
+    return policy_report.reports(by_namespace)
 
 
 def run_audit(args) -> int:

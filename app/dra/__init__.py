@@ -26,9 +26,8 @@ from .classes import ClassConflict
 from .classes import generate as generate_classes
 from .live import LiveIndex
 from .sharing import shareable_classes, time_sliced
-from . import guard
 
-__all__ = ["CLAIM_KINDS", "IDENTITY_ATTRIBUTES", "SUPPORTED_VERSIONS", "CelError", "candidates", "guard", "ClaimError", "ClaimSpec", "ClassConflict", "Index", "LiveIndex", "generate_classes",
+__all__ = ["CLAIM_KINDS", "IDENTITY_ATTRIBUTES", "SUPPORTED_VERSIONS", "CelError", "candidates", "ClaimError", "ClaimSpec", "ClassConflict", "Index", "LiveIndex", "generate_classes",
            "Inventory", "Request", "TemplateVerdicts", "Verdict", "allocated_capacity", "allocated_devices", "build_from_api",
            "build_index", "cel", "check", "claim_spec", "compile_selector", "device_variable", "estimated_cost",
            "from_v1beta1", "inventory_from_objects", "parse_claim_object", "parse_claim_spec", "shareable_classes", "shared_devices",

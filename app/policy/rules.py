@@ -1,6 +1,6 @@
 """Admin rules: what a policy's `rules` entries say (limits, allowed classes and devices, required
 selectors, CEL validations), whom each applies to and with which actions. Schema, with every
-expression compiled at load (app.cel); the verdicts are dra.guard's."""
+expression compiled at load (app.cel); the verdicts are application.engine's."""
 
 from __future__ import annotations
 

@@ -8,14 +8,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from app.common import metadata_of
-from app.policy import REQUEST_VARIABLES, Rule
-
 from app import cel
-
-from .claims import ClaimError, ClaimSpec, Request, parse_claim_object
-from .feasibility import candidates
-from .index import Index
+from app.common import metadata_of
+from app.dra import ClaimError, ClaimSpec, Index, Request, candidates, parse_claim_object
+from app.policy import REQUEST_VARIABLES, Rule
 
 MAX_DEVICE_VALUES = 256  # `devices` in a validation: enough to judge, bounded in cost
 

@@ -1,5 +1,5 @@
 """What a pod, claim or template asks for, as the admin rules judge it: every claim it names and
-every device-plugin ask as the claim it would be (dra.guard.Usage). Pure: claims the pod names
+every device-plugin ask as the claim it would be (judge.Usage). Pure: claims the pod names
 are read through a lookup the caller gives."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from app import dra
 from app.common import metadata_of
-from app.dra.guard import Claim, Subject, Usage, Violation
+from .judge import Claim, Subject, Usage, Violation, applies, judge
 from app.migration import TEMPLATE_PREFIX, legacy_asks, legacy_resources, plan_pod, pod_errors
 from app.policy import Policy
 
@@ -168,7 +168,7 @@ def judge_pod(pod: dict, subject: Subject, policy: Policy, index: dra.Index | No
     usage = pod_usage(pod, policy, subject.namespace, lookup, generated, equivalent)
     rules, not_judged = judgeable(policy.rules_for(subject.namespace, subject.namespace_labels or {}), subject,
                                   requester_known, namespace_claims is not None)
-    return PodJudgment(dra.guard.judge(rules, subject, usage, index, of_namespace(namespace_claims, subject.namespace)),
+    return PodJudgment(judge(rules, subject, usage, index, of_namespace(namespace_claims, subject.namespace)),
                        usage, not_judged)
 
 
@@ -183,12 +183,12 @@ def judgeable(rules: list, subject: Subject, requester_known: bool, claims_known
     out, said = [], []
     for rule in rules:
         if not requester_known and needs_requester(rule):
-            if dra.guard.applies(rule, subject):
+            if applies(rule, subject):
                 said.append(f"rule {rule.name}: not judged: depends on the requester (it exempts users, groups or "
                             "service accounts)")
             continue
         if rule.maxDevicesPerNamespace and not claims_known and subject.kind != "ResourceClaimTemplate" \
-                and dra.guard.applies(rule, subject):
+                and applies(rule, subject):
             said.append(f"rule {rule.name}: maxDevicesPerNamespace not judged: the namespace's claims are not known "
                         "(give them: kubectl get resourceclaims -A -o yaml)")
         out.append(rule)
