@@ -90,6 +90,28 @@ class PolicyHolder:
         return out
 
 
+@dataclass(frozen=True)
+class KeptFacts:
+    """Path facts with what they were built from (decisions kept under them stay valid while
+    these do): replaced whole, so review threads never see half of an update."""
+
+    index: object  # dra.Index
+    rules: object  # policy.MigrationRules
+    kueue: object | None  # migration.KueueView
+    facts: object  # migration.Facts
+
+
+@dataclass
+class Cached:
+    """What the service keeps between reviews: the index of a file inventory (with the inventory
+    it was built from), the index whose left-out devices were said, and the path facts."""
+
+    index: tuple | None = None  # (Inventory, dra.Index)
+    noted: object | None = None
+    rejected: list[str] = field(default_factory=list)
+    facts: KeptFacts | None = None
+
+
 @dataclass
 class ServiceState:
     policy: PolicyHolder
@@ -102,7 +124,7 @@ class ServiceState:
     live: object | None = None  # app.kube.LiveInventory when --inventory live
     template_watch: object | None = None  # app.kube.TemplateWatch when there is an API
     kueue: object | None = None  # migration.KueueView, as KueueWatch last read it (None: not read)
-    extra: dict = field(default_factory=dict)
+    cached: Cached = field(default_factory=Cached)
     # Reviews run off the event loop, each gets `review_deadline_s` from its arrival (below the
     # webhook configurations' timeoutSeconds: 5). /mutate and /validate have workers of their own:
     # the API server's /validate of a template we create must never queue behind the /mutate
@@ -128,18 +150,17 @@ class ServiceState:
         """Device index of the inventory, built once per inventory object (live: per change)."""
         if self.live is not None:
             return self._noted(self.live.index())
-        cached = self.extra.get("index")
-        if cached is None or cached[0] is not self.inventory:
-            cached = (self.inventory, build_index(self.inventory))
-            self.extra["index"] = cached
-        return self._noted(cached[1])
+        kept = self.cached.index
+        if kept is None or kept[0] is not self.inventory:
+            kept = self.cached.index = (self.inventory, build_index(self.inventory))
+        return self._noted(kept[1])
 
     def _noted(self, index):
         """Devices a new index left out are a metric, a log line and readyz detail, once per index."""
-        if self.extra.get("noted") is not index:
-            self.extra["noted"] = index
+        if self.cached.noted is not index:
+            self.cached.noted = index
             rejected = [f"{d}/{p}/{n}: {why}" for d, p, n, why in index.rejected]
-            self.extra["rejected"] = rejected
+            self.cached.rejected = rejected
             self.metrics.rejected_devices.set(len(rejected))
             if rejected:
                 log.warning("%d device(s) left out of the inventory: %s", len(rejected), "; ".join(rejected[:5]))
@@ -153,7 +174,7 @@ class ServiceState:
             return facts
         index, rules, kueue = self.index(), self.policy.policy.migration, self.kueue
         facts = index_facts(index, rules, dra.TemplateVerdicts(index, "spec").dra, kueue)
-        self.extra["facts"] = (index, rules, facts, kueue)
+        self.cached.facts = KeptFacts(index, rules, kueue, facts)
         return facts
 
     def known_path_facts(self) -> tuple[bool, object]:
@@ -162,17 +183,17 @@ class ServiceState:
         verdicts, so decisions kept under them stay valid: decisions.Decisions)."""
         if not self.readiness()[1]["inventory"]:
             return True, UNKNOWN_FACTS
-        cached = self.extra.get("facts")
-        if cached is None or cached[1] is not self.policy.policy.migration or cached[3] is not self.kueue:
+        kept = self.cached.facts
+        if kept is None or kept.rules is not self.policy.policy.migration or kept.kueue is not self.kueue:
             return False, None
         index = self.index()
-        if cached[0] is index:
-            return True, cached[2]
-        if cached[0].epoch is not index.epoch:
+        if kept.index is index:
+            return True, kept.facts
+        if kept.index.epoch is not index.epoch:
             return False, None
-        facts = replace(cached[2], dra=dra.TemplateVerdicts(index, "spec").dra)
-        self.extra["facts"] = (index, cached[1], facts, cached[3])
-        return True, facts
+        kept = self.cached.facts = replace(kept, index=index,
+                                           facts=replace(kept.facts, dra=dra.TemplateVerdicts(index, "spec").dra))
+        return True, kept.facts
 
     def cluster_facts(self, path) -> ClusterFacts:
         """The facts a review is decided on (application.cluster_facts): `path` is path_facts(),
@@ -189,10 +210,10 @@ class ServiceState:
 
     def detail(self) -> dict:
         """What readyz shows beyond its checks: devices the inventory could not use, or none at all."""
-        rejected = self.extra.get("rejected") or []
+        rejected = self.cached.rejected
         out = {"rejectedDevices": rejected[:20], "rejectedDeviceCount": len(rejected)} if rejected else {}
         out["policy"] = self.policy.status()
-        index = self.extra.get("noted")
+        index = self.cached.noted
         if index is not None and index.device_count == 0:
             out["deviceCount"] = 0
             out["inventoryWarning"] = "the inventory holds no devices: every claim is judged 'never'"

@@ -82,8 +82,6 @@ def serving(cluster, policy, labels) -> ServiceState:
     namespaces.get = lambda _name: labels
     state = ServiceState(policy=Policy(policy), templates=kube.TemplateStore(None), namespace_labels=namespaces,
                          metrics=metrics)
-    state.extra["index"] = (None, cluster)
-    state.inventory = None
     state.index = lambda: cluster
     state.readiness = lambda: (True, {"inventory": True})
     return state
