@@ -7,6 +7,8 @@ published for it; a node a wave is moving carries the move record (app.applicati
 
 from __future__ import annotations
 
+import enum
+
 import json
 import re
 from collections import Counter
@@ -15,8 +17,18 @@ from dataclasses import dataclass, field
 from app.common import NVIDIA_DRIVER as NVIDIA_DOMAIN  # shadow slices qualify its attribute names
 from app.common import SHADOW_OF, extended_allocatable, metadata_of, vocabulary
 
-PLUGIN, DRA, MOVING = "plugin", "dra", "moving"
-DENIED = "denied"  # a pod's path when the webhook would deny its owner's new pod
+
+class Side(enum.StrEnum):
+    """Where a node serves GPUs from, and where a pod comes back when recreated (DENIED: the
+    webhook would deny its owner's new pod). Strings: JSON and tables print them as they are."""
+
+    PLUGIN = "plugin"
+    DRA = "dra"
+    MOVING = "moving"
+    DENIED = "denied"
+
+
+PLUGIN, DRA, MOVING, DENIED = Side.PLUGIN, Side.DRA, Side.MOVING, Side.DENIED
 WAVE, STEP, BEFORE = vocabulary.ROLLOUT_WAVE, vocabulary.ROLLOUT_STEP, vocabulary.ROLLOUT_BEFORE
 MIG_PREFIX = "nvidia.com/mig-"
 

@@ -13,6 +13,8 @@ allows nothing blocks its wave, named with the reason.
 
 from __future__ import annotations
 
+import enum
+
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +28,19 @@ from .record import Step
 from .pods import PodView
 from .sides import DENIED, DRA, PLUGIN, NodeView
 
-DRA_BACK, DRA_AFTER, PLUGIN_BACK, PLUGIN_FOR_NOW, LOST = "dra", "dra, after the move", "plugin", "plugin, for now", "lost"
+
+class Back(enum.StrEnum):
+    """Where an evicted pod comes back, as a wave plan says it."""
+
+    DRA = "dra"
+    DRA_AFTER = "dra, after the move"
+    PLUGIN = "plugin"
+    PLUGIN_FOR_NOW = "plugin, for now"
+    LOST = "lost"
+
+
+DRA_BACK, DRA_AFTER, PLUGIN_BACK, PLUGIN_FOR_NOW, LOST = Back.DRA, Back.DRA_AFTER, Back.PLUGIN, Back.PLUGIN_FOR_NOW, \
+    Back.LOST
 
 
 @dataclass(frozen=True)
