@@ -6,7 +6,7 @@ Pure: the shells read; this only assembles."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from app import dra
@@ -65,20 +65,20 @@ def cluster_facts(policy: Policy, index: dra.Index | None = None, *, source: str
                   objects: Iterable[dict] = (), claims_known: bool | None = None, kueue: KueueView | None = None,
                   classes: list[dict] | None = None, namespaces: Mapping[str, dict] | None = None,
                   lookup: Lookup | None = None, namespace_claims: NamespaceClaims = None,
-                  path: Facts | None = None, judge: Callable | None = None) -> ClusterFacts:
+                  path: Facts | None = None) -> ClusterFacts:
     """The one constructor. objects: what was read besides the inventory (an export, a listing):
     the claims and templates among them are what pods name and what namespaces hold, unless
     `lookup` and `namespace_claims` are given (the webhook's live readers); claims_known: whether
     those objects hold every ResourceClaim of their namespaces (a cluster listing, an export with
     claims); None: known when any ResourceClaim is among them. classes: DeviceClasses known
     without an inventory (else those among the objects). path: facts already built for this index
-    (the webhook keeps them across reviews); judge: TemplateVerdicts.dra to build them with."""
+    (the webhook keeps them across reviews)."""
     objects = [o for o in objects if isinstance(o, dict)]
     verdicts = None
     if path is None:
         if index is not None:
-            verdicts = dra.TemplateVerdicts(index) if judge is None else None
-            path = index_facts(index, policy.migration, judge or verdicts.dra, kueue)
+            verdicts = dra.TemplateVerdicts(index)
+            path = index_facts(index, policy.migration, verdicts.dra, kueue)
             if not index.device_count:  # no device published or shadowed: nothing says what DRA serves
                 path = replace(path, dra=None)
         else:
