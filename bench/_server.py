@@ -17,6 +17,7 @@ from fastapi.responses import Response
 
 from app import kube
 from app.cli import load_inventory
+from app import certs
 from app.server import Metrics, PolicyHolder, ServiceState, admission, create_app, read_body, tls
 
 
@@ -43,7 +44,7 @@ def main(port: int, cert: str, key: str) -> None:
 @contextlib.contextmanager
 def running():
     """Start this server in a subprocess over fresh TLS certificates: yields (url, ca_path, process)."""
-    bundle = tls.write_bundle(tempfile.mkdtemp(), ["localhost", "127.0.0.1"])
+    bundle = certs.write_bundle(tempfile.mkdtemp(), ["localhost", "127.0.0.1"])
     port = 18000 + os.getpid() % 2000
     proc = subprocess.Popen([sys.executable, __file__, str(port), bundle.cert, bundle.key],
                             cwd=pathlib.Path(__file__).resolve().parents[1])

@@ -33,7 +33,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.reporter import node_from_description, render  # noqa: E402
-from app.server import tls  # noqa: E402
+from app import certs  # noqa: E402
 from tests.e2e.burst import create_pods, quantile  # noqa: E402
 from tests.e2e.cluster import ControlPlane, build, free_port  # noqa: E402
 from tests.e2e.conftest import Webhook, install, wait_for  # noqa: E402
@@ -128,7 +128,7 @@ def allocated_claims(plane: ControlPlane, namespace: str, tag: str) -> int:
 
 
 def echo_server(plane: ControlPlane) -> tuple[subprocess.Popen, str, str]:
-    bundle = tls.write_bundle(str(plane.dir / "echo-pki"), ["localhost", "127.0.0.1"])
+    bundle = certs.write_bundle(str(plane.dir / "echo-pki"), ["localhost", "127.0.0.1"])
     port = free_port()
     process = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_echo_webhook.py"), str(port), bundle.cert,
                                 bundle.key], cwd=ROOT)

@@ -17,14 +17,14 @@ BASE_IMAGE = "registry.example.com/dra-bridge"  # the placeholder the manifests 
 
 
 def run_certs(args) -> int:
-    from app.server import tls  # not at import: the other commands need no web stack
+    from app import certs  # not at import: the other commands need no cryptography
 
     out = args.out
     webhooks = webhook_configurations(args.inject) if args.inject else []  # checked before anything is written
     _check_out_folder(out, args.force)
-    hosts = tls.service_hosts(args.service, args.namespace) + list(args.host)
+    hosts = certs.service_hosts(args.service, args.namespace) + list(args.host)
     try:
-        bundle = tls.write_bundle(out, hosts, args.days)
+        bundle = certs.write_bundle(out, hosts, args.days)
     except OSError as exc:
         raise InputError("--out", f"{out}: cannot write there ({exc.strerror or exc})") from None
     print(f"wrote {bundle.ca_cert}, {bundle.cert}, {bundle.key} for {', '.join(hosts)}")

@@ -15,6 +15,7 @@ import time
 
 import uvicorn
 
+from app import certs
 from app import __version__, dra, kube
 from app.common import BridgeError, InputError
 from app.migration import OptIn, kueue_view_of
@@ -226,7 +227,7 @@ def _dev_certs(cert: str, key: str) -> None:
     """Development certificates when both files are absent; a folder we cannot write (an image
     with no certificate mounted) is one line saying what to pass instead."""
     try:
-        tls.ensure_dev_certs(cert, key)
+        certs.ensure_dev_certs(cert, key)
     except OSError as exc:
         folder = os.path.dirname(cert) or "."
         raise BridgeError(f"--tls-cert/--tls-key: {cert} and {key} do not exist and development certificates "

@@ -12,7 +12,8 @@ import pytest
 from tests.conftest import ROOT
 
 LINT_IMPORTS = os.path.join(os.path.dirname(sys.executable), "lint-imports")
-PACKAGES = ("cli", "server", "application", "migration", "dra", "reporter", "kube", "policy", "cel", "common")
+PACKAGES = ("cli", "server", "application", "migration", "dra", "reporter", "kube", "policy", "certs", "cel",
+            "common")
 
 
 def lint(cwd) -> subprocess.CompletedProcess:

@@ -20,7 +20,7 @@ import urllib.request
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from app.server import tls
+from app import certs
 from tests import gobuild
 from tests.gobuild import GoUnavailable  # noqa: F401  (conftest skips on it)
 
@@ -80,7 +80,7 @@ class ControlPlane:
     # -- lifecycle -------------------------------------------------------------------------
     def start(self, timeout_s: float = 180) -> "ControlPlane":
         pki = self.dir / "pki"
-        bundle = tls.write_bundle(str(pki), ["localhost", "127.0.0.1"])
+        bundle = certs.write_bundle(str(pki), ["localhost", "127.0.0.1"])
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         (pki / "sa.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
                                                        serialization.PrivateFormat.TraditionalOpenSSL,

@@ -14,7 +14,7 @@ import time
 import pytest
 import yaml
 
-from app.server import tls
+from app import certs
 from tests.conftest import ROOT
 from tests.e2e.cluster import ControlPlane, GoUnavailable, build, free_port, kubeconfig
 
@@ -129,7 +129,7 @@ class Webhook:
         self.extra = extra or ("--template-gc-grace", "3", "--template-gc-interval", "1")
         self.port = free_port()
         self.pki = plane.dir / "webhook-pki"
-        self.bundle = bundle or tls.write_bundle(str(self.pki), ["localhost", "127.0.0.1"])
+        self.bundle = bundle or certs.write_bundle(str(self.pki), ["localhost", "127.0.0.1"])
         (plane.dir / "policy.yaml").write_text(yaml.safe_dump(POLICY))
         self.kubeconfig = kubeconfig(plane.dir / "webhook.kubeconfig", plane.server, plane.ca,
                                      plane.token("dra-bridge", "dra-bridge"))

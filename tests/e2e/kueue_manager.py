@@ -11,7 +11,7 @@ import subprocess
 
 import yaml
 
-from app.server import tls
+from app import certs
 from tests import gobuild
 from tests.e2e.cluster import ControlPlane, free_port
 
@@ -55,7 +55,7 @@ class Kueue:
         self.plane, self.binary, self.namespaces = plane, binary, namespaces
         self.port = free_port()
         self.pki = plane.dir / "kueue-pki"
-        self.bundle = tls.write_bundle(str(self.pki), ["localhost", "127.0.0.1"])
+        self.bundle = certs.write_bundle(str(self.pki), ["localhost", "127.0.0.1"])
         # controller-runtime's webhook server reads tls.crt / tls.key from its certDir.
         (self.pki / "tls.crt").write_bytes(pathlib.Path(self.bundle.cert).read_bytes())
         (self.pki / "tls.key").write_bytes(pathlib.Path(self.bundle.key).read_bytes())

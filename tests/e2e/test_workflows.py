@@ -343,7 +343,7 @@ def test_the_deploy_overlay_from_certs_inject_is_accepted_whole(cluster, tmp_pat
 def test_the_rendered_helm_chart_is_accepted_whole(cluster, tmp_path):
     import yaml
 
-    from app.server import tls
+    from app import certs
     from tests.gobuild import GoUnavailable
     from tests.helm import helmbin
 
@@ -351,7 +351,7 @@ def test_the_rendered_helm_chart_is_accepted_whole(cluster, tmp_path):
         helm = helmbin.build()
     except GoUnavailable as exc:
         pytest.skip(str(exc))
-    bundle = tls.write_bundle(str(tmp_path), tls.service_hosts("dra-bridge", "dra-bridge"))
+    bundle = certs.write_bundle(str(tmp_path), certs.service_hosts("dra-bridge", "dra-bridge"))
     import base64
 
     result = helmbin.template(helm, "--set", "namespace.create=true", "--set",

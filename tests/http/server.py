@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from app.server import tls
+from app.certs import write_bundle
 from tests.helpers import clean_env
 
 
@@ -57,7 +57,7 @@ class RunningServer:
 def start(tmp_path, *args: str, certs: bool = True) -> RunningServer:
     cert_dir = str(tmp_path / "certs")
     if certs:
-        tls.write_bundle(cert_dir, ["localhost", "127.0.0.1"])
+        write_bundle(cert_dir, ["localhost", "127.0.0.1"])
     port = free_port()
     log_path = str(tmp_path / "server.log")
     cmd = [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port),

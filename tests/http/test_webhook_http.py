@@ -15,6 +15,7 @@ import orjson
 import pytest
 import yaml
 
+from app import certs
 from app.server import tls
 from tests.helpers import container, pod, review, template_requests
 from tests.http import server as srv
@@ -266,7 +267,7 @@ def _wait_served(running, ca_file, failure):
 def test_rotated_certificate_is_served_without_restart(running):
     old_ca = open(running.ca).read()
     new_dir = running.cert_dir + "-new"
-    bundle = tls.write_bundle(new_dir, ["localhost", "127.0.0.1"])
+    bundle = certs.write_bundle(new_dir, ["localhost", "127.0.0.1"])
     os.replace(bundle.key, f"{running.cert_dir}/tls.key.new")
     os.replace(bundle.cert, f"{running.cert_dir}/tls.crt.new")
     # Key first then cert; between the two the pair mismatches and the old one stays in use.
@@ -283,7 +284,7 @@ def test_rotated_certificate_is_served_without_restart(running):
 def test_certificate_written_before_its_key_keeps_the_old_pair_serving(running):
     """Issue 12: many tools write tls.crt then tls.key; in between, every handshake failed."""
     new_dir = running.cert_dir + "-certfirst"
-    bundle = tls.write_bundle(new_dir, ["localhost", "127.0.0.1"])
+    bundle = certs.write_bundle(new_dir, ["localhost", "127.0.0.1"])
     os.replace(bundle.cert, f"{running.cert_dir}/tls.crt")  # the key still belongs to the old pair
     time.sleep(1.0)  # several reload rounds (0.2 s) see the mismatched pair
     with httpx.Client(verify=ssl.create_default_context(cafile=running.ca)) as c:
@@ -324,7 +325,7 @@ def _client_ca_and_cert(folder):
 def test_client_certificates_are_required_when_a_client_ca_is_set(tmp_path):
     _client_ca_and_cert(tmp_path)
     server_ca = tmp_path / "certs" / "ca.crt"
-    tls.write_bundle(str(tmp_path / "certs"), ["localhost", "127.0.0.1"])
+    certs.write_bundle(str(tmp_path / "certs"), ["localhost", "127.0.0.1"])
     port, health_port = srv.free_port(), srv.free_port()
     proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port),
                              "--tls-cert", str(tmp_path / "certs/tls.crt"), "--tls-key", str(tmp_path / "certs/tls.key"),
@@ -360,13 +361,13 @@ def test_client_certificates_are_required_when_a_client_ca_is_set(tmp_path):
 
 
 def test_missing_certificate_files_keep_the_last_good_one(tmp_path):
-    bundle = tls.write_bundle(str(tmp_path), ["localhost"])
+    bundle = certs.write_bundle(str(tmp_path), ["localhost"])
     reloader = tls.CertReloader(tls.server_context(), bundle.cert, bundle.key)
     assert reloader.check() and reloader.loaded
     os.rename(bundle.cert, bundle.cert + ".away")
     assert reloader.check() is False and reloader.loaded and "missing" in reloader.last_error
     os.rename(bundle.cert + ".away", bundle.cert)
-    fresh = tls.write_bundle(str(tmp_path), ["localhost"])
+    fresh = certs.write_bundle(str(tmp_path), ["localhost"])
     assert reloader.check() is True and reloader.reloads == 2 and reloader.last_error is None
     assert fresh.cert == bundle.cert
 

@@ -186,9 +186,10 @@ def test_issue_25_metrics_say_the_certificate_expiry_readiness_checks_and_a_fail
 
     from cryptography import x509
 
+    from app.certs import write_bundle
     from app.server import Metrics, PolicyHolder, ServiceState, tls
 
-    tls.write_bundle(str(tmp_path), ["localhost"])
+    write_bundle(str(tmp_path), ["localhost"])
     certs = tls.CertReloader(tls.server_context(None), str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
     metrics = Metrics()
     state = ServiceState(policy=PolicyHolder(None, metrics), templates=kube.TemplateStore(None),

@@ -14,6 +14,7 @@ import httpx
 import pytest
 import yaml
 
+from app import certs
 from app.cli import main
 from tests.conftest import ROOT
 from tests.helpers import clean_env
@@ -145,7 +146,7 @@ def test_audit_honours_kubectl_context_and_namespace(tmp_path, kube):
 # --- the service's start ----------------------------------------------------------------------
 
 def test_serve_logs_the_real_port_after_binding(tmp_path):
-    srv.tls.write_bundle(str(tmp_path / "certs"), ["localhost", "127.0.0.1"])
+    certs.write_bundle(str(tmp_path / "certs"), ["localhost", "127.0.0.1"])
     log = tmp_path / "log"
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", "0"],

@@ -102,7 +102,7 @@ def test_development_certificates_are_all_written_or_none(tmp_path, monkeypatch)
     import errno
     import os
 
-    from app.server import tls
+    from app import certs
 
     real_open = os.open
 
@@ -113,8 +113,8 @@ def test_development_certificates_are_all_written_or_none(tmp_path, monkeypatch)
 
     monkeypatch.setattr(os, "open", full_disk)  # the disk fills up before the last file
     with pytest.raises(OSError):
-        tls.write_bundle(str(tmp_path), ["localhost"])
+        certs.write_bundle(str(tmp_path), ["localhost"])
     monkeypatch.undo()
     assert sorted(os.listdir(tmp_path)) == []  # no key without its certificate, no leftovers
-    assert tls.ensure_dev_certs(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))  # the next start works
+    assert certs.ensure_dev_certs(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))  # the next start works
     assert {"tls.crt", "tls.key", "ca.crt"} <= set(os.listdir(tmp_path))
