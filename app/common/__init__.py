@@ -4,6 +4,7 @@ Kubernetes vocabulary (metadata, controllers, our keys). Imports nothing else of
 from . import deadline
 from .retry import Backoff, Throttled
 from .deadline import DeadlineExceeded
+from .claimheld import allocation_results, held_devices
 from .documents import by_kind, dump_document, dump_documents, labels_by_name, parse_objects, read_objects
 from .errors import BridgeError, InputError, PolicyError, TemplateEnsureError
 from .nodes import add_quota, device_quota, extended_allocatable, quota_map
@@ -13,5 +14,5 @@ from . import vocabulary
 from .vocabulary import NVIDIA_DRIVER, SHADOW_OF, controller_ref
 from .vocabulary import meta as metadata_of
 
-__all__ = ["by_kind", "NVIDIA_DRIVER", "SHADOW_OF", "vocabulary", "controller_ref", "metadata_of", "Backoff", "Throttled", "BridgeError", "DeadlineExceeded", "deadline", "InputError", "PolicyError", "TemplateEnsureError", "add_quota", "device_quota", "extended_allocatable", "node_matches", "quota_map", "tolerates", "format_mebibytes", "count_or_none", "parse_count",
+__all__ = ["allocation_results", "held_devices", "by_kind", "NVIDIA_DRIVER", "SHADOW_OF", "vocabulary", "controller_ref", "metadata_of", "Backoff", "Throttled", "BridgeError", "DeadlineExceeded", "deadline", "InputError", "PolicyError", "TemplateEnsureError", "add_quota", "device_quota", "extended_allocatable", "node_matches", "quota_map", "tolerates", "format_mebibytes", "count_or_none", "parse_count",
            "dump_document", "dump_documents", "labels_by_name", "parse_objects", "parse_quantity", "read_objects"]

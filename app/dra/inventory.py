@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from app.common import add_quota, extended_allocatable, InputError, metadata_of, parse_quantity
+from app.common import add_quota, allocation_results, extended_allocatable, InputError, metadata_of, parse_quantity
 
 SUPPORTED = "resource.k8s.io/v1"
 INVENTORY_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "DeviceTaintRule")
@@ -129,8 +129,7 @@ def _selects(selector: dict | None, driver, pool, device) -> bool:
 
 def _results(claims: list[dict]):
     for claim in claims:
-        allocation = (claim.get("status") or {}).get("allocation") or {}
-        yield from ((allocation.get("devices") or {}).get("results")) or []
+        yield from allocation_results(claim)
 
 
 def allocated_devices(claims: list[dict]) -> set[tuple]:

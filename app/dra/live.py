@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 from decimal import Decimal
 
-from app.common import parse_quantity, quota_map
+from app.common import allocation_results, parse_quantity, quota_map
 
 from .index import Index
 from .indexbuild import Build
@@ -26,10 +26,9 @@ from .shadow import shadow_of
 
 def _claim_results(claim: dict) -> list[tuple]:
     """(device key, whole, shared, consumed capacity) per allocated result of one claim."""
-    allocation = (claim.get("status") or {}).get("allocation") or {}
     out = []
-    for r in ((allocation.get("devices") or {}).get("results")) or []:
-        if not isinstance(r, dict) or r.get("adminAccess"):
+    for r in allocation_results(claim):
+        if r.get("adminAccess"):
             continue
         key = (r.get("driver"), r.get("pool"), r.get("device"))
         consumed = {}

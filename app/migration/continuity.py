@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from app.common import count_or_none, metadata_of
+from app.common import allocation_results, count_or_none, metadata_of
 from app.policy import MigrationRules
 
 from .quota import counted_by
@@ -86,9 +86,8 @@ def _class_of(claim: dict, request: str) -> str | None:
 def allocated_devices(claim: dict) -> dict[str, int]:
     """DeviceClass -> devices an allocated claim holds (none while it is not allocated)."""
     out: dict[str, int] = {}
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    for result in (allocation.get("devices") or {}).get("results") or []:
-        cls = _class_of(claim, result.get("request", "")) if isinstance(result, dict) else None
+    for result in allocation_results(claim):
+        cls = _class_of(claim, result.get("request", ""))
         if cls:
             out[cls] = out.get(cls, 0) + 1
     return out

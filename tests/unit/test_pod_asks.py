@@ -50,3 +50,22 @@ def test_asks_say_where_they_are_written_and_the_containers_role():
     assert [(a.container, a.role, a.path) for a in asks] == [
         ("proxy", "sidecar", "spec.initContainers[0].resources"), ("setup", "init", "spec.initContainers[1].resources"),
         ("main", "regular", "spec.containers[0].resources")]
+
+
+def test_what_a_claim_holds_is_read_once_for_every_counter():
+    from app.application.engine import judging as judge
+    from app.application.rollout.pods import _claim_devices
+    from app.common import held_devices
+
+    results = [{"request": "r", "driver": "gpu.nvidia.com", "pool": "p", "device": "gpu-0"},
+               {"request": "r", "driver": "gpu.nvidia.com", "pool": "p", "device": "gpu-1"},
+               {"request": "w", "driver": "gpu.nvidia.com", "pool": "p", "device": "gpu-1", "adminAccess": True},
+               {"request": "n", "driver": "nic.example.com", "pool": "p", "device": "nic-0"}, "junk"]
+    claim = {"metadata": {"name": "c", "namespace": "team-a"},
+             "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+             "status": {"allocation": {"devices": {"results": results}}}}
+    assert len(held_devices(claim)) == 3 and len(held_devices(claim, "gpu.nvidia.com")) == 2
+    assert _claim_devices([claim], "gpu.nvidia.com") == {("team-a", "c"): 2}
+    subject = judge.Subject("ResourceClaim", "team-a", {}, obj={"metadata": {"name": "other"}})
+    assert judge._namespace_total([claim], subject, judge.Usage(), judge._Devices(None)) == 3
+    assert held_devices({"status": {"allocation": None}}) == set()

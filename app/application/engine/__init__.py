@@ -2,7 +2,7 @@
 rules that apply (judge), as violations with their rule and actions; report turns them into PolicyReports."""
 
 from . import report
-from .judge import Claim, Subject, Usage, Violation, applies, judge
+from .judging import Claim, Subject, Usage, Violation, applies, judge
 from .usage import (KnownClaims, Lookup, NamespaceClaims, PodJudgment, claim_usage, judge_pod, judgeable, needs_requester,
                     no_lookup, of_namespace, pod_usage, subject_of)
 

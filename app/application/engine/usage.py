@@ -1,5 +1,5 @@
 """What a pod, claim or template asks for, as the admin rules judge it: every claim it names and
-every device-plugin ask as the claim it would be (judge.Usage). Pure: claims the pod names
+every device-plugin ask as the claim it would be (judging.Usage). Pure: claims the pod names
 are read through a lookup the caller gives."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from app import dra
 from app.common import metadata_of
-from .judge import Claim, Subject, Usage, Violation, applies, judge
+from .judging import Claim, Subject, Usage, Violation, applies, judge
 from app.migration import TEMPLATE_PREFIX, legacy_asks, legacy_resources, plan_pod, pod_errors
 from app.policy import Policy
 

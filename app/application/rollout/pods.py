@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from app.common import controller_ref, labels_by_name, metadata_of
+from app.common import controller_ref, held_devices, labels_by_name, metadata_of
 from app.migration import DEFAULT_OPT_IN, OptIn, legacy_asks, recreated, tolerates_cordon
 from app.migration import running as live
 from app.policy import Policy
@@ -166,12 +166,9 @@ def _claim_devices(claims: list[dict], driver: str) -> dict[tuple[str, str], int
     out = {}
     for claim in claims:
         meta = claim.get("metadata") or {}
-        allocation = (claim.get("status") or {}).get("allocation")
-        if not allocation:
+        if not (claim.get("status") or {}).get("allocation"):
             continue
-        results = (allocation.get("devices") or {}).get("results") or []
-        out[(meta.get("namespace", ""), meta.get("name", ""))] = len(
-            {(r.get("pool"), r.get("device")) for r in results if r.get("driver") == driver})
+        out[(meta.get("namespace", ""), meta.get("name", ""))] = len(held_devices(claim, driver))
     return out
 
 

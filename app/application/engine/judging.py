@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from app import cel
-from app.common import metadata_of
+from app.common import held_devices, metadata_of
 from app.dra import ClaimError, ClaimSpec, Index, Request, candidates, parse_claim_object
 from app.policy import REQUEST_VARIABLES, Rule
 
@@ -176,9 +176,9 @@ def _namespace_total(claims: list[dict], subject: Subject, usage: Usage, devices
         if meta.get("name") in own or (pod and any(r.get("kind") == "Pod" and r.get("name") == pod
                                                     for r in meta.get("ownerReferences") or [])):
             continue  # counted with the subject (its named claims, the claims stamped for it)
-        results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
-        if results:
-            total += len(results)
+        held = held_devices(claim)
+        if held:
+            total += len(held)
             continue
         try:
             total += _taken(parse_claim_object(claim), devices)
