@@ -62,7 +62,12 @@ class Decision:
     @property
     def would_rewrite_as(self) -> list[dict]:
         """The templates the planner writes for it, whichever path it takes (none if it could not)."""
-        return self.planned.templates if self.planned is not None and self.planned.status == "migrated" else []
+        return _planned_templates(self.planned) or []
+
+
+def _planned_templates(planned: Plan | None) -> list[dict] | None:
+    """The templates of the planner's own plan; None where it wrote none (not planned, or unmigratable)."""
+    return planned.templates if planned is not None and planned.status == "migrated" else None
 
 
 _FROM_FACTS: dict = {}  # decide_pod's default: the namespace's labels as the facts know them
@@ -72,18 +77,19 @@ def decide_pod(pod: dict, namespace: str, policy: Policy, facts: ClusterFacts = 
                namespace_labels: dict | None = _FROM_FACTS, opt_in: OptIn | None = None, planner: Planner = plan_only,
                requester: dict | None = None) -> Decision:
     """The decision for a pod being created. namespace_labels: its namespace's labels (None: not
-    known; default: the facts'); opt_in: the webhooks' namespace label (None: the webhook is called, as it is
-    for every review it gets); requester: the review's userInfo (None: a preview, where who
-    creates the pod is not known: rules that exempt users are named as not judged)."""
+    known; default: the facts'); opt_in: the webhooks' namespace label (None: the webhook is
+    called, as it is for every review it gets); requester: the review's userInfo (None: a
+    preview, where who creates the pod is not known: rules that exempt users are named as not
+    judged)."""
     labels = facts.labels_of(namespace) if namespace_labels is _FROM_FACTS else namespace_labels
     found = decide(pod, namespace, labels, policy, facts.path, opt_in, planner)
     migrated = found.plan.status == "migrated"
     admitted = found.plan.pod if migrated else pod
     subject = subject_of("Pod", pod, namespace, labels, requester)
+    # Admitted rewritten: its templates are this admission's; left as written: its device-plugin
+    # asks judged as the claims the planner would write for them.
     judged = judge_pod(admitted, subject, policy, facts.index, facts.lookup,
-                       found.plan.templates if migrated else [],
-                       None if migrated else (found.planned.templates if found.planned is not None
-                                              and found.planned.status == "migrated" else None),
+                       found.plan.templates if migrated else [], None if migrated else _planned_templates(found.planned),
                        facts.namespace_claims, requester_known=requester is not None)
     refused = judged.denial
     return Decision(_outcome(found, refused), found.settings, found.plan, None if refused else found.patch,
