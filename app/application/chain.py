@@ -18,6 +18,7 @@ from .answers import Answer as WebhookAnswer
 from .answers import mutate_answer, validate_answer
 from .decision import decide_pod
 from .facts import ClusterFacts
+from .planning import plan_with_patch
 from .engine import Lookup, subject_of
 from .validate import evaluate_claim, evaluate_pod
 
@@ -44,7 +45,7 @@ def answer(obj: dict, namespace: str, policy: Policy, facts: ClusterFacts, user:
     out = Answer("allow")
     lookup = facts.lookup
     if kind == "Pod":
-        decision = decide_pod(obj, namespace, policy, facts, requester=requester)
+        decision = decide_pod(obj, namespace, policy, facts, planner=plan_with_patch, requester=requester)
         out.rules |= {v.rule for v in decision.violations if "Deny" in v.actions and decision.refused}
         out.not_judged += decision.not_judged
         said = mutate_answer(namespace, name, decision)

@@ -131,3 +131,17 @@ def test_a_namespace_total_without_the_namespaces_claims_is_said_not_judged(file
     code, out = run(capsys, "plan", "-f", export, "--policy", policy, "-o", "json")
     [pod] = [o for o in json.loads(out)["objects"] if o["kind"] == "Pod"]
     assert any("team-budget: maxDevicesPerNamespace not judged" in r for r in pod["reasons"]), pod
+
+
+def test_the_offline_chain_validates_the_pod_as_the_rewrite_left_it():
+    """check --policy and policy test run /validate on what /mutate admitted: the rewritten pod,
+    naming the generated template, not the pod as sent."""
+    from app.application import chain
+
+    policy = parse_policy("{}")
+    facts = application.cluster_facts(policy, build_index(load_inventory(None)), namespaces={"team-a": OPTED})
+    found = chain.answer(POD, "team-a", policy, facts, user="alice")
+    assert found.rewritten and found.result == "allow", found.messages
+    spec = found.admitted["spec"]
+    assert spec["resourceClaims"][0]["resourceClaimTemplateName"].startswith("dra-bridge-")
+    assert "nvidia.com/gpu" not in str(spec["containers"][0].get("resources", {}).get("limits", {}))
