@@ -19,8 +19,9 @@ from .selector import (
                        estimated_cost,
                        run_program,
 )
+from .printer import string_literal
 from .values import MAX_COST, quantity_value
 
 __all__ = ["engine", "MAX_COST", "MAX_EXPRESSION_LENGTH", "CelError", "Selector", "compile_program", "compile_selector",
            "device_variable", "estimated_cost", "normalized_semver", "quantity_value", "regex", "regex_error",
-           "run_program", "semver_value"]
+           "run_program", "semver_value", "string_literal"]

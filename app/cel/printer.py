@@ -20,7 +20,14 @@ from .tree import (
 _PRECEDENCE = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3, "in": 3,
                "+": 4, "-": 4, "*": 5, "/": 5, "%": 5}
 _UNARY, _PRIMARY = 6, 7
-_ESCAPE = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_ESCAPE = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def string_literal(value: str, quote: str = '"') -> str:
+    """A CEL string literal in `quote` (the one writer: the printer's and our generated selectors')."""
+    escapes = {**_ESCAPE, quote: "\\" + quote}
+    return quote + "".join(escapes.get(c) or (f"\\u{ord(c):04x}" if ord(c) < 32 or ord(c) == 127 else c)
+                           for c in value) + quote
 
 
 def literal(value, kind: str) -> str:
@@ -37,8 +44,7 @@ def literal(value, kind: str) -> str:
         return text if any(c in text for c in ".en") else text + ".0"
     if kind == "bytes":
         return 'b"' + "".join(chr(b) if 32 <= b < 127 and chr(b) not in '\\"' else f"\\x{b:02x}" for b in value) + '"'
-    return '"' + "".join(_ESCAPE.get(c) or (f"\\u{ord(c):04x}" if ord(c) < 32 or ord(c) == 127 else c)
-                         for c in value) + '"'
+    return string_literal(value)
 
 
 def source(node: Node) -> str:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from app.cel import string_literal
+
 
 def literal(value: str) -> str:
-    """A CEL single-quoted string literal."""
-    escaped = value.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n")
-    return f"'{escaped}'"
+    """A CEL single-quoted string literal, by the CEL package's one writer."""
+    return string_literal(value, "'")
 
 
 def string_list(values: Iterable[str]) -> str:

@@ -101,3 +101,13 @@ TREES = st.recursive(st.one_of(literals(), st.builds(lambda n: Ident(0, n), NAME
 def test_a_random_tree_prints_to_source_that_parses_back_to_it(tree):
     printed = source(tree)
     assert shape(parse(printed)) == shape(tree), printed
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=12))
+def test_the_planners_string_literals_are_the_printers_and_parse_back(text):
+    from app.migration import cel_selectors
+
+    written = cel_selectors.literal(text)
+    assert written.startswith("'") and parse(written).value == text
+    assert cel_selectors.string_list([text, "x"]) == f"[{written}, 'x']"
