@@ -9,43 +9,59 @@ from .feasibility import check
 from .index import Index
 
 
+def served_twice(index: Index) -> frozenset:
+    """Nodes a DRA driver publishes devices for while their device plugin still advertises GPUs
+    (Node status.allocatable): whatever their labels say, a device there could be handed out
+    twice, so no pod is rewritten onto them. Shadow slices do not count: nothing allocates them."""
+    advertising = [node for node, resources in (index.node_resources or {}).items()
+                   if node not in index.shadow_nodes and any(str(r).startswith(GPU_PLUGIN_PREFIX) for r in resources)]
+    return frozenset(node for node in advertising
+                     if any(p.local and p.devices for p in index.views.get(node, ())))
+
+
+GPU_PLUGIN_PREFIX = "nvidia.com/"  # the GPU device plugin's resources (whole GPUs, MIG, shares)
+
+
 class TemplateVerdicts:
     """Verdicts of generated ResourceClaimTemplates on one index, remembered by name (a hash of
     the spec), so a template the path choice judged is not judged again for its report."""
 
     def __init__(self, index: Index, path: str = "template.spec", size: int = 4096):
         self.index, self.path, self.size = index, path, size
-        self._seen: dict[str, Verdict] = {}
-        self._allocatable: dict[str, Verdict] = {}
-        self._open: dict[str, Verdict] = {}
+        self._seen: dict[tuple, Verdict] = {}
+        self.twice = served_twice(index)
 
-    def __call__(self, template: dict, allocatable_only: bool = False, open_only: bool = False) -> Verdict:
-        """allocatable_only: shadow nodes do not count (`check`); open_only: cordoned nodes do not
-        count either. Each remembered apart."""
-        seen = (self._open if open_only else self._allocatable) if allocatable_only else self._seen
-        name = template["metadata"]["name"]
-        verdict = seen.get(name)
+    def __call__(self, template: dict, allocatable_only: bool = False, open_only: bool = False,
+                 twice_too: bool = False) -> Verdict:
+        """allocatable_only: shadow nodes and nodes served twice do not count (`check`), unless
+        twice_too; open_only: cordoned nodes do not count either. Each remembered apart."""
+        key = (template["metadata"]["name"], allocatable_only, open_only, twice_too)
+        verdict = self._seen.get(key)
         if verdict is None:
-            if len(seen) >= self.size:
-                seen.clear()
+            if len(self._seen) >= self.size:
+                self._seen.clear()
+            skip = frozenset()
+            if allocatable_only:
+                skip = (frozenset() if twice_too else self.twice) | (self.index.cordoned if open_only else frozenset())
             verdict = check(parse_claim_spec(template["spec"]["spec"], self.path), self.index,
-                            allocatable_only=allocatable_only, skip=self.index.cordoned if open_only else frozenset())
-            seen[name] = verdict
+                            allocatable_only=allocatable_only, skip=skip)
+            self._seen[key] = verdict
         return verdict
 
     def dra(self, template: dict, tolerates_cordon: bool = False) -> tuple[str, str]:
         """Can DRA serve the template's claim with devices the scheduler can allocate? (state,
         why): serves; busy (they exist, all in use now); shadow (only on nodes our reporter
-        shadows: nothing allocates there until NVIDIA's driver serves them); cordoned (only on
-        cordoned nodes, which take no pod that does not tolerate it: drained, or moving in a
-        rollout); never (no device anywhere, or an invalid claim, e.g. a DeviceClass that does
-        not exist). tolerates_cordon: the pod tolerates node.kubernetes.io/unschedulable."""
+        shadows: nothing allocates there until NVIDIA's driver serves them); twice (only on nodes
+        whose device plugin still advertises GPUs); cordoned (only on cordoned nodes, which take
+        no pod that does not tolerate it: drained, or moving in a rollout); never (no device
+        anywhere, or an invalid claim, e.g. a DeviceClass that does not exist). tolerates_cordon:
+        the pod tolerates node.kubernetes.io/unschedulable."""
         verdict = self(template)
         if verdict.status in ("never", "invalid"):
             return "never", verdict.message
         closed = bool(self.index.cordoned) and not tolerates_cordon
-        allocatable = self(template, allocatable_only=True, open_only=closed) if self.index.shadow_nodes or closed \
-            else verdict
+        allocatable = self(template, allocatable_only=True, open_only=closed) \
+            if self.index.shadow_nodes or closed or self.twice else verdict
         if allocatable.status == "never" and closed:
             reachable = self(template, allocatable_only=True)
             if reachable.status != "never":
@@ -53,6 +69,12 @@ class TemplateVerdicts:
                     else min(self.index.cordoned)
                 return "cordoned", (f"only cordoned nodes have such devices (e.g. {node}: drained, or moving in a "
                                     "rollout): it would be rewritten once such a node takes pods again")
+        if allocatable.status == "never" and self.twice and \
+                self(template, allocatable_only=True, open_only=closed, twice_too=True).status != "never":
+            node = verdict.example_node if verdict.example_node in self.twice else min(self.twice)
+            return "twice", (f"only nodes whose device plugin still advertises GPUs have such devices (e.g. {node}: "
+                             "a DRA driver publishes them too, so one GPU could be handed out twice; `rollout "
+                             "status` names such nodes)")
         if allocatable.status == "never":
             node = verdict.example_node if verdict.example_node in self.index.shadow_nodes \
                 else min(self.index.shadow_nodes)

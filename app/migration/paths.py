@@ -173,6 +173,8 @@ def kept_on_plugin(pod: dict, plan: Plan, rules: MigrationRules, facts: Facts, c
             return Choice("legacy", f"{why}{plugin}", "dra-shadow")
         if state == "cordoned":
             return Choice("legacy", f"{why}{plugin}", "dra-cordoned")
+        if state == "twice":
+            return Choice("legacy", f"{why}{plugin}", "dra-twice")
         return Choice("legacy", f"the planned claim could never be satisfied here ({why}){plugin}", "dra-never")
     return None
 
