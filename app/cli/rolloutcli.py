@@ -51,7 +51,7 @@ def run_rollout(args) -> int:
     waves = rollout.plan_waves(nodes, pods, objects["poddisruptionbudgets"], args.wave_size,
                                args.max_unavailable_gpus, lambda n: chosen(n.labels), drain, fits)
     if args.action == "plan":
-        return _print_plan(waves, args.output)
+        return _print_plan(waves, args.output, rollout.hazards(nodes))
     mover = rollout.Mover(NodeWrites(api, dry_run=args.dry_run == "server"), switches, policy, _say, args.timeout,
                   opt_in=opt_in, drain=drain)
     try:
@@ -119,9 +119,10 @@ BACK = {rollout.DRA_BACK: "DRA", rollout.DRA_AFTER: "DRA on its node, after the 
         rollout.LOST: "lost (a bare pod, --force)", None: "no room"}
 
 
-def _print_plan(waves: list[rollout.Wave], output: str) -> int:
+def _print_plan(waves: list[rollout.Wave], output: str, hazards: list[dict]) -> int:
+    """Exit 1 when a wave is blocked or stopped, or a node is in a hazard state."""
     if output == "json":
-        sys.stdout.write(json.dumps({"waves": [{
+        sys.stdout.write(json.dumps({"hazards": hazards, "waves": [{
             "wave": w.number, "done": w.done, "stopped": w.stuck, "nodes": w.nodes, "gpus": w.gpus,
             "blockers": w.blockers, "notes": w.notes,
             "pods": [{"pod": p.key, "owner": p.owner, "comesBackOn": w.back.get(p.key), "belongsOn": p.path,
@@ -137,9 +138,11 @@ def _print_plan(waves: list[rollout.Wave], output: str) -> int:
                 print(f"    blocked: {blocker}")
             for note in w.notes:
                 print(f"    note: {note}")
-        if not waves:
+        for hazard in hazards:
+            print(f"hazard: node {hazard['node']} is {hazard['state']}: {hazard['what']}")
+        if not waves and not hazards:
             print("no GPU node left on the device plugin")
-    return 1 if any(w.blockers or w.stuck for w in waves if not w.done) else 0
+    return 1 if hazards or any(w.blockers or w.stuck for w in waves if not w.done) else 0
 
 
 def _status(nodes, pods, objects: dict, policy, output: str) -> int:
@@ -150,15 +153,19 @@ def _status(nodes, pods, objects: dict, policy, output: str) -> int:
     if output == "json":
         sys.stdout.write(json.dumps(found, indent=2) + "\n")
         return 1 if rollout.in_trouble(found) else 0
-    for side, label in (("plugin", "device plugin"), ("moving", "moving"), ("dra", "DRA")):
+    for side, label in (("plugin", "device plugin"), ("moving", "moving"), ("dra", "DRA"), ("both", "BOTH (unsafe)"),
+                        ("neither", "NEITHER")):
         names = found["nodes"][side]
-        print(f"{label:14s} {len(names):3d} node(s) {found['gpus'][side]:5d} GPU(s)  {', '.join(names)}".rstrip())
+        if names or side in ("plugin", "moving", "dra"):
+            print(f"{label:14s} {len(names):3d} node(s) {found['gpus'][side]:5d} GPU(s)  {', '.join(names)}".rstrip())
     for what, count in found["pods"].items():
         named = found["named"].get(what)
         print(f"pods {rollout.POD_STATES[what]}: {count}" + (f" ({', '.join(named)}{', ...' if count > len(named) else ''})"
                                                             if named else ""))
     for workload, have in found["workloadsShort"].items():
         print(f"workload short: {workload}: {have}")
+    for hazard in found["hazards"]:
+        print(f"hazard: node {hazard['node']} is {hazard['state']}: {hazard['what']}")
     return 1 if rollout.in_trouble(found) else 0
 
 

@@ -41,3 +41,57 @@ def test_a_clean_dra_node_beside_it_serves_the_pod():
 def test_a_node_that_stopped_advertising_is_dra_again():
     moved = index(*real_slices("h100x8", "n1"), *CLASSES.values(), plugin_node("n1", 0))
     assert not dra.TemplateVerdicts(moved).twice and choice(moved).path == "rewrite"
+
+
+# --- the node's state, by what it does ----------------------------------------------------------
+
+import json  # noqa: E402
+
+import yaml  # noqa: E402
+
+from app.application import rollout  # noqa: E402
+from tests.unit.test_rollout import SWITCHES, cluster, node, slices, views  # noqa: E402
+
+DRA_LABEL = {"nvidia.com/dra-kubelet-plugin": "true"}
+PLUGIN_LABEL = {"nvidia.com/gpu.deploy.device-plugin": "true"}
+
+
+def states(objects):
+    return {n.name: str(n.side) for n in views(objects)[0]}
+
+
+def test_a_node_is_on_the_side_it_serves_from_whatever_its_labels_say():
+    objects = cluster(
+        nodes=[node("plugin", {"nvidia.com/gpu": "8"}, PLUGIN_LABEL),
+               node("dra", labels=DRA_LABEL),
+               node("both", {"nvidia.com/gpu": "8"}, DRA_LABEL),  # hand-labelled, its device plugin still on
+               node("neither", labels=PLUGIN_LABEL),  # the device plugin's switch on, nothing advertised
+               node("labels-only", labels={"nvidia.com/gpu.count": "8"}),  # GFD says GPUs, nothing serves them
+               node("cpu")],
+        resourceslices=slices("dra") + slices("both"))
+    assert states(objects) == {"plugin": "plugin", "dra": "dra", "both": "both", "neither": "neither",
+                               "labels-only": "neither"}
+
+
+def test_status_and_plan_name_every_hazard_and_exit_1(tmp_path, capsys):
+    from app.cli.main import main
+
+    objects = cluster(nodes=[node("p0", {"nvidia.com/gpu": "8"}, PLUGIN_LABEL),
+                             node("both", {"nvidia.com/gpu": "8"}, DRA_LABEL), node("neither", labels=PLUGIN_LABEL)],
+                      resourceslices=slices("both"))
+    nodes, pods = views(objects)
+    found = rollout.summary(nodes, pods, [], {}, default_policy().migration)
+    assert found["nodes"]["both"] == ["both"] and found["nodes"]["neither"] == ["neither"]
+    assert found["gpus"]["both"] == 8 and rollout.in_trouble(found)
+    assert [(h["node"], h["state"]) for h in found["hazards"]] == [("both", "both"), ("neither", "neither")]
+    export = tmp_path / "export.yaml"
+    export.write_text(yaml.safe_dump_all(objects["nodes"] + objects["resourceslices"]))
+    assert main(["rollout", "plan", "-f", str(export), "-o", "json"]) == 1
+    planned = json.loads(capsys.readouterr().out)
+    assert [h["node"] for h in planned["hazards"]] == ["both", "neither"]
+    assert main(["rollout", "status", "-f", str(export)]) == 1
+    said = capsys.readouterr().out
+    assert "hazard: node both is both:" in said and "handed out twice" in said and "hazard: node neither" in said
+    healthy = tmp_path / "healthy.yaml"
+    healthy.write_text(yaml.safe_dump_all([objects["nodes"][0]]))
+    assert main(["rollout", "plan", "-f", str(healthy)]) == 0

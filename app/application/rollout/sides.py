@@ -19,16 +19,21 @@ from app.common import SHADOW_OF, extended_allocatable, metadata_of, vocabulary
 
 
 class Side(enum.StrEnum):
-    """Where a node serves GPUs from, and where a pod comes back when recreated (DENIED: the
-    webhook would deny its owner's new pod). Strings: JSON and tables print them as they are."""
+    """Where a node serves GPUs from, by what it does (its device plugin advertising in Node
+    status, NVIDIA's driver publishing slices), and where a pod comes back when recreated
+    (DENIED: the webhook would deny its owner's new pod). BOTH and NEITHER are hazards: a GPU that
+    could be handed out twice, or GPU nodes nothing serves. Strings: JSON and tables print them."""
 
     PLUGIN = "plugin"
     DRA = "dra"
     MOVING = "moving"
+    BOTH = "both"
+    NEITHER = "neither"
     DENIED = "denied"
 
 
-PLUGIN, DRA, MOVING, DENIED = Side.PLUGIN, Side.DRA, Side.MOVING, Side.DENIED
+PLUGIN, DRA, MOVING, BOTH, NEITHER, DENIED = Side.PLUGIN, Side.DRA, Side.MOVING, Side.BOTH, Side.NEITHER, Side.DENIED
+HAZARDS = (BOTH, NEITHER)
 WAVE, STEP, BEFORE = vocabulary.ROLLOUT_WAVE, vocabulary.ROLLOUT_STEP, vocabulary.ROLLOUT_BEFORE
 MIG_PREFIX = "nvidia.com/mig-"
 
@@ -86,13 +91,20 @@ def node_view(node: dict, slices: list[dict], switches: Switches) -> NodeView | 
     step = annotations.get(STEP)
     known = shadow if shadow[0] else dra
     gpus = known[0] or _count_label(labels) or advertised.get("nvidia.com/gpu", 0) or _time_sliced(labels, advertised)
+    advertising = any(n > 0 for n in advertised.values())
+    publishing = dra[0] > 0 or bool(dra[2])
     if wave is not None and step != "done":
-        side = MOVING
-    elif labels.get(switches.dra_label) == switches.dra_on or (dra[0] and not advertised):
+        side = MOVING  # both or neither for a while, by design: the move's steps say which
+    elif advertising and publishing:
+        side = BOTH  # whatever the labels say: one GPU could be handed out twice
+    elif publishing:
         side, gpus = DRA, dra[0]
         known = dra
-    elif advertised or labels.get(switches.plugin_label) == switches.plugin_on:
+    elif advertising:
         side = PLUGIN
+    elif labels.get(switches.dra_label) == switches.dra_on or labels.get(switches.plugin_label) == switches.plugin_on \
+            or shadow[0] or _count_label(labels):
+        side = NEITHER  # a GPU node whose GPUs nothing serves now
     else:
         return None
     taints = tuple(t for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, dict))

@@ -11,7 +11,7 @@ from app.policy import MigrationRules
 
 from app.migration import legacy_resources
 from .pods import PodView
-from .sides import DRA, MOVING, PLUGIN, NodeView
+from .sides import BOTH, DRA, HAZARDS, MOVING, NEITHER, PLUGIN, NodeView
 
 NAMED = 5  # pods named per line
 
@@ -35,7 +35,7 @@ def summary(nodes: list[NodeView], pods: list[PodView], workloads: list[dict], b
     """workloads: Deployments/StatefulSets/Jobs to compare with `bound` (pods.bound_by_owner);
     rules: the policy's migration rules, which say what a legacy GPU resource is. Keys are
     identifiers (POD_STATES says each in words)."""
-    sides = {side: [n for n in nodes if n.side == side] for side in (PLUGIN, MOVING, DRA)}
+    sides = {side: [n for n in nodes if n.side == side] for side in (PLUGIN, MOVING, DRA, BOTH, NEITHER)}
     by_name = {n.name: n for n in nodes}
     groups: dict[str, list[str]] = {key: [] for key in POD_STATES}
     for pod in pods:
@@ -56,11 +56,30 @@ def summary(nodes: list[NodeView], pods: list[PodView], workloads: list[dict], b
             "gpus": {side: sum(n.gpus for n in members) for side, members in sides.items()},
             "pods": {key: len(keys) for key, keys in groups.items()},
             "named": {key: sorted(keys)[:NAMED] for key, keys in groups.items() if keys and key in TROUBLE},
-            "workloadsShort": short}
+            "workloadsShort": short,
+            "hazards": hazards(nodes)}
+
+
+def hazards(nodes: list[NodeView]) -> list[dict]:
+    """Nodes in a state no rollout leaves a node in: served twice, or served by neither side;
+    each with what to do."""
+    out = []
+    for node in sorted((n for n in nodes if n.side in HAZARDS), key=lambda n: n.name):
+        if node.side == BOTH:
+            plugin = ", ".join(f"{r}={n}" for r, n in sorted(node.advertised.items()))
+            what = (f"its device plugin advertises {plugin} while a DRA driver publishes its GPUs: one GPU could be "
+                    "handed out twice. Stop one of them (the device plugin's switch label off, or the kubelet "
+                    "plugin's off) before pods land there; meanwhile dra-bridge rewrites no pod onto it")
+        else:
+            what = ("neither its device plugin advertises GPUs nor a DRA driver publishes them: its GPUs serve no "
+                    "pod. Check the device plugin's and NVIDIA's kubelet plugin's DaemonSets on it and their switch "
+                    "labels")
+        out.append({"node": node.name, "state": str(node.side), "what": what})
+    return out
 
 
 def in_trouble(found: dict) -> bool:
-    return any(found["pods"][k] for k in TROUBLE) or bool(found["workloadsShort"])
+    return any(found["pods"][k] for k in TROUBLE) or bool(found["workloadsShort"]) or bool(found["hazards"])
 
 
 def _advertises(node: NodeView, pod: PodView) -> bool:
