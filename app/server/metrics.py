@@ -87,6 +87,9 @@ class Metrics:
         self.unmigrated_counted = Gauge("dra_bridge_unmigrated_pods_counted_timestamp_seconds",
                                         "When dra_bridge_unmigrated_pods was last counted (Unix time)",
                                         registry=self.registry)
+        self.nodes = Gauge("dra_bridge_nodes", "GPU nodes per state, by what each does (the live inventory): plugin, "
+                           "dra, both (device plugin and DRA driver at once: a GPU could be handed out twice), "
+                           "neither (a GPU node nothing serves)", ["state"], registry=self.registry)
         self.budget_escaped = Gauge("dra_bridge_budget_escaped_devices",
                                     "Devices ResourceClaims hold that no key of their namespace's GPU ResourceQuota "
                                     "counts (it limits requests.<resource> only, and their DeviceClass declares "

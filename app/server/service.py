@@ -6,6 +6,7 @@ import hashlib
 import logging
 import os
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -13,7 +14,7 @@ from app.common import PolicyError
 from app import dra
 from app.dra import Inventory, build_index
 from app.kube import ClaimReader, NamespaceLabels, TemplateStore
-from app.application import ClusterFacts, cluster_facts, index_facts, inventory_source
+from app.application import ClusterFacts, cluster_facts, index_facts, inventory_source, rollout
 from app.migration import UNKNOWN_FACTS
 from app.policy import Policy, default_policy, parse_policy, read_policy_text
 
@@ -110,6 +111,7 @@ class Cached:
     noted: object | None = None
     rejected: list[str] = field(default_factory=list)
     facts: KeptFacts | None = None
+    states_of: object | None = None  # the index whose node states the metric shows
 
 
 @dataclass
@@ -230,6 +232,19 @@ class ServiceState:
             checks["serving"] = False  # leaving: no new connections should come here
         return all(checks.values()), checks
 
+    def _count_node_states(self) -> None:
+        """dra_bridge_nodes{state}, once per index: every state is set, 0 where no node is in it."""
+        index = self.index()
+        if self.cached.states_of is index:
+            return
+        self.cached.states_of = index
+        counts = Counter(rollout.index_states(index).values())
+        for state in (rollout.PLUGIN, rollout.DRA, rollout.BOTH, rollout.NEITHER):
+            self.metrics.nodes.labels(str(state)).set(counts.get(state, 0))
+        if counts.get(rollout.BOTH):
+            log.warning("%d GPU node(s) served by a device plugin and a DRA driver at once: `dra-bridge rollout "
+                        "status` names them", counts[rollout.BOTH])
+
     def tick(self) -> None:
         """One round of background checks (files rotated or replaced)."""
         self.policy.check()
@@ -241,6 +256,8 @@ class ServiceState:
         self.metrics.ready.set(1 if ready else 0)
         for check, passes in checks.items():
             self.metrics.readiness.labels(check).set(1 if passes else 0)
+        if self.live is not None and self.live.ready:
+            self._count_node_states()
         if self.live is not None:
             now = time.monotonic()
             for resource, since in self.live.failing_since.items():

@@ -108,6 +108,16 @@ SCENARIOS = [
         ("12m", "DraBridgeUnmigratedPods", [fired(
             "DraBridgeUnmigratedPods", "warning",
             "3 running pod(s) in team-a hold device-plugin GPUs dra-bridge would rewrite.", pod_namespace="team-a")])]),
+    ("a node served twice", [
+        ("dra_bridge_nodes{namespace='dra-bridge', pod='a', state='both'}", "0 1x20"),
+        ("dra_bridge_nodes{namespace='dra-bridge', pod='b', state='both'}", "0 1x20"),
+        ("dra_bridge_nodes{namespace='dra-bridge', pod='a', state='dra'}", "3x20")], [
+        ("5m", "DraBridgeNodeServedTwice", []),  # a move flips both sides for a moment
+        ("12m", "DraBridgeNodeServedTwice", [fired(
+            "DraBridgeNodeServedTwice", "warning", "1 GPU node(s) served by a device plugin and a DRA driver at once.")])]),
+    ("no node served twice", [("dra_bridge_nodes{namespace='dra-bridge', pod='a', state='both'}", "0x20"),
+                              ("dra_bridge_nodes{namespace='dra-bridge', pod='a', state='plugin'}", "4x20")],
+     [("12m", "DraBridgeNodeServedTwice", [])]),
     ("a GPU budget escaped", [
         ("dra_bridge_budget_escaped_devices{namespace='dra-bridge', pod='a', pod_namespace='team-a', quota='gpus'}",
          "0 3x20"),

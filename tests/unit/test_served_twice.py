@@ -95,3 +95,32 @@ def test_status_and_plan_name_every_hazard_and_exit_1(tmp_path, capsys):
     healthy = tmp_path / "healthy.yaml"
     healthy.write_text(yaml.safe_dump_all([objects["nodes"][0]]))
     assert main(["rollout", "plan", "-f", str(healthy)]) == 0
+
+
+def test_the_webhook_counts_nodes_per_state_from_its_live_inventory():
+    """dra_bridge_nodes{state} (alert DraBridgeNodeServedTwice), read with the same state rule."""
+    from app.server import Metrics
+
+    from tests.unit.test_mixed_cluster import plugin_node as dp_node
+
+    ix = index(*real_slices("h100x8", "twice"), *real_slices("h100x8", "clean"), *CLASSES.values(),
+               dp_node("twice", 8), dp_node("clean", 0), dp_node("legacy", 8),
+               {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "dark", "labels": {
+                   "nvidia.com/gpu.deploy.device-plugin": "true"}}, "spec": {}, "status": {"allocatable": {}}})
+    assert rollout.index_states(ix) == {"twice": "both", "clean": "dra", "legacy": "plugin", "dark": "neither"}
+    metrics = Metrics()
+
+    class Live:
+        ready, failing_since = True, {}
+
+        def index(self):
+            return ix
+
+    from app import kube
+    from app.server import PolicyHolder, ServiceState
+    state = ServiceState(policy=PolicyHolder(None, metrics), templates=kube.TemplateStore(None),
+                         namespace_labels=kube.NamespaceLabels(None), metrics=metrics, live=Live())
+    state.tick()
+    got = {s.labels["state"]: s.value for m in metrics.registry.collect() if m.name == "dra_bridge_nodes"
+           for s in m.samples}
+    assert got == {"plugin": 1, "dra": 1, "both": 1, "neither": 1}

@@ -91,24 +91,50 @@ def node_view(node: dict, slices: list[dict], switches: Switches) -> NodeView | 
     step = annotations.get(STEP)
     known = shadow if shadow[0] else dra
     gpus = known[0] or _count_label(labels) or advertised.get("nvidia.com/gpu", 0) or _time_sliced(labels, advertised)
-    advertising = any(n > 0 for n in advertised.values())
-    publishing = dra[0] > 0 or bool(dra[2])
-    if wave is not None and step != "done":
-        side = MOVING  # both or neither for a while, by design: the move's steps say which
-    elif advertising and publishing:
-        side = BOTH  # whatever the labels say: one GPU could be handed out twice
-    elif publishing:
-        side, gpus = DRA, dra[0]
-        known = dra
-    elif advertising:
-        side = PLUGIN
-    elif labels.get(switches.dra_label) == switches.dra_on or labels.get(switches.plugin_label) == switches.plugin_on \
-            or shadow[0] or _count_label(labels):
-        side = NEITHER  # a GPU node whose GPUs nothing serves now
-    else:
+    side = state_of(any(n > 0 for n in advertised.values()), dra[0] > 0 or bool(dra[2]),
+                    wave is not None and step != "done", gpu_node(labels, switches) or bool(shadow[0]))
+    if side is None:
         return None
+    if side == DRA:
+        gpus, known = dra[0], dra
     taints = tuple(t for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, dict))
     return NodeView(name, side, gpus, advertised, labels, known[1], known[2], wave, step, unschedulable, taints)
+
+
+def state_of(advertising: bool, publishing: bool, moving: bool, gpu_node: bool) -> Side | None:
+    """A node's state from what it does: its device plugin advertising GPUs, a DRA driver
+    publishing them, a wave moving it; gpu_node: its labels say it has GPUs. None: no GPU node."""
+    if moving:
+        return MOVING  # both or neither for a while, by design: the move's steps say which
+    if advertising and publishing:
+        return BOTH  # whatever the labels say: one GPU could be handed out twice
+    if publishing:
+        return DRA
+    if advertising:
+        return PLUGIN
+    return NEITHER if gpu_node else None  # a GPU node whose GPUs nothing serves now
+
+
+def gpu_node(labels: dict, switches: Switches) -> bool:
+    """Its labels say it has GPUs: a switch label on, or GPU Feature Discovery's count."""
+    return labels.get(switches.dra_label) == switches.dra_on or \
+        labels.get(switches.plugin_label) == switches.plugin_on or bool(_count_label(labels))
+
+
+def index_states(index) -> dict[str, Side]:
+    """node -> state, from a device index (the webhook's live view: Node status, published and
+    shadow slices, Node labels with the default switches; a move's record is not read)."""
+    switches, out = Switches(), {}
+    advertising = {node for node, resources in (index.node_resources or {}).items()
+                   if any(str(r).startswith("nvidia.com/") and n > 0 for r, n in resources.items())}
+    names = set(index.node_labels or {}) | set(index.node_resources or {}) | set(index.views)
+    for node in names:
+        publishing = node not in index.shadow_nodes and any(p.local and p.devices for p in index.views.get(node, ()))
+        labels = (index.node_labels or {}).get(node) or {}
+        state = state_of(node in advertising, publishing, False, gpu_node(labels, switches) or node in index.shadow_nodes)
+        if state is not None:
+            out[node] = state
+    return out
 
 
 def plugin_advertised(node: dict) -> dict[str, int]:
