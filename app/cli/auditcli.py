@@ -14,7 +14,7 @@ import urllib3
 
 from app import dra, kube
 from app.application.engine import report as policy_report
-from app.application import (ClusterFacts, claim_objects, cluster_facts, inventory_source, live_inventory,
+from app.application import (ClusterFacts, claim_objects, rollout, cluster_facts, inventory_source, live_inventory,
                              read_kueue_view, scan, unmigrated)
 from app.application.manifests import ObjectReport, exit_status, kueue_of_inputs, namespace_labels, objects_of, \
     plan_objects
@@ -152,12 +152,15 @@ def run_audit(args) -> int:
     result = plan_objects(inputs, policy, args.namespace or "default", facts, opt_in)
     rows = [_row(r) for r in result.reports if r.status != "unchanged" or r.path != "none"]
     running = unmigrated_pods(controlled, policy, facts, namespaces, opt_in) if controlled else []
+    # GPU nodes served twice or by neither side, as `rollout status` names them (the inventory's view).
+    hazards = rollout.state_hazards(rollout.index_states(ix)) if ix is not None else []
     violations = scan.scan(existing, policy, ix, namespaces or {})
     if not args.filename:
         existing += _from_cluster(found, kube.list_queues, args.namespace)
     budgets, queues = _budgets(existing, classes, policy, kueue)
     if args.output == "json":
         sys.stdout.write(json.dumps({"inventoryChecked": ix is not None, "objects": rows, "unmigratedPods": running,
+                                     "nodeHazards": hazards,
                                      "violations": [{"kind": v.kind, "namespace": v.namespace, "name": v.name,
                                                      "rule": v.violation.rule, "actions": list(v.violation.actions),
                                                      "message": v.violation.message} for v in violations],
@@ -176,6 +179,8 @@ def run_audit(args) -> int:
                              f"{r['path']:14s} {detail if wide else clip(detail, 140)}\n")
         sys.stdout.write(f"{len(rows)} object(s) use legacy GPU resources"
                          f"{'' if ix is not None else ' (satisfiability not checked: pass --inventory)'}\n")
+        for hazard in hazards:
+            sys.stdout.write(f"hazard: node {hazard['node']} is {hazard['state']}: {hazard['what']}\n")
         if running:
             sys.stdout.write(_unmigrated_line(running))
         for v in violations[:20] if wide else violations[:5]:
@@ -200,7 +205,7 @@ def run_audit(args) -> int:
             if q.problem:
                 sys.stdout.write(f"escaped budget: {q.problem}\n")
     budget_broken = any(b.escaped or b.twice or b.over for b in budgets) or any(q.escaped for q in queues)
-    return max(exit_status([r["status"] for r in rows]), 1 if violations or budget_broken else 0)
+    return max(exit_status([r["status"] for r in rows]), 1 if violations or budget_broken or hazards else 0)
 
 
 DEVICE_CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"

@@ -124,3 +124,14 @@ def test_the_webhook_counts_nodes_per_state_from_its_live_inventory():
     got = {s.labels["state"]: s.value for m in metrics.registry.collect() if m.name == "dra_bridge_nodes"
            for s in m.samples}
     assert got == {"plugin": 1, "dra": 1, "both": 1, "neither": 1}
+
+
+def test_audit_names_a_node_served_twice_and_exits_1(tmp_path, capsys):
+    from app.cli.main import main
+
+    export = tmp_path / "export.yaml"
+    export.write_text(yaml.safe_dump_all([*real_slices("h100x8", "n1"), *CLASSES.values(),
+                                          {**node("n1", {"nvidia.com/gpu": "8"}), "kind": "Node"}]))
+    code = main(["audit", "-f", str(export), "--inventory", str(export), "-o", "json"])
+    found = json.loads(capsys.readouterr().out)
+    assert code == 1 and [(h["node"], h["state"]) for h in found["nodeHazards"]] == [("n1", "both")]

@@ -60,22 +60,25 @@ def summary(nodes: list[NodeView], pods: list[PodView], workloads: list[dict], b
             "hazards": hazards(nodes)}
 
 
+HAZARD_TEXT = {
+    BOTH: ("its device plugin advertises GPUs while a DRA driver publishes them: one GPU could be handed out "
+           "twice. Stop one of them (the device plugin's switch label off, or the kubelet plugin's off) before "
+           "pods land there; meanwhile dra-bridge rewrites no pod onto it"),
+    NEITHER: ("neither its device plugin advertises GPUs nor a DRA driver publishes them: its GPUs serve no pod. "
+              "Check the device plugin's and NVIDIA's kubelet plugin's DaemonSets on it and their switch labels"),
+}
+
+
 def hazards(nodes: list[NodeView]) -> list[dict]:
     """Nodes in a state no rollout leaves a node in: served twice, or served by neither side;
     each with what to do."""
-    out = []
-    for node in sorted((n for n in nodes if n.side in HAZARDS), key=lambda n: n.name):
-        if node.side == BOTH:
-            plugin = ", ".join(f"{r}={n}" for r, n in sorted(node.advertised.items()))
-            what = (f"its device plugin advertises {plugin} while a DRA driver publishes its GPUs: one GPU could be "
-                    "handed out twice. Stop one of them (the device plugin's switch label off, or the kubelet "
-                    "plugin's off) before pods land there; meanwhile dra-bridge rewrites no pod onto it")
-        else:
-            what = ("neither its device plugin advertises GPUs nor a DRA driver publishes them: its GPUs serve no "
-                    "pod. Check the device plugin's and NVIDIA's kubelet plugin's DaemonSets on it and their switch "
-                    "labels")
-        out.append({"node": node.name, "state": str(node.side), "what": what})
-    return out
+    return state_hazards({n.name: n.side for n in nodes})
+
+
+def state_hazards(states: dict) -> list[dict]:
+    """node -> state (rollout.index_states, or node views) as hazards, each with what to do."""
+    return [{"node": node, "state": str(state), "what": HAZARD_TEXT[state]}
+            for node, state in sorted(states.items()) if state in HAZARDS]
 
 
 def in_trouble(found: dict) -> bool:
