@@ -311,6 +311,10 @@ def _add_rollout(sub) -> None:
              help="server: every write a server-side dry run, no waiting")
         _opt(action, "--timeout", type=float, default=600.0, help="seconds to wait for an eviction a budget "
                                                                    "refuses, for pods to leave, for slices")
+        _opt(action, "--lease-namespace", default="dra-bridge",
+             help="where the Lease that allows one rollout at a time lives (dra-bridge-rollout)")
+        _opt(action, "--force-takeover", action="store_true",
+             help="take the rollout Lease an expired holder left (a command that died); never one still renewed")
     status = actions.add_parser("status", parents=[common], help="nodes and GPUs per side, pods per path",
                                 epilog=EXITS + VARIABLES)
     status.add_argument("-f", "--filename", action="append",

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
 import re
+import socket
 import sys
+import threading
 
 from app import kube
 from app.application import read_kueue_view, rollout, snapshot_facts
 from app.common import BridgeError, InputError, read_objects
-from app.kube import NodeWrites, rollout_snapshot
+from app.kube import LeaseStore, NodeWrites, rollout_snapshot
 from app.migration import OptIn
 from app.policy import load_policy
 
@@ -54,14 +58,83 @@ def run_rollout(args) -> int:
         return _print_plan(waves, args.output, rollout.hazards(nodes))
     mover = rollout.Mover(NodeWrites(api, dry_run=args.dry_run == "server"), switches, policy, _say, args.timeout,
                   opt_in=opt_in, drain=drain)
+    # One rollout at a time: a run or undo that writes holds the Lease while it acts (a dry run writes nothing).
+    holding = None if mover.dry_run else rollout.lease.Holding(
+        LeaseStore(api, args.lease_namespace, rollout.lease.NAME), _identity(), args.force_takeover, dead=_dead_here)
+    if holding is not None:
+        refused = holding.take()
+        if refused is not None:
+            print(f"dra-bridge rollout: refused: {refused}", file=sys.stderr)
+            return 1
+    renewing = _renew_in_background(holding)
     try:
-        return _run(mover, waves, nodes, args) if args.action == "run" else _undo(mover, nodes, args.wave)
+        return _run(mover, waves, nodes, args, holding) if args.action == "run" \
+            else _undo(mover, nodes, args.wave, holding, args.nodes)
     except rollout.Stopped as exc:
         print(f"dra-bridge rollout: stopped: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if holding is not None:
+            renewing.set()
+            holding.release()
 
 
-def _run(mover: rollout.Mover, waves: list[rollout.Wave], nodes: list[rollout.NodeView], args) -> int:
+def _identity() -> str:
+    """Who holds the lease, as another operator reads it: user, host and process."""
+    return f"{getpass.getuser()}@{socket.gethostname()} pid {os.getpid()}"
+
+
+def _dead_here(holder: str) -> bool:
+    """A holder of this machine whose process is gone (a command killed here): its lease is free."""
+    match = re.fullmatch(r".+@(?P<host>[^ ]+) pid (?P<pid>\d+)", holder)
+    if not match or match["host"] != socket.gethostname():
+        return False
+    try:
+        os.kill(int(match["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # alive, someone else's
+    return False
+
+
+def _renew_in_background(holding) -> threading.Event:
+    """Renew the lease every third of its duration until the event is set."""
+    done = threading.Event()
+    if holding is None:
+        return done
+
+    def loop():
+        while not done.wait(holding.duration_s / 3):
+            try:
+                if not holding.renew():
+                    return
+            except BridgeError as exc:  # the API hiccuped: the next round tries again
+                print(f"dra-bridge rollout: could not renew Lease {rollout.lease.NAME}: {exc}", file=sys.stderr)
+    threading.Thread(target=loop, name="lease", daemon=True).start()
+    return done
+
+
+def _only_chosen(selector: str | None, nodes: list[rollout.NodeView], names: list[str], number: int) -> None:
+    """--nodes means those nodes: a wave (recorded on its nodes by an earlier run) with a node the
+    selector leaves out is refused whole, nothing done."""
+    if not selector:
+        return
+    chosen = _selector(selector)
+    left_out = [n.name for n in nodes if n.name in names and not chosen(n.labels)]
+    if left_out:
+        raise InputError("--nodes", f"wave {number} is {', '.join(names)}, and --nodes {selector} leaves out "
+                                    f"{', '.join(left_out)}: nothing was done. Continue that wave without --nodes "
+                                    "(or wait for whoever runs it); a new wave for other nodes comes after it")
+
+
+def _check(holding) -> None:
+    """Stop between nodes once the lease is someone else's."""
+    if holding is not None and holding.lost:
+        raise rollout.Stopped(holding.lost)
+
+
+def _run(mover: rollout.Mover, waves: list[rollout.Wave], nodes: list[rollout.NodeView], args, holding=None) -> int:
     [wave] = [w for w in waves if w.number == args.wave] or [None]
     if wave is None:
         planned = ", ".join(str(w.number) for w in waves if not w.done) or "none"
@@ -77,21 +150,26 @@ def _run(mover: rollout.Mover, waves: list[rollout.Wave], nodes: list[rollout.No
         for blocker in wave.blockers:
             print(f"  - {blocker}", file=sys.stderr)
         return 1
+    _only_chosen(args.nodes, nodes, wave.nodes, wave.number)
     dry = " (server-side dry run: nothing changes)" if mover.dry_run else ""
     print(f"wave {wave.number}: {', '.join(wave.nodes)}, {wave.gpus} GPU(s), {len(wave.pods)} GPU pod(s) to "
           f"evict{dry}")
     for name in wave.nodes:
+        _check(holding)
         mover.move(name, wave.number)
     return _finished(mover, wave.nodes, f"wave {wave.number}", dry)
 
 
-def _undo(mover: rollout.Mover, nodes: list[rollout.NodeView], number: int) -> int:
+def _undo(mover: rollout.Mover, nodes: list[rollout.NodeView], number: int, holding=None,
+          nodes_flag: str | None = None) -> int:
     moved = sorted(n.name for n in nodes if n.wave == number)
     if not moved:
         raise InputError("--wave", f"no node carries wave {number} ({rollout.WAVE})")
+    _only_chosen(nodes_flag, nodes, moved, number)
     dry = " (server-side dry run: nothing changes)" if mover.dry_run else ""
     print(f"undo wave {number}: {', '.join(moved)}{dry}")
     for name in moved:
+        _check(holding)
         mover.undo(name)
     return _finished(mover, moved, f"undo wave {number}", dry)
 

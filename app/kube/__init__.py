@@ -7,12 +7,13 @@ from .claimreader import ClaimReader
 from .events import EventSink
 from .kueue_config import list_kueue, list_queues, read_kueue, read_queues
 from .live_inventory import LiveInventory
+from .leases import LeaseStore
 from .rollout import NodeWrites
 from .rollout import snapshot as rollout_snapshot
 from .namespaces import NamespaceLabels, NamespaceLookupError, opted_in_pods
 from .template_gc import Lease, TemplateCollector, TemplateWatch
 from .templates import TemplateConflict, TemplateStore
 
-__all__ = ["list_kueue", "list_queues", "read_queues", "read_kueue", "ClaimReader", "EventSink", "NodeWrites", "rollout_snapshot", "Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "opted_in_pods", "TemplateConflict", "TemplateStore", "ApiTarget", "api_client", "connect", "unreachable", "api_client_for_host", "api_message", "probe", "raw_send",
+__all__ = ["list_kueue", "list_queues", "read_queues", "read_kueue", "ClaimReader", "EventSink", "NodeWrites", "LeaseStore", "rollout_snapshot", "Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "opted_in_pods", "TemplateConflict", "TemplateStore", "ApiTarget", "api_client", "connect", "unreachable", "api_client_for_host", "api_message", "probe", "raw_send",
            "list_items", "list_pages",
            "raw_get"]

@@ -50,6 +50,9 @@ GRANTED = {
     # Bound to nobody: the admin who runs `dra-bridge rollout` binds it to themselves.
     "dra-bridge-rollout": {
         ("", "nodes", "get"): "kube.NodeWrites.node",
+        ("coordination.k8s.io", "leases", "get"): "kube.LeaseStore.read (the rollout Lease, by name)",
+        ("coordination.k8s.io", "leases", "update"): "kube.LeaseStore.write (renew, release, take an expired one)",
+        ("coordination.k8s.io", "leases", "create"): "kube.LeaseStore.write (the first rollout)",
         ("", "nodes", "list"): "kube.rollout_snapshot",
         ("", "nodes", "patch"): "kube.NodeWrites.patch_node (cordon, labels, step annotations)",
         ("", "pods", "list"): "kube.rollout_snapshot, NodeWrites.on_node",

@@ -301,3 +301,17 @@ def test_a_record_without_a_version_is_read_as_the_first():
     fake = FakeCluster()
     fake.nodes["p0"]["metadata"]["annotations"] = {rollout.WAVE: "1", rollout.STEP: "cordoned", rollout.BEFORE: "{}"}
     assert MoveRecord.of(fake.nodes["p0"]).version == 0
+
+
+def test_nodes_means_those_nodes_a_recorded_wave_with_others_is_refused_whole():
+    """Issue 44: B's `run --wave 1 --nodes kubernetes.io/hostname=a-1` while A's wave 1 (a-0) is
+    recorded must not drive a-0."""
+    from app.cli.rolloutcli import _only_chosen
+
+    nodes = [rollout.NodeView("a-0", "moving", 8, {}, {"kubernetes.io/hostname": "a-0"}, wave=1, step="flipped"),
+             rollout.NodeView("a-1", "plugin", 8, {"nvidia.com/gpu": 8}, {"kubernetes.io/hostname": "a-1"})]
+    with pytest.raises(InputError) as refused:
+        _only_chosen("kubernetes.io/hostname=a-1", nodes, ["a-0"], 1)
+    assert "--nodes" in str(refused.value) and "leaves out a-0" in str(refused.value)
+    _only_chosen("kubernetes.io/hostname=a-0", nodes, ["a-0"], 1)  # those nodes: allowed
+    _only_chosen(None, nodes, ["a-0"], 1)  # no selector: the wave as planned

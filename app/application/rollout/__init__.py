@@ -7,6 +7,7 @@ move keeps on its node (record) and a truthful status (status). The API calls an
 that act on a node live in app.kube.rollout and app.cli.rolloutmove.
 """
 
+from . import lease
 from .mover import Mover, NodeAPI, Stopped
 from .pods import ROOM_CODES, PodView, bound_by_owner, live, owner_of, pod_views
 from .record import MoveRecord, Step, forget
@@ -15,7 +16,7 @@ from .sides import (BEFORE, BOTH, HAZARDS, NEITHER, Side, DENIED, DRA, MOVING, P
 from .status import POD_STATES, hazards, in_trouble, state_hazards, summary
 from .waves import Back, DRA_AFTER, DRA_BACK, LOST, PLUGIN_BACK, PLUGIN_FOR_NOW, Drain, Wave, plan_waves
 
-__all__ = ["Back", "BOTH", "HAZARDS", "NEITHER", "Side", "BEFORE", "DENIED", "DRA", "DRA_AFTER", "DRA_BACK", "Drain", "LOST", "MOVING", "MoveRecord", "Mover", "NodeAPI", "Stopped", "NodeView", "PLUGIN",
+__all__ = ["lease", "Back", "BOTH", "HAZARDS", "NEITHER", "Side", "BEFORE", "DENIED", "DRA", "DRA_AFTER", "DRA_BACK", "Drain", "LOST", "MOVING", "MoveRecord", "Mover", "NodeAPI", "Stopped", "NodeView", "PLUGIN",
            "PLUGIN_BACK", "PLUGIN_FOR_NOW", "POD_STATES", "PodView", "ROOM_CODES", "SHADOW_OF", "STEP", "Step", "Switches", "WAVE",
            "Wave", "before_move", "bound_by_owner", "forget", "hazards", "in_trouble", "state_hazards", "live", "node_view", "owner_of",
            "plan_waves", "index_states", "plugin_advertised", "pod_views", "published", "slices_ready", "summary"]
