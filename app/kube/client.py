@@ -117,7 +117,8 @@ _CONNECTION_PREFIX = re.compile(r"^(<[^>]*>|\w+\([^)]*\)): ")
 def why_failed(exc: Exception) -> str:
     """A failed call's cause in a few words (urllib3 and ApiException wrap it in their own text)."""
     if isinstance(exc, ApiException):
-        return f"HTTP {exc.status} {exc.reason or ''}".strip()
+        message = _status_message(exc)
+        return f"HTTP {exc.status}: {message}" if message else f"HTTP {exc.status} {exc.reason or ''}".strip()
     reason = getattr(exc, "reason", None) or exc  # urllib3 wraps the cause
     if not isinstance(reason, Exception):
         return str(reason)
@@ -141,7 +142,9 @@ def raw_get(api: client.ApiClient, path: str, query: list | None = None, timeout
         auth_settings=["BearerToken"])
     response = api.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
     if response.status >= 400:
-        raise ApiException(status=response.status, reason=response.read()[:200].decode(errors="replace"))
+        exc = ApiException(status=response.status, reason="")
+        exc.body = response.read()  # api_message reads the Status's message from it, never the raw JSON
+        raise exc
     return response.response
 
 
@@ -220,14 +223,18 @@ def within(timeout_s: float, call, *args, **kwargs):
         raise TimeoutError(f"no complete answer within {timeout_s:g} s") from None
 
 
+def _status_message(exc: ApiException) -> str:
+    """The API server's own message in the Status it answered with ("" when it sent none)."""
+    try:
+        body = orjson.loads(exc.body) if exc.body else {}
+    except (orjson.JSONDecodeError, TypeError):
+        return ""
+    return str(body.get("message") or "") if isinstance(body, dict) else ""
+
+
 def api_message(exc: ApiException) -> str:
     """`API answered 422: <the API server's own message>` (its Status says why: an admission
     policy's denial, a validation error), clipped for logs and warnings."""
-    message = ""
-    try:
-        body = orjson.loads(exc.body) if exc.body else {}
-        message = body.get("message", "") if isinstance(body, dict) else ""
-    except (orjson.JSONDecodeError, TypeError):
-        pass
+    message = _status_message(exc)
     text = f"API answered {exc.status}" + (f": {message}" if message else f" {exc.reason or ''}".rstrip())
     return text if len(text) <= 400 else text[:397] + "..."

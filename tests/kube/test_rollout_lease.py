@@ -63,3 +63,18 @@ def test_a_killed_command_of_this_machine_leaves_a_lease_its_rerun_takes_at_once
     assert rerun.take() is None
     other = holding(fake_kube, "bob@elsewhere pid 7", at=NOW)
     assert "another rollout holds" in other.take()
+
+
+def test_a_node_deleted_mid_wave_is_one_line_naming_it(fake_kube):
+    """Issue 44 item 5: the API's Status message, never its raw JSON."""
+    import pytest
+
+    from app.common import BridgeError
+    from app.kube import NodeWrites
+
+    writes = NodeWrites(api_client_for_host(fake_kube.url))
+    for call in (lambda: writes.node("gone"), lambda: writes.patch_node("gone", {"spec": {"unschedulable": True}})):
+        with pytest.raises(BridgeError) as failed:
+            call()
+        said = str(failed.value)
+        assert said.startswith("node gone: API answered") and "{" not in said and "\n" not in said, said
