@@ -20,3 +20,8 @@ class PolicyError(BridgeError):
 
 class TemplateEnsureError(BridgeError):
     """The Kubernetes API did not confirm a ResourceClaimTemplate exists."""
+
+
+class WriteConflict(BridgeError):
+    """The object changed since it was read (the API answered 409 to a write with its
+    resourceVersion): read it again before deciding anything."""

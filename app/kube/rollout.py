@@ -8,7 +8,7 @@ import orjson
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.common import BridgeError
+from app.common import BridgeError, WriteConflict
 
 from .client import api_message, list_pages, raw_get, raw_send
 
@@ -65,10 +65,14 @@ class NodeWrites:
         return snapshot(self.api, ("pods",))["pods"]
 
     def patch_node(self, name: str, patch: dict) -> None:
+        """A merge patch; one that carries metadata.resourceVersion applies only to that version
+        (WriteConflict otherwise)."""
         try:
             raw_send(self.api, "PATCH", f"/api/v1/nodes/{name}", patch, self.query,
                      content_type="application/merge-patch+json")
         except ApiException as exc:
+            if exc.status == 409:
+                raise WriteConflict(f"node {name}: {api_message(exc)}") from None
             raise BridgeError(f"node {name}: {api_message(exc)}") from None
 
     def evict(self, namespace: str, name: str) -> str | None:

@@ -315,3 +315,54 @@ def test_nodes_means_those_nodes_a_recorded_wave_with_others_is_refused_whole():
     assert "--nodes" in str(refused.value) and "leaves out a-0" in str(refused.value)
     _only_chosen("kubernetes.io/hostname=a-0", nodes, ["a-0"], 1)  # those nodes: allowed
     _only_chosen(None, nodes, ["a-0"], 1)  # no selector: the wave as planned
+
+
+class VersionedCluster(FakeCluster):
+    """Nodes carry a resourceVersion; a patch naming an older one is refused (409), as the API
+    server refuses it. `bump` plays a kubelet's status update before the next patch."""
+
+    def __init__(self):
+        super().__init__()
+        self.version, self.bumps, self.conflicts = 1, 0, 0
+        for n in self.nodes.values():
+            n["metadata"]["resourceVersion"] = "1"
+
+    def patch_node(self, name, patch):
+        from app.common import WriteConflict
+        if self.bumps:
+            self.bumps -= 1
+            self.version += 1
+            self.nodes[name]["metadata"]["resourceVersion"] = str(self.version)
+        sent = (patch.get("metadata") or {}).get("resourceVersion")
+        if sent is not None and sent != self.nodes[name]["metadata"]["resourceVersion"]:
+            self.conflicts += 1
+            raise WriteConflict(f"node {name}: API answered 409: the object has been modified")
+        patch = copy.deepcopy(patch)
+        patch["metadata"].pop("resourceVersion", None)
+        super().patch_node(name, patch)
+        self.version += 1
+        self.nodes[name]["metadata"]["resourceVersion"] = str(self.version)
+
+
+def test_a_status_update_between_read_and_write_is_retried_not_a_stop():
+    fake = VersionedCluster()
+    fake.bumps = 2  # the kubelet writes the node twice while the run acts
+    m = mover(fake)
+    m.move("p0", 1)
+    assert m.finish(["p0"]) == {} and step(fake) == Step.DONE and fake.conflicts == 2
+
+
+def test_a_record_another_command_wrote_stops_this_one_before_it_writes_more():
+    """Issue 44 item 2: two rollouts acting on one node; the second writer loses, naming why."""
+    fake = VersionedCluster()
+    real_evict = fake.evict
+
+    def evict_and_meddle(namespace_, name):
+        fake.nodes["p0"]["metadata"]["annotations"][rollout.STEP] = "undoing"  # another command's undo
+        return real_evict(namespace_, name)
+    fake.evict = evict_and_meddle
+    before = fake.writes
+    with pytest.raises(Stopped, match="its move record changed under this command .*step undoing"):
+        mover(fake).move("p0", 1)
+    flipped = fake.nodes["p0"]["metadata"]["labels"].get("nvidia.com/dra-kubelet-plugin")
+    assert flipped is None and fake.writes - before == 3  # cordon, the evictions recorded, one eviction: no flip

@@ -19,13 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from app.common import BridgeError, metadata_of
+from app.common import BridgeError, WriteConflict, metadata_of
 from app.policy import Policy
 
 from app.migration import DEFAULT_OPT_IN, OptIn
 from .pods import PodView, bound_by_owner, pod_views
 from .record import MoveRecord, Step, forget
-from .sides import BEFORE, Switches, before_move, node_view, plugin_advertised, published, slices_ready
+from .sides import BEFORE, STEP, WAVE, Switches, before_move, node_view, plugin_advertised, published, slices_ready
 from .waves import Drain, drain_refusals
 
 
@@ -59,6 +59,7 @@ class Mover:
     poll_s: float = 2.0
     opt_in: OptIn | None = DEFAULT_OPT_IN
     drain: Drain = field(default_factory=Drain)
+    _seen: dict = field(default_factory=dict)  # node -> the record annotations this command last read or wrote
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
 
@@ -74,7 +75,7 @@ class Mover:
     # -- run ------------------------------------------------------------------------------
     def move(self, name: str, wave: int) -> None:
         """Device plugin -> DRA, up to MOVED (finish takes it to DONE)."""
-        node = self.api.node(name)
+        node = self._saw(self.api.node(name))
         record = MoveRecord.of(node)
         if record is not None and record.step.undoing:
             raise Stopped(f"{name}: being taken back (step {record.step.label}): `rollout undo --wave {record.wave}` "
@@ -112,7 +113,7 @@ class Mover:
     # -- undo -----------------------------------------------------------------------------
     def undo(self, name: str) -> None:
         """DRA -> device plugin, up to UNDO_READY (finish forgets the record)."""
-        record = MoveRecord.of(self.api.node(name))
+        record = MoveRecord.of(self._saw(self.api.node(name)))
         if record is None:
             raise BridgeError(f"node {name}: no wave moved it (annotation {BEFORE} missing)")
         if record.step >= Step.UNDO_READY:
@@ -146,7 +147,7 @@ class Mover:
         """Wait until every workload these nodes' records name has as many pods bound as before
         its pods were evicted (a killed run's evictions included); then the nodes are done (run)
         or forgotten (undo). Returns what is still short when the time is up (nodes unchanged)."""
-        records = {n: MoveRecord.of(self.api.node(n)) for n in names}
+        records = {n: MoveRecord.of(self._saw(self.api.node(n))) for n in names}
         want: dict[str, int] = {}
         for record in filter(None, records.values()):
             for workload, count in record.evicted.items():
@@ -168,7 +169,7 @@ class Mover:
             if record.step == Step.MOVED:
                 self._advance(name, record, Step.DONE)
             elif record.step == Step.UNDO_READY:
-                self.api.patch_node(name, {"metadata": {"annotations": forget()}})
+                self._patch(name, None, forget())
                 self.say(f"{name}: back on the device plugin, its workloads bound again")
         return {}
 
@@ -271,10 +272,43 @@ class Mover:
         self._write(name, record)
 
     def _write(self, name: str, record: MoveRecord, extra: dict | None = None) -> None:
-        patch = dict(extra or {})
-        patch["metadata"] = {**metadata_of(patch), "annotations": record.annotations()}
-        self.api.patch_node(name, patch)
+        self._patch(name, extra, record.annotations())
 
+    def _patch(self, name: str, extra: dict | None, annotations: dict) -> None:
+        """Write the node's record (and `extra`) only over the record this command last saw:
+        compare-and-swap on the node's resourceVersion, the record compared again whenever the
+        node changed meanwhile (a kubelet's status update is no reason to stop; another rollout's
+        record is)."""
+        for _attempt in range(5):
+            node = self.api.node(name)
+            found = _record_keys(node)
+            if name in self._seen and found != self._seen[name]:
+                raise Stopped(f"{name}: its move record changed under this command (now step "
+                              f"{found.get(STEP) or 'none'}, wave {found.get(WAVE) or 'none'}): another rollout "
+                              "command acts on it; nothing more was written")
+            patch = dict(extra or {})
+            patch["metadata"] = {**metadata_of(patch), "annotations": annotations,
+                                 "resourceVersion": metadata_of(node).get("resourceVersion")}
+            try:
+                self.api.patch_node(name, patch)
+            except WriteConflict:
+                continue  # the node changed between our read and write: read it again
+            if not self.dry_run:
+                self._seen[name] = {k: v for k, v in annotations.items() if v is not None}
+            return
+        raise Stopped(f"{name}: the node kept changing under every write of its record; run the same command again")
+
+    def _saw(self, node: dict) -> dict:
+        """Remember the record this command read, the one its next write may replace."""
+        self._seen[metadata_of(node).get("name", "")] = _record_keys(node)
+        return node
+
+
+
+def _record_keys(node: dict) -> dict:
+    """The annotations a move record is kept in, as the node has them."""
+    annotations = metadata_of(node).get("annotations") or {}
+    return {k: annotations[k] for k in (WAVE, STEP, BEFORE) if k in annotations}
 
 
 def _meta(obj: dict) -> dict:
