@@ -6,6 +6,7 @@ of the only DRA node (the pilot). After every command: no pod lost its owner wou
 
 from __future__ import annotations
 
+import datetime
 import json
 import signal
 import subprocess
@@ -106,6 +107,18 @@ def test_a_mixed_fleet_moves_without_stranding_a_pod_and_the_pilot_rolls_back(fl
     assert refused.returncode == 1 and "would exceed its backoffLimit" in refused.stderr, refused.stderr
     assert not plane.json("node", "fl-0")["spec"].get("unschedulable")  # nothing was touched
     plane.kubectl("delete", "job", "oneshot", "-n", NS, "--cascade=foreground", "--wait=true")
+
+    # Another operator's rollout holds the Lease (renewed just now): this one refuses, naming the
+    # holder, and touches nothing; once that rollout released it, this one goes ahead.
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    plane.apply([{"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                  "metadata": {"name": "dra-bridge-rollout", "namespace": "dra-bridge"},
+                  "spec": {"holderIdentity": "bob@elsewhere pid 7", "leaseDurationSeconds": 600, "renewTime": now}}])
+    held = rollout(plane, "run", "--wave", "1", *PILOT, "--force", "--timeout", "60")
+    assert held.returncode == 1 and "another rollout holds Lease dra-bridge-rollout: bob@elsewhere pid 7" \
+        in held.stderr, held.stdout + held.stderr
+    assert not plane.json("node", "fl-0")["spec"].get("unschedulable")  # nothing was touched
+    plane.kubectl("delete", "lease", "dra-bridge-rollout", "-n", "dra-bridge")
 
     # The run is killed right after the labels flip; the same command finishes it.
     run = subprocess.Popen([sys.executable, "-m", "app", "rollout", "run", "--wave", "1", *PILOT, "--force",
