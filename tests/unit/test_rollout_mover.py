@@ -366,3 +366,19 @@ def test_a_record_another_command_wrote_stops_this_one_before_it_writes_more():
         mover(fake).move("p0", 1)
     flipped = fake.nodes["p0"]["metadata"]["labels"].get("nvidia.com/dra-kubelet-plugin")
     assert flipped is None and fake.writes - before == 3  # cordon, the evictions recorded, one eviction: no flip
+
+
+def test_undo_keeps_what_the_run_evicted_and_waits_for_those_workloads_too():
+    """Issue 44 item 4: undo forgot the run's evictions, so it could end with their pods Pending."""
+    fake = FakeCluster()
+    m = mover(fake)
+    m.move("p0", 1)
+    m.finish(["p0"])
+    fake.place = lambda pod: "p0" if pod["spec"].get("containers")[0]["resources"] else "p1"
+    undoing = mover(fake)
+    undoing.undo("p0")
+    assert "team-a/ReplicaSet/infer-1-rs" in MoveRecord.of(fake.nodes["p0"]).evicted
+    for p in fake.pod_list:  # the run's workload lost its pod meanwhile: undo is not done
+        if p["metadata"]["name"].startswith("infer-1"):
+            p["spec"].pop("nodeName", None)
+    assert undoing.finish(["p0"]) == {"team-a/ReplicaSet/infer-1-rs": "0 of 1 pod(s) bound"}

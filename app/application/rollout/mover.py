@@ -120,7 +120,9 @@ class Mover:
             self.say(f"{name}: back on the device plugin already")
             return
         if not record.step.undoing:
-            record.step, record.evicted = Step.UNDOING, {}
+            # What the run evicted stays in the record: undo is done only once those workloads
+            # are bound again too (their replacements may wait on this node's DRA side).
+            record.step = Step.UNDOING
             self._write(name, record, {"spec": {"unschedulable": True}})
             self.say(f"{name}: cordoned")
         else:
