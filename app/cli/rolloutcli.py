@@ -20,7 +20,10 @@ from app.policy import load_policy
 KINDS = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "ResourceQuota": "resourcequotas",
          "PodDisruptionBudget": "poddisruptionbudgets", "ResourceSlice": "resourceslices",
          "ResourceClaim": "resourceclaims", "DeviceClass": "deviceclasses", "Job": "jobs",
-         "Deployment": "deployments", "StatefulSet": "statefulsets"}
+         "Deployment": "deployments", "StatefulSet": "statefulsets",
+         "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes"}
+
+
 def run_rollout(args) -> int:
     switches = rollout.Switches(*_label(args.plugin_label, "--plugin-label", 3),
                                 *_label(args.dra_label, "--dra-label", 2), driver=args.driver)

@@ -19,7 +19,8 @@ PATHS = {"nodes": "/api/v1/nodes", "pods": "/api/v1/pods", "namespaces": "/api/v
          "resourceclaims": "/apis/resource.k8s.io/v1/resourceclaims",
          "deviceclasses": "/apis/resource.k8s.io/v1/deviceclasses",
          "jobs": "/apis/batch/v1/jobs", "deployments": "/apis/apps/v1/deployments",
-         "statefulsets": "/apis/apps/v1/statefulsets"}
+         "statefulsets": "/apis/apps/v1/statefulsets",
+         "persistentvolumeclaims": "/api/v1/persistentvolumeclaims", "persistentvolumes": "/api/v1/persistentvolumes"}
 
 
 def snapshot(api: client.ApiClient, kinds=tuple(PATHS), fields: str | None = None) -> dict[str, list[dict]]:

@@ -51,6 +51,8 @@ GRANTED = {
     "dra-bridge-rollout": {
         ("", "nodes", "get"): "kube.NodeWrites.node",
         ("coordination.k8s.io", "leases", "get"): "kube.LeaseStore.read (the rollout Lease, by name)",
+        **{("", r, "list"): "kube.rollout_snapshot (volumes' node affinity pins pods: placement)"
+           for r in ("persistentvolumeclaims", "persistentvolumes")},
         ("coordination.k8s.io", "leases", "update"): "kube.LeaseStore.write (renew, release, take an expired one)",
         ("coordination.k8s.io", "leases", "create"): "kube.LeaseStore.write (the first rollout)",
         ("", "nodes", "list"): "kube.rollout_snapshot",

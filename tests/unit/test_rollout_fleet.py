@@ -193,3 +193,28 @@ def test_a_pod_comes_back_on_dra_only_on_a_node_whose_devices_our_feasibility_ch
     [checked] = rollout.plan_waves(nodes, pods, [], chosen=lambda n: n.name == "p0", fits=fits)
     assert checked.back == {"team-a/a100": "plugin, for now"}  # d0 has no A100: p1's device plugin for now
     assert fits(pods[0], "p1") and not fits(pods[0], "d0")
+
+
+def test_a_pod_pinned_by_its_local_volume_is_placed_only_on_that_node():
+    """Issue 44: a StatefulSet pod whose claim binds a local PersistentVolume (no nodeSelector)
+    can only come back on the volume's node: the plan must not send it to another node's plugin."""
+    db = pod("db-0", "p0", {"nvidia.com/gpu": "1"}, owner="StatefulSet/db")
+    db["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}]
+    pvc = {"metadata": {"name": "data-db-0", "namespace": "team-a"}, "spec": {"volumeName": "local-p0"}}
+    pv = {"metadata": {"name": "local-p0"}, "spec": {"local": {"path": "/mnt/disk"}, "nodeAffinity": {"required": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["p0"]}]}]}}}}
+    objects = cluster(nodes=[node("p0", {"nvidia.com/gpu": "8"}), node("p1", {"nvidia.com/gpu": "8"})],
+                      namespaces=[namespace("team-a", MIGRATE)], pods=[db], persistentvolumeclaims=[pvc],
+                      persistentvolumes=[pv])
+    [view] = views(objects)[1]
+    assert view.pinned == "p0"
+    [wave] = plan(objects, chosen=lambda n: n.name == "p0")
+    assert wave.blockers and "pinned to p0" in wave.blockers[0], wave.blockers  # no DRA node: it would wait
+    d0, d0_slices = dra_node("d0")
+    objects.update(nodes=objects["nodes"] + [d0], resourceslices=d0_slices)
+    [wave] = plan(objects, chosen=lambda n: n.name == "p0")
+    assert wave.back == {"team-a/db-0": rollout.DRA_AFTER} and not wave.blockers  # back on p0, on DRA
+    objects.update(persistentvolumes=[], persistentvolumeclaims=[])
+    [wave] = plan(objects, chosen=lambda n: n.name == "p0")
+    assert wave.back == {"team-a/db-0": rollout.DRA_BACK}  # without the volume it may go to d0

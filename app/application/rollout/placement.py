@@ -20,6 +20,9 @@ def unplaceable(spec: dict, node: NodeView) -> str | None:
               .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms"))
     if isinstance(terms, list) and not node_matches({"nodeSelectorTerms": terms}, node.name, node.labels):
         return "required node affinity " + _describe(terms)
+    for volume, volume_terms in spec.get("volumeAffinity") or ():
+        if not node_matches({"nodeSelectorTerms": volume_terms}, node.name, node.labels):
+            return f"PersistentVolume {volume}'s node affinity " + _describe(volume_terms)
     for taint in node.taints:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(
                 tolerates(t, taint) for t in spec.get("tolerations") or [] if isinstance(t, dict)):
@@ -30,19 +33,30 @@ def unplaceable(spec: dict, node: NodeView) -> str | None:
 
 def pinned_node(spec: dict) -> str | None:
     """The one node a pod can run on, where its node selection names one (a DaemonSet pod's
-    metadata.name field, a kubernetes.io/hostname pin); None otherwise."""
+    metadata.name field, a kubernetes.io/hostname pin, a local PersistentVolume's node); None
+    otherwise."""
+    for _volume, volume_terms in spec.get("volumeAffinity") or ():
+        pin = _one_name(volume_terms)
+        if pin is not None:
+            return pin
     hostname = (spec.get("nodeSelector") or {}).get("kubernetes.io/hostname")
     terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
               .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")) or []
+    return (_one_name(terms) if terms else None) or hostname
+
+
+def _one_name(terms: list) -> str | None:
+    """The node every term pins to by name (hostname or metadata.name In [one]); None where a term
+    is not pinned to one name (the pod may go elsewhere) or the terms name several."""
     names = set()
     for term in terms if isinstance(terms, list) else ():
         reqs = (term.get("matchFields") or []) + (term.get("matchExpressions") or []) if isinstance(term, dict) else []
         pin = next((r["values"][0] for r in reqs if r.get("key") in ("metadata.name", "kubernetes.io/hostname")
                     and r.get("operator") == "In" and len(r.get("values") or []) == 1), None)
         if pin is None:
-            return hostname  # a term not pinned to one name: the pod may go elsewhere
+            return None
         names.add(pin)
-    return names.pop() if len(names) == 1 else hostname
+    return names.pop() if len(names) == 1 else None
 
 
 def _describe(terms: list) -> str:

@@ -82,6 +82,7 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
         facts = snapshot_facts(objects, policy, judge_claims=False)[0]
     namespaces = labels_by_name(objects.get("namespaces", []))
     held = _claim_devices(objects.get("resourceclaims", []), switches.driver)
+    volumes = _volume_affinity(objects.get("persistentvolumeclaims", []), objects.get("persistentvolumes", []))
     jobs = {metadata_of(j).get("namespace", "") + "/" + metadata_of(j).get("name", ""): j
             for j in objects.get("jobs", [])}
     out = []
@@ -99,7 +100,8 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
         owner = owner_of(meta)
         out.append(PodView(
             namespace, meta.get("name", ""), spec.get("nodeName"), owner, meta.get("labels") or {}, legacy, devices,
-            path, why, spec={k: spec[k] for k in ("nodeSelector", "affinity", "tolerations") if k in spec},
+            path, why, spec={**{k: spec[k] for k in ("nodeSelector", "affinity", "tolerations") if k in spec},
+                             **_pinned_by_volumes(spec, namespace, volumes)},
             claims=claims, empty_dir=any(isinstance(v, dict) and "emptyDir" in v for v in spec.get("volumes") or []),
             evictions_left=_evictions_left(jobs.get(f"{namespace}/{owner[4:]}")) if owner.startswith("Job/") else None,
             phase=(pod.get("status") or {}).get("phase") or "", templates=templates))
@@ -159,6 +161,32 @@ def bound_by_owner(pods: list[dict]) -> Counter:
     """Live pods bound to a node, per namespace/Kind/name of what recreates them."""
     return Counter(f"{(p.get('metadata') or {}).get('namespace', '')}/{owner_of(p.get('metadata') or {})}"
                    for p in pods if live(p) and (p.get("spec") or {}).get("nodeName"))
+
+
+def _volume_affinity(claims: list[dict], volumes: list[dict]) -> dict[tuple[str, str], tuple[str, list]]:
+    """(namespace, PVC) -> (its bound PersistentVolume, that volume's required node affinity terms),
+    for volumes that have one (local volumes, zonal disks): the scheduler places the pod only there."""
+    terms = {}
+    for pv in volumes:
+        required = ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
+        if isinstance(required.get("nodeSelectorTerms"), list):
+            terms[metadata_of(pv).get("name", "")] = required["nodeSelectorTerms"]
+    out = {}
+    for pvc in claims:
+        volume = (pvc.get("spec") or {}).get("volumeName")
+        if volume in terms:
+            meta = metadata_of(pvc)
+            out[(meta.get("namespace", ""), meta.get("name", ""))] = (volume, terms[volume])
+    return out
+
+
+def _pinned_by_volumes(spec: dict, namespace: str, volumes: dict) -> dict:
+    """The node affinity of the PersistentVolumes the pod's claims bind (placement reads it as
+    the scheduler's VolumeBinding filter does): {"volumeAffinity": [(volume, terms)]}, or {}."""
+    found = [volumes[(namespace, v["persistentVolumeClaim"].get("claimName", ""))]
+             for v in spec.get("volumes") or [] if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)
+             and (namespace, v["persistentVolumeClaim"].get("claimName", "")) in volumes]
+    return {"volumeAffinity": found} if found else {}
 
 
 def _claim_devices(claims: list[dict], driver: str) -> dict[tuple[str, str], int]:
