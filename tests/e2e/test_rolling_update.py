@@ -88,7 +88,9 @@ def drained(replica: Webhook) -> float:
 def rolling_namespace(cluster, webhook):
     cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": {
         "dra-bridge.io/migrate": "enabled"}}}])
-    wait_for(lambda: cluster.json("serviceaccount", "default", "-n", NAMESPACE), 60, "service account")
+    # Polled, not read once: the service account controller creates it a moment after the namespace.
+    wait_for(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", NAMESPACE, check=False).returncode == 0,
+             60, "service account")
     yield NAMESPACE
     cluster.apply(webhook.configurations())  # the session's webhook serves the other tests again
     cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
