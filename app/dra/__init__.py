@@ -15,7 +15,7 @@ from .claims import (
                      parse_claim_spec,
 )
 from .feasibility import Verdict, candidates, check
-from .templateverdicts import TemplateVerdicts
+from .templateverdicts import TemplateVerdicts, plugin_advertising, publishes
 from .index import Index
 from .indexbuild import build_from_api
 from .slicefields import IDENTITY_ATTRIBUTES
@@ -28,7 +28,7 @@ from .live import LiveIndex
 from .sharing import shareable_classes, time_sliced
 
 __all__ = ["CLAIM_KINDS", "IDENTITY_ATTRIBUTES", "SUPPORTED_VERSIONS", "CelError", "candidates", "ClaimError", "ClaimSpec", "ClassConflict", "Index", "LiveIndex", "generate_classes",
-           "Inventory", "Request", "TemplateVerdicts", "Verdict", "allocated_capacity", "allocated_devices", "build_from_api",
+           "Inventory", "Request", "TemplateVerdicts", "Verdict", "plugin_advertising", "publishes", "allocated_capacity", "allocated_devices", "build_from_api",
            "build_index", "cel", "check", "claim_spec", "compile_selector", "device_variable", "estimated_cost",
            "from_v1beta1", "inventory_from_objects", "parse_claim_object", "parse_claim_spec", "shareable_classes", "shared_devices",
            "time_sliced"]

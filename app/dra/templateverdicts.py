@@ -9,17 +9,26 @@ from .feasibility import check
 from .index import Index
 
 
-def served_twice(index: Index) -> frozenset:
-    """Nodes a DRA driver publishes devices for while their device plugin still advertises GPUs
-    (Node status.allocatable): whatever their labels say, a device there could be handed out
-    twice, so no pod is rewritten onto them. Shadow slices do not count: nothing allocates them."""
-    advertising = [node for node, resources in (index.node_resources or {}).items()
-                   if node not in index.shadow_nodes and any(str(r).startswith(GPU_PLUGIN_PREFIX) for r in resources)]
-    return frozenset(node for node in advertising
-                     if any(p.local and p.devices for p in index.views.get(node, ())))
-
-
 GPU_PLUGIN_PREFIX = "nvidia.com/"  # the GPU device plugin's resources (whole GPUs, MIG, shares)
+
+
+def plugin_advertising(index: Index) -> frozenset:
+    """Nodes whose device plugin advertises GPUs (Node status.allocatable, not cordoned)."""
+    return frozenset(node for node, resources in (index.node_resources or {}).items()
+                     if any(str(r).startswith(GPU_PLUGIN_PREFIX) and n > 0 for r, n in resources.items()))
+
+
+def publishes(index: Index, node: str) -> bool:
+    """A DRA driver publishes devices of the node (our shadow slices do not count: nothing
+    allocates them)."""
+    return node not in index.shadow_nodes and any(p.local and p.devices for p in index.views.get(node, ()))
+
+
+def served_twice(index: Index) -> frozenset:
+    """Nodes a DRA driver publishes devices for while their device plugin still advertises GPUs:
+    whatever their labels say, a device there could be handed out twice, so no pod is rewritten
+    onto them."""
+    return frozenset(node for node in plugin_advertising(index) if publishes(index, node))
 
 
 class TemplateVerdicts:

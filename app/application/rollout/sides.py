@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from app import dra
 from app.common import NVIDIA_DRIVER as NVIDIA_DOMAIN  # shadow slices qualify its attribute names
 from app.common import SHADOW_OF, extended_allocatable, metadata_of, vocabulary
 
@@ -125,13 +126,12 @@ def index_states(index) -> dict[str, Side]:
     """node -> state, from a device index (the webhook's live view: Node status, published and
     shadow slices, Node labels with the default switches; a move's record is not read)."""
     switches, out = Switches(), {}
-    advertising = {node for node, resources in (index.node_resources or {}).items()
-                   if any(str(r).startswith("nvidia.com/") and n > 0 for r, n in resources.items())}
+    advertising = dra.plugin_advertising(index)
     names = set(index.node_labels or {}) | set(index.node_resources or {}) | set(index.views)
     for node in names:
-        publishing = node not in index.shadow_nodes and any(p.local and p.devices for p in index.views.get(node, ()))
         labels = (index.node_labels or {}).get(node) or {}
-        state = state_of(node in advertising, publishing, False, gpu_node(labels, switches) or node in index.shadow_nodes)
+        state = state_of(node in advertising, dra.publishes(index, node), False,
+                         gpu_node(labels, switches) or node in index.shadow_nodes)
         if state is not None:
             out[node] = state
     return out
