@@ -32,7 +32,6 @@ class Answer:
     rules: set[str] = field(default_factory=set)  # admin rules that said something
     admitted: dict | None = None  # the object as stored (pods: after the rewrite); None when denied
     rewritten: bool = False  # /mutate moved the pod onto a generated ResourceClaimTemplate
-    not_judged: list[str] = field(default_factory=list)  # what the preview could not know
 
 
 def answer(obj: dict, namespace: str, policy: Policy, facts: ClusterFacts, user: str = "",
@@ -47,7 +46,6 @@ def answer(obj: dict, namespace: str, policy: Policy, facts: ClusterFacts, user:
     if kind == "Pod":
         decision = decide_pod(obj, namespace, policy, facts, planner=plan_with_patch, requester=requester)
         out.rules |= {v.rule for v in decision.violations if "Deny" in v.actions and decision.refused}
-        out.not_judged += decision.not_judged
         said = mutate_answer(namespace, name, decision)
         if not _take(out, said):
             return out

@@ -54,12 +54,6 @@ class Decision:
         return self.plan.templates if self.outcome is Outcome.REWRITE else []
 
     @property
-    def reason(self) -> str:
-        if self.refused is not None:
-            return self.refused
-        return self.path.reason if self.path is not None else (self.plan.reason or "")
-
-    @property
     def would_rewrite_as(self) -> list[dict]:
         """The templates the planner writes for it, whichever path it takes (none if it could not)."""
         return _planned_templates(self.planned) or []

@@ -14,7 +14,7 @@ from app.common import PolicyError
 from app import dra
 from app.dra import Inventory, build_index
 from app.kube import ClaimReader, NamespaceLabels, TemplateStore
-from app.application import ClusterFacts, cluster_facts, index_facts, inventory_source, rollout
+from app.application import ClusterFacts, cluster_facts, index_facts, rollout
 from app.migration import UNKNOWN_FACTS
 from app.policy import Policy, default_policy, parse_policy, read_policy_text
 
@@ -201,9 +201,10 @@ class ServiceState:
         """The facts a review is decided on (application.cluster_facts): `path` is path_facts(),
         perhaps wrapped to note the verdicts it gives (decisions.recording)."""
         index = self.index()  # the admin rules read it synced or not; the path choice only once synced
+        # The source is named, not sized: counting nodes walks the index, and this runs per review.
         where = "live cluster" if self.live is not None else "inventory file"
-        return cluster_facts(self.policy.policy, index, source=inventory_source(index, where), path=path,
-                             lookup=self.claims, namespace_claims=self.namespace_claims())
+        return cluster_facts(self.policy.policy, index, source=where, path=path, lookup=self.claims,
+                             namespace_claims=self.namespace_claims())
 
     def namespace_claims(self):
         """namespace -> its ResourceClaims now, from the live inventory's watch; None without one

@@ -183,9 +183,9 @@ def _volume_affinity(claims: list[dict], volumes: list[dict]) -> dict[tuple[str,
 def _pinned_by_volumes(spec: dict, namespace: str, volumes: dict) -> dict:
     """The node affinity of the PersistentVolumes the pod's claims bind (placement reads it as
     the scheduler's VolumeBinding filter does): {"volumeAffinity": [(volume, terms)]}, or {}."""
-    found = [volumes[(namespace, v["persistentVolumeClaim"].get("claimName", ""))]
-             for v in spec.get("volumes") or [] if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)
-             and (namespace, v["persistentVolumeClaim"].get("claimName", "")) in volumes]
+    names = [v["persistentVolumeClaim"].get("claimName", "") for v in spec.get("volumes") or []
+             if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)]
+    found = [volumes[(namespace, name)] for name in names if (namespace, name) in volumes]
     return {"volumeAffinity": found} if found else {}
 
 
