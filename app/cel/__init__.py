@@ -6,7 +6,7 @@ above common, parsed once into a tree that the checker, cost, rewrites and reads
 # analysis (`reads`) walk; every function is declared once, in the module of its library
 # (`library`). Evaluation runs on the Rust engine (`engine`).
 
-from . import engine
+from . import build, engine
 from .engine import CelError
 from .library.regex import regex, regex_error
 from .library.semver import normalized_semver, semver_value
@@ -22,6 +22,6 @@ from .selector import (
 from .printer import string_literal
 from .values import MAX_COST, quantity_value
 
-__all__ = ["engine", "MAX_COST", "MAX_EXPRESSION_LENGTH", "CelError", "Selector", "compile_program", "compile_selector",
+__all__ = ["build", "engine", "MAX_COST", "MAX_EXPRESSION_LENGTH", "CelError", "Selector", "compile_program", "compile_selector",
            "device_variable", "estimated_cost", "normalized_semver", "quantity_value", "regex", "regex_error",
            "run_program", "semver_value", "string_literal"]

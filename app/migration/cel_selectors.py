@@ -1,58 +1,66 @@
-"""Builders for the CEL selector expressions we generate (DRA `device` variable)."""
+"""The DRA `device` vocabulary of the selectors we generate, as CEL trees (app.cel.build). Pure.
+
+Callers compose trees; `text` prints the finished selector through the CEL package's one printer.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from app.cel import string_literal
+from app.cel import build
+
+Node = build.Node
+text = build.text
+any_of, all_of, negate, strings, string = build.any_of, build.all_of, build.negate, build.strings, build.string
 
 
-def literal(value: str) -> str:
-    """A CEL single-quoted string literal, by the CEL package's one writer."""
-    return string_literal(value, "'")
+def _device_map(kind: str, domain: str) -> Node:
+    return build.index(build.field(build.ident("device"), kind), build.string(domain))
 
 
-def string_list(values: Iterable[str]) -> str:
-    return "[" + ", ".join(literal(v) for v in values) + "]"
+def attribute(domain: str, name: str) -> Node:
+    return build.field(_device_map("attributes", domain), name)
 
 
-def attribute(domain: str, name: str) -> str:
-    return f"device.attributes[{literal(domain)}].{name}"
+def capacity(domain: str, name: str) -> Node:
+    return build.field(_device_map("capacity", domain), name)
 
 
-def capacity(domain: str, name: str) -> str:
-    return f"device.capacity[{literal(domain)}].{name}"
-
-
-def has_attribute(domain: str, name: str) -> str:
+def has_attribute(domain: str, name: str) -> Node:
     # Guard first: a missing attribute is a runtime error that fails the whole allocation.
-    return f"{literal(name)} in device.attributes[{literal(domain)}]"
+    return build.compare("in", build.string(name), _device_map("attributes", domain))
 
 
-def has_capacity(domain: str, name: str) -> str:
-    return f"{literal(name)} in device.capacity[{literal(domain)}]"
+def has_capacity(domain: str, name: str) -> Node:
+    return build.compare("in", build.string(name), _device_map("capacity", domain))
 
 
-def guarded_attribute(domain: str, name: str, test: str) -> str:
-    return f"{has_attribute(domain, name)} && {test}"
+def guarded_attribute(domain: str, name: str, test: Node) -> Node:
+    return all_of([has_attribute(domain, name), test])
 
 
-def guarded_capacity(domain: str, name: str, test: str) -> str:
-    return f"{has_capacity(domain, name)} && {test}"
+def guarded_capacity(domain: str, name: str, test: Node) -> Node:
+    return all_of([has_capacity(domain, name), test])
 
 
-def memory_at_least(domain: str, quantity_literal: str) -> str:
-    test = f"{capacity(domain, 'memory')}.compareTo(quantity({literal(quantity_literal)})) >= 0"
-    return guarded_capacity(domain, "memory", test)
+def absent_or_not(guard: Node, test: Node) -> Node:
+    """NotIn / containsNone: a device without the attribute passes, as a node without the label does."""
+    return any_of([negate(guard), negate(test)])
 
 
-def any_of(parts: list[str]) -> str:
-    if len(parts) == 1:
-        return parts[0]
-    return " || ".join(f"({p})" for p in parts)
+def quantity_compare(value: Node, op: str, amount: str) -> Node:
+    """`value.compareTo(quantity(amount)) <op> 0`."""
+    return build.compare(op, build.method(value, "compareTo", build.call("quantity", build.string(amount))),
+                         build.integer(0))
 
 
-def all_of(parts: list[str]) -> str:
-    if len(parts) == 1:
-        return parts[0]
-    return " && ".join(f"({p})" for p in parts)
+def memory_at_least(domain: str, amount: str) -> Node:
+    return guarded_capacity(domain, "memory", quantity_compare(capacity(domain, "memory"), ">=", amount))
+
+
+def lowered(value: Node) -> Node:
+    return build.method(value, "lowerAscii")
+
+
+def member_of(value: Node, values: Iterable[str]) -> Node:
+    return build.compare("in", value, strings(values))

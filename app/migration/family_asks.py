@@ -7,10 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from app.cel import build
 from app.common import format_mebibytes, parse_count, parse_quantity, vocabulary
 from app.policy import AnnotationRule, MigrationRules, ResourceRule
 
-from . import cel_selectors
+from . import cel_selectors as sel
 from .legacy import GPU_RESOURCE_PREFIXES
 from .nodelabels import NodeConstraints
 from .sharing import ClusterSharing, Share, SharePlan, Unkept, plan_share
@@ -182,23 +183,23 @@ def resolve_device(ask: FamilyAsk, rules: MigrationRules, constraints: NodeConst
     selectors = [_format(s, ask.groups) for s in rule.selectors]
     if ask.device_type == "gpu" and constraints.mig_profile:
         ask.device_class, ask.device_type = rules.migDeviceClass, "mig"
-        selectors.append(cel_selectors.guarded_attribute(
-            rules.driverDomain, "profile",
-            f"{cel_selectors.attribute(rules.driverDomain, 'profile')} == "
-            f"{cel_selectors.literal(constraints.mig_profile)}"))
+        profile = sel.attribute(rules.driverDomain, "profile")
+        selectors.append(sel.text(sel.guarded_attribute(
+            rules.driverDomain, "profile", build.compare("==", profile, sel.string(constraints.mig_profile)))))
         notes.append(f"container {ask.container}: MIG single strategy; asks for "
                      f"{constraints.mig_profile} MIG devices")
     if ask.memory is not None:
         if ask.device_type == "mig":
             notes.append(f"container {ask.container}: memory size applies to whole GPUs, not MIG devices; ignored")
         else:
-            selectors.append(cel_selectors.memory_at_least(rules.driverDomain, format_mebibytes(ask.memory)))
-    selectors.extend(constraints.selectors[ask.device_type])
+            selectors.append(sel.text(sel.memory_at_least(rules.driverDomain, format_mebibytes(ask.memory))))
+    selectors.extend(sel.text(tree) for tree in constraints.selectors[ask.device_type])
     if ask.device_type == "mig" and constraints.mig_gaps:
         notes.append(f"container {ask.container}: node labels {constraints.mig_gaps} do not apply to MIG devices")
     for annotation in rules.annotations:
         if ask.family in annotation.families and annotations.get(annotation.key):
-            selectors.append(_annotation_selector(annotation, str(annotations[annotation.key]), rules.driverDomain))
+            tree = _annotation_selector(annotation, str(annotations[annotation.key]), rules.driverDomain)
+            selectors.append(sel.text(tree))
     for expr in selectors:
         if len(expr) > MAX_CEL_LENGTH:
             raise Unmigratable(f"container {ask.container}: a selector exceeds {MAX_CEL_LENGTH} characters")
@@ -213,18 +214,19 @@ def _format(template: str, groups: dict) -> str:
     return template.format_map(safe)
 
 
-def _annotation_selector(rule: AnnotationRule, value: str, domain: str) -> str:
+def _annotation_selector(rule: AnnotationRule, value: str, domain: str) -> sel.Node:
     items = [v.strip() for v in value.split(",") if v.strip()]
-    attr = cel_selectors.attribute(domain, rule.attribute)
-    guard = cel_selectors.has_attribute(domain, rule.attribute)
+    attr = sel.attribute(domain, rule.attribute)
+    guard = sel.has_attribute(domain, rule.attribute)
     if rule.match in ("containsAny", "containsNone"):
         # HAMi matches a type when the device name contains it, case-insensitively.
-        test = f"{cel_selectors.string_list(i.upper() for i in items)}.exists(t, {attr}.upperAscii().contains(t))"
+        contains = build.method(build.method(attr, "upperAscii"), "contains", build.ident("t"))
+        test = build.exists(sel.strings(i.upper() for i in items), "t", contains)
     else:
-        test = f"{attr} in {cel_selectors.string_list(items)}"
+        test = sel.member_of(attr, items)
     if rule.match in ("containsAny", "oneOf"):
-        return f"{guard} && {test}"
-    return f"!({guard}) || !({test})"
+        return sel.all_of([guard, test])
+    return sel.absent_or_not(guard, test)
 
 
 def cost(ask: FamilyAsk) -> str | None:

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 from app.policy import MigrationRules, NodeLabelRule
 
-from . import cel_selectors
+from app.cel import build
+
+from . import cel_selectors as sel
 
 
 class Untranslatable(Exception):
@@ -23,11 +25,11 @@ _MIG_PROFILE = re.compile(r"[0-9]+g\.[0-9]+gb")
 _MODEL = re.compile(r"[a-z][a-z0-9-]*[0-9][a-z0-9-]*")
 
 
-def _names_model(product: str, model: str) -> str:
+def _names_model(product: sel.Node, model: str) -> sel.Node:
     """CEL: the product name holds the model as a word ('NVIDIA L4' names l4, 'NVIDIA L40S' does
     not; 'NVIDIA A100-SXM4-80GB' names a100, not a10)."""
     pattern = f"(^|[^a-z0-9]){re.escape(model)}([^a-z0-9]|$)"
-    return f"{product}.lowerAscii().matches({cel_selectors.literal(pattern)})"
+    return build.method(sel.lowered(product), "matches", sel.string(pattern))
 
 
 _GKE_ACCELERATOR = re.compile(r"nvidia-(?:tesla-)?(?P<model>[a-z]+[0-9]+)(?:-mega)?(?:-(?P<gb>[0-9]+)gb)?")
@@ -87,8 +89,9 @@ class LabelTranslator:
         rule = self.by_label.get(label)
         return rule is not None and rule.keepOnNode
 
-    def expression(self, label: str, op: str, values: list[str]) -> dict[str, str]:
-        """CEL per device type for one label requirement; Untranslatable when none."""
+    def expression(self, label: str, op: str, values: list[str]) -> dict[str, sel.Node | None]:
+        """A CEL tree per device type for one label requirement (None: nothing to select);
+        Untranslatable when it has no device equivalent."""
         rule = self.by_label[label]
         values = [str(v).strip() for v in values or []]
         if rule.translate == "product":
@@ -109,7 +112,7 @@ class LabelTranslator:
         part = "major" if rule.translate == "versionMajor" else "minor"
         return self._both(self._version(rule.attribute, part, op, values, label))
 
-    def _sharing(self, label: str, op: str, values: list[str]) -> dict[str, str]:
+    def _sharing(self, label: str, op: str, values: list[str]) -> dict[str, sel.Node | None]:
         """A device plugin's sharing labels (GFD sharing-strategy / replicas, GKE's strategy and
         clients per GPU) describe the node, not a device: no selector, but the pod wants a share."""
         if op != "In":
@@ -117,21 +120,21 @@ class LabelTranslator:
         for value in values:
             if value.lower() not in _NOT_SHARED and not (value.isdigit() and int(value) <= 1):
                 self.shared = self.shared or f"{label}={value}"
-        return {"gpu": "", "mig": ""}
+        return {"gpu": None, "mig": None}
 
     @staticmethod
-    def _both(expr: str) -> dict[str, str]:
+    def _both(expr: sel.Node) -> dict[str, sel.Node]:
         return {"gpu": expr, "mig": expr}
 
-    def _presence(self, name: str, op: str) -> str | None:
-        guard = cel_selectors.has_attribute(self.domain, name)
+    def _presence(self, name: str, op: str) -> sel.Node | None:
+        guard = sel.has_attribute(self.domain, name)
         if op == "Exists":
             return guard
         if op == "DoesNotExist":
-            return f"!({guard})"
+            return sel.negate(guard)
         return None
 
-    def _accelerator(self, label: str, op: str, values: list[str]) -> str:
+    def _accelerator(self, label: str, op: str, values: list[str]) -> sel.Node:
         """GKE's accelerator names (nvidia-tesla-a100, nvidia-h100-80gb, nvidia-l4): the model in
         the product name and, when the name carries it, at least that memory (NVML reports a
         little under the marketing size: 80 GB is >= 80000Mi)."""
@@ -145,15 +148,14 @@ class LabelTranslator:
             match = _GKE_ACCELERATOR.fullmatch(value.lower())
             if not match:
                 raise Untranslatable(f"{label}={value} is not a GKE NVIDIA accelerator name")
-            name = cel_selectors.attribute(self.domain, "productName")
-            test = _names_model(name, match["model"])
+            test = _names_model(sel.attribute(self.domain, "productName"), match["model"])
             if match["gb"]:
-                test += " && " + cel_selectors.memory_at_least(self.domain, f"{int(match['gb']) * 1000}Mi")
+                test = sel.all_of([test, sel.memory_at_least(self.domain, f"{int(match['gb']) * 1000}Mi")])
             tests.append(test)
-        expr = cel_selectors.guarded_attribute(self.domain, "productName", cel_selectors.any_of(tests))
-        return f"!({expr})" if op == "NotIn" else expr
+        expr = sel.guarded_attribute(self.domain, "productName", sel.any_of(tests))
+        return sel.negate(expr) if op == "NotIn" else expr
 
-    def _model(self, label: str, op: str, values: list[str]) -> str:
+    def _model(self, label: str, op: str, values: list[str]) -> sel.Node:
         """A GPU model name (Karpenter's instance-gpu-name: a100, h100, l4): in the product name,
         case-blind."""
         presence = self._presence("productName", op)
@@ -161,20 +163,20 @@ class LabelTranslator:
             return presence
         if op not in ("In", "NotIn") or not all(_MODEL.fullmatch(v.lower()) for v in values):
             raise Untranslatable(f"{label} {op} {values}: only In / NotIn of GPU model names translate")
-        name = cel_selectors.attribute(self.domain, "productName")
-        test = cel_selectors.any_of([_names_model(name, v.lower()) for v in values])
-        expr = cel_selectors.guarded_attribute(self.domain, "productName", test)
-        return f"!({expr})" if op == "NotIn" else expr
+        name = sel.attribute(self.domain, "productName")
+        test = sel.any_of([_names_model(name, v.lower()) for v in values])
+        expr = sel.guarded_attribute(self.domain, "productName", test)
+        return sel.negate(expr) if op == "NotIn" else expr
 
-    def _mig_profile(self, label: str, op: str, values: list[str]) -> dict[str, str]:
+    def _mig_profile(self, label: str, op: str, values: list[str]) -> dict[str, sel.Node | None]:
         """GKE's gke-gpu-partition-size: the node's GPUs are MIG-partitioned into this profile, so
         nvidia.com/gpu there means one such MIG device (as GFD's MIG product suffix does)."""
         if op != "In" or len(values) != 1 or not _MIG_PROFILE.fullmatch(values[0].lower()):
             raise Untranslatable(f"{label} {op} {values}: only In with one MIG profile (e.g. 1g.5gb) translates")
         self.mig_profiles.add(values[0].lower())
-        return {"mig": ""}  # the profile selector itself comes with the MIG request
+        return {"mig": None}  # the profile selector itself comes with the MIG request
 
-    def _product(self, label: str, op: str, values: list[str]) -> dict[str, str]:
+    def _product(self, label: str, op: str, values: list[str]) -> dict[str, sel.Node]:
         presence = self._presence("productName", op)
         if presence:
             return self._both(presence)
@@ -190,55 +192,52 @@ class LabelTranslator:
                 raise Untranslatable(f"{label} mixes MIG and non-MIG products")
             self.mig_profiles |= profiles
         forms = [f for p in parsed for f in p.forms]
-        name = cel_selectors.attribute(self.domain, "productName")
-        test = f"{name}.replace(' ', '-').lowerAscii() in {cel_selectors.string_list(forms)}"
+        dashed = build.method(sel.attribute(self.domain, "productName"), "replace", sel.string(" "), sel.string("-"))
+        test = sel.member_of(sel.lowered(dashed), forms)
         if op == "NotIn":
-            expr = f"!({cel_selectors.has_attribute(self.domain, 'productName')}) || !({test})"
-        else:
-            expr = cel_selectors.guarded_attribute(self.domain, "productName", test)
-        return self._both(expr)
+            return self._both(sel.absent_or_not(sel.has_attribute(self.domain, "productName"), test))
+        return self._both(sel.guarded_attribute(self.domain, "productName", test))
 
-    def _string(self, attr: str, op: str, values: list[str]) -> str:
+    def _string(self, attr: str, op: str, values: list[str]) -> sel.Node:
         presence = self._presence(attr, op)
         if presence:
             return presence
         if op not in ("In", "NotIn"):
             raise Untranslatable(f"{op} on a string attribute has no device equivalent")
-        lowered = cel_selectors.string_list(v.lower() for v in values)
-        test = f"{cel_selectors.attribute(self.domain, attr)}.lowerAscii() in {lowered}"
+        test = sel.member_of(sel.lowered(sel.attribute(self.domain, attr)), [v.lower() for v in values])
         if op == "NotIn":
-            return f"!({cel_selectors.has_attribute(self.domain, attr)}) || !({test})"
-        return cel_selectors.guarded_attribute(self.domain, attr, test)
+            return sel.absent_or_not(sel.has_attribute(self.domain, attr), test)
+        return sel.guarded_attribute(self.domain, attr, test)
 
-    def _memory(self, cap: str, op: str, values: list[str], label: str) -> str:
-        guard = cel_selectors.has_capacity(self.domain, cap)
+    def _memory(self, cap: str, op: str, values: list[str], label: str) -> sel.Node:
+        guard = sel.has_capacity(self.domain, cap)
         if op == "Exists":
             return guard
         if op == "DoesNotExist":
-            return f"!({guard})"
-        value = cel_selectors.capacity(self.domain, cap)
+            return sel.negate(guard)
+        value = sel.capacity(self.domain, cap)
         if op in ("Gt", "Lt"):
             amount = _single_int(op, values, label)
-            sign = ">" if op == "Gt" else "<"
-            return f"{guard} && {value}.compareTo(quantity('{amount}Mi')) {sign} 0"
-        amounts = _ints(values, label)
-        equal = " || ".join(f"{value}.compareTo(quantity('{a}Mi')) == 0" for a in amounts)
+            return sel.all_of([guard, sel.quantity_compare(value, ">" if op == "Gt" else "<", f"{amount}Mi")])
+        if op not in ("In", "NotIn"):
+            raise Untranslatable(f"{label} {op} is not a label operator")
+        equal = sel.any_of(sel.quantity_compare(value, "==", f"{a}Mi") for a in _ints(values, label))
         if op == "NotIn":
-            return f"!({guard}) || !({equal})"
-        return f"{guard} && ({equal})"
+            return sel.absent_or_not(guard, equal)
+        return sel.all_of([guard, equal])
 
-    def _version(self, attr: str, part: str, op: str, values: list[str], label: str) -> str:
+    def _version(self, attr: str, part: str, op: str, values: list[str], label: str) -> sel.Node:
         presence = self._presence(attr, op)
         if presence:
             return presence
-        value = f"{cel_selectors.attribute(self.domain, attr)}.{part}()"
+        value = build.method(sel.attribute(self.domain, attr), part)
         if op in ("Gt", "Lt"):
             number = _single_int(op, values, label)
-            test = f"{value} {'>' if op == 'Gt' else '<'} {number}"
+            test = build.compare(">" if op == "Gt" else "<", value, build.integer(number))
         elif op in ("In", "NotIn"):
-            test = f"{value} in [{', '.join(str(n) for n in _ints(values, label))}]"
+            test = build.compare("in", value, build.integers(_ints(values, label)))
             if op == "NotIn":
-                return f"!({cel_selectors.has_attribute(self.domain, attr)}) || !({test})"
+                return sel.absent_or_not(sel.has_attribute(self.domain, attr), test)
         else:
             raise Untranslatable(f"{label} {op} is not a label operator")
-        return cel_selectors.guarded_attribute(self.domain, attr, test)
+        return sel.guarded_attribute(self.domain, attr, test)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from app.policy import MigrationRules
 
-from . import cel_selectors
+from . import cel_selectors as sel
 from .gfd_labels import LabelTranslator, Untranslatable
 
 
@@ -20,7 +20,7 @@ from .gfd_labels import LabelTranslator, Untranslatable
 class NodeConstraints:
     """What the pod's node constraints mean for devices of each type."""
 
-    selectors: dict[str, list[str]] = field(default_factory=lambda: {"gpu": [], "mig": []})
+    selectors: dict[str, list[sel.Node]] = field(default_factory=lambda: {"gpu": [], "mig": []})
     mig_profile: str | None = None  # MIG single strategy: nvidia.com/gpu means a MIG device
     mig_gaps: list[str] = field(default_factory=list)  # labels with no MIG-device meaning
     shared: str | None = None  # "label=value" when the pod targets time-sliced / MPS-shared GPUs
@@ -34,11 +34,11 @@ def _term_expressions(term: dict) -> list[dict]:
     return [e for e in exprs if isinstance(e, dict)]
 
 
-def _combine(per_type: list[dict[str, str]]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {"gpu": [], "mig": []}
+def _combine(per_type: list[dict[str, sel.Node | None]]) -> dict[str, list[sel.Node]]:
+    out: dict[str, list[sel.Node]] = {"gpu": [], "mig": []}
     for item in per_type:
         for kind, expr in item.items():
-            if expr:
+            if expr is not None:
                 out[kind].append(expr)
     return out
 
@@ -62,7 +62,7 @@ def translate(spec: dict, rules: MigrationRules) -> NodeConstraints:
                 result.notes.append(f"nodeSelector {key} kept on the node: {why}")
                 continue
             for kind, expr in per_type.items():
-                if expr:
+                if expr is not None:
                     result.selectors[kind].append(expr)
             if "mig" not in per_type:
                 result.mig_gaps.append(key)
@@ -113,18 +113,18 @@ def _translate_terms(terms: list[dict], tr: LabelTranslator, result: NodeConstra
     if not all(keys and all(keys) for keys in gfd_keys) or any(t.get("matchFields") for t in terms):
         result.notes.append("node affinity mixes GFD and other labels across several terms; kept on the node")
         return
-    alternatives: dict[str, list[str]] = {"gpu": [], "mig": []}
+    alternatives: dict[str, list[sel.Node]] = {"gpu": [], "mig": []}
     try:
         for term in terms:
             combined = _combine([tr.expression(str(e["key"]), str(e.get("operator")), e.get("values") or [])
                                  for e in _term_expressions(term)])
             for kind in ("gpu", "mig"):
-                alternatives[kind].append(cel_selectors.all_of(combined[kind]) if combined[kind] else "true")
+                alternatives[kind].append(sel.all_of(combined[kind]))  # no condition: true
     except Untranslatable as why:
         result.notes.append(f"node affinity kept on the node: {why}")
         return
     for kind in ("gpu", "mig"):
-        result.selectors[kind].append(cel_selectors.any_of(alternatives[kind]))
+        result.selectors[kind].append(sel.any_of(alternatives[kind]))
     result.translated.append("affinity.nodeSelectorTerms")
     if remove and not any(tr.keeps(str(e.get("key"))) for t in terms for e in _term_expressions(t)):
         _drop_required(after)
@@ -145,7 +145,7 @@ def _translate_single_term(term: dict, tr: LabelTranslator, result: NodeConstrai
             kept.append(expr)
             continue
         for kind, cel in per_type.items():
-            if cel:
+            if cel is not None:
                 result.selectors[kind].append(cel)
         if "mig" not in per_type:
             result.mig_gaps.append(key)

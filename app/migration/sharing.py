@@ -14,7 +14,7 @@ from decimal import ROUND_CEILING, Decimal
 from app.common import format_mebibytes
 from app.policy import SharingRule
 
-from . import cel_selectors
+from . import cel_selectors as sel
 
 MEBIBYTE = Decimal(1024 * 1024)
 # firstAvailable holds at most 8 subrequests: one per memory size and the whole-device one.
@@ -134,9 +134,8 @@ def _capacity_variants(share: Share, devices: ShareableDevices, rule: SharingRul
     variants = []
     for i, size in enumerate(devices.memory):
         amount = (size * share.memory_percent / 100 / MEBIBYTE).to_integral_value(ROUND_CEILING) * MEBIBYTE
-        same_size = cel_selectors.guarded_capacity(
-            domain, rule.memoryCapacity, f"{cel_selectors.capacity(domain, rule.memoryCapacity)}"
-            f".compareTo(quantity({cel_selectors.literal(format_mebibytes(size))})) == 0")
+        same_size = sel.text(sel.guarded_capacity(domain, rule.memoryCapacity, sel.quantity_compare(
+            sel.capacity(domain, rule.memoryCapacity), "==", format_mebibytes(size))))
         variants.append((f"shared-{i + 1}" if len(devices.memory) > 1 else "shared", [SHARED_SELECTOR, same_size],
                          {**requests, rule.memoryCapacity: format_mebibytes(amount)}))
     return variants, lost
