@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import jsonpatch
 import orjson
 
-from app.common import metadata_of
+from app.common import view_of
 from app.dra import CLAIM_KINDS
 from app.policy import Policy
 
@@ -39,7 +39,7 @@ def answer(obj: dict, namespace: str, policy: Policy, facts: ClusterFacts, user:
     """The chain's answer to a CREATE of `obj` by `user` (with `groups`) in `namespace`."""
     requester = {"username": user, "groups": list(groups)}
     labels = facts.labels_of(namespace)
-    name = metadata_of(obj).get("name", "")
+    name = view_of(obj).name
     kind = obj.get("kind", "")
     out = Answer("allow")
     lookup = facts.lookup

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from app import dra
-from app.common import labels_by_name, metadata_of
+from app.common import labels_by_name, view_of
 from app.migration import UNKNOWN_FACTS, ClusterSharing, Facts, KueueView, ShareableDevices, extended_resources, plugin_nodes, \
     served_resources
 from app.policy import MigrationRules, Policy
@@ -84,7 +84,7 @@ def cluster_facts(policy: Policy, index: dra.Index | None = None, *, source: str
         else:
             if classes is None:
                 classes = [o for o in objects if o.get("kind") == "DeviceClass"]
-            extended = extended_resources({metadata_of(c).get("name", ""): c for c in classes})
+            extended = extended_resources({view_of(c).name: c for c in classes})
             path = Facts(kueue=kueue, extended=extended or None)
     if lookup is None:
         known = KnownClaims(objects)

@@ -9,7 +9,7 @@ import copy
 from dataclasses import dataclass, field
 
 from app import dra
-from app.common import labels_by_name
+from app.common import labels_by_name, view_of
 from app.migration import (KueueView, OptIn, is_pod_spec, keep_ray_gpu_count, kueue_in_objects, left_to_admission,
                            legacy_resources, pod_templates, quota_additions)
 from app.policy import MigrationRules, Policy
@@ -133,10 +133,9 @@ def plan_objects(inputs, policy: Policy, namespace: str | None, facts: ClusterFa
     for source, objects in inputs:
         for line, obj in objects:
             obj = _reviewed_object(obj)
-            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-            ns = meta.get("namespace") or namespace
-            report = ObjectReport(f"{source}:{line}", str(obj.get("kind", "?")),
-                                  str(meta.get("name") or meta.get("generateName") or "?"), ns, "unchanged")
+            view = view_of(obj)
+            ns = view.namespace or namespace
+            report = ObjectReport(f"{source}:{line}", view.kind or "?", view.shown(), ns, "unchanged")
             planned = copy.deepcopy(obj)
             if obj.get("kind") == "ResourceQuota":
                 additions, notes = quota_additions(obj, rules, facts.path.extended)
@@ -203,7 +202,7 @@ def plan_objects(inputs, policy: Policy, namespace: str | None, facts: ClusterFa
                                       "those pods at admission")
             if report.status == "unchanged" and planned != obj:
                 report.status = "migrated"
-            if planned != obj and ns and not meta.get("namespace") and report.templates:
+            if planned != obj and ns and not view.namespace and report.templates:
                 # The templates go to `ns`: the object must too, or its pods miss them.
                 planned.setdefault("metadata", {})["namespace"] = ns
             result.objects.append((obj, planned))

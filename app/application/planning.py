@@ -9,13 +9,14 @@ from collections import OrderedDict
 
 import orjson
 
+from app.common import metadata_of
 from app.migration import ClusterSharing, Plan, kueue_per_pod, patch_diff, plan_pod
 from app.policy import MigrationRules
 
 
 def _planner_input(pod: dict, strip_volumes: bool = True) -> dict:
     # The planner reads and rewrites only these: the patch from this view equals the full one.
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    meta = metadata_of(pod)
     view_meta = {"annotations": meta["annotations"]} if "annotations" in meta else {}
     spec = pod.get("spec")
     if strip_volumes and isinstance(spec, dict):

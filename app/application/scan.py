@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.common import vocabulary
+from app.common import ObjectView, view_of, vocabulary
 from app import dra
 from app.migration import pod_errors
 from app.policy import Policy
@@ -30,11 +30,11 @@ def scan(objects: list[dict], policy: Policy, index: dra.Index | None, namespace
     known = KnownClaims(objects)
     out = []
     for obj in objects:
-        kind = obj.get("kind")
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-        if kind not in SCANNED or kind == "ResourceClaim" and _stamped(meta):
+        view = view_of(obj)
+        kind = view.kind
+        if kind not in SCANNED or kind == "ResourceClaim" and _stamped(view):
             continue  # a claim stamped from a template is that template's copy: judged with it
-        namespace = meta.get("namespace") or "default"
+        namespace = view.namespace or "default"
         labels = namespaces.get(namespace, {})
         subject = subject_of(kind, obj, namespace, labels, None)
         rules = [r for r in policy.rules_for(namespace, labels) if not needs_requester(r)]
@@ -47,9 +47,9 @@ def scan(objects: list[dict], policy: Policy, index: dra.Index | None, namespace
         # an existing object: the guard counts its own claims (and itself) once, with it
         held = of_namespace(known.in_namespace, namespace)
         for violation in judge(rules, subject, usage, index, held):
-            out.append(Found(kind, namespace, meta.get("name", ""), violation))
+            out.append(Found(kind, namespace, view.name, violation))
     return out
 
 
-def _stamped(meta: dict) -> bool:
-    return vocabulary.POD_CLAIM_NAME_ANNOTATION in (meta.get("annotations") or {})
+def _stamped(view: ObjectView) -> bool:
+    return vocabulary.POD_CLAIM_NAME_ANNOTATION in view.annotations

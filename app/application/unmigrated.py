@@ -4,7 +4,7 @@ it was unreachable (failurePolicy: Ignore), or before it served them. `audit` li
 
 from __future__ import annotations
 
-from app.common import metadata_of
+from app.common import view_of
 from app.migration import OptIn, legacy_resources, recreated, running
 from app.policy import Policy
 
@@ -18,7 +18,7 @@ def unmigrated(pods: list[dict], namespaces: dict[str, dict], policy: Policy, fa
     namespaces: name -> labels (a pod whose namespace is not there is skipped: not known)."""
     out = []
     for pod in pods:
-        namespace = metadata_of(pod).get("namespace", "")
+        namespace = view_of(pod).namespace
         spec = pod.get("spec")
         if namespace not in namespaces or not isinstance(spec, dict) or not running(pod) or \
                 not legacy_resources(spec, policy.migration):
@@ -33,6 +33,6 @@ def unmigrated(pods: list[dict], namespaces: dict[str, dict], policy: Policy, fa
 def per_namespace(pods: list[dict]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for pod in pods:
-        namespace = metadata_of(pod).get("namespace", "")
+        namespace = view_of(pod).namespace
         counts[namespace] = counts.get(namespace, 0) + 1
     return counts

@@ -18,7 +18,7 @@ from app.application import (ClusterFacts, claim_objects, rollout, cluster_facts
                              read_kueue_view, scan, unmigrated)
 from app.application.manifests import ObjectReport, exit_status, kueue_of_inputs, namespace_labels, objects_of, \
     plan_objects
-from app.common import BridgeError, by_kind, controller_ref, dump_documents, labels_by_name, metadata_of
+from app.common import BridgeError, by_kind, controller_ref, dump_documents, labels_by_name, view_of
 from app.migration import OptIn, extended_resources, queue_use, quota_use
 from app.policy import load_policy
 
@@ -56,9 +56,9 @@ def unmigrated_pods(pods: list[dict], policy, facts: ClusterFacts, namespaces: d
     now (application.unmigrated, as `serve` counts them)."""
     out = []
     for pod in unmigrated(pods, namespaces, policy, facts, opt_in):
-        meta = pod.get("metadata") or {}
-        owner = controller_ref(pod) or {}
-        out.append({"namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
+        view = view_of(pod)
+        owner = view.owner or {}
+        out.append({"namespace": view.namespace, "name": view.name,
                     "owner": f"{owner.get('kind', '?')}/{owner.get('name', '?')}"})
     return out
 
@@ -220,7 +220,7 @@ def _budgets(objects: list[dict], classes: list[dict], policy, kueue) -> tuple[l
     """Each GPU quota's use on both sides (migration.continuity), and each ClusterQueue's against
     Kueue's count (migration.queue_budgets), from what was read."""
     found = by_kind(objects)
-    extended = extended_resources({metadata_of(c).get("name", ""): c for c in classes})
+    extended = extended_resources({view_of(c).name: c for c in classes})
     pods, claims = found.get("Pod", []), found.get("ResourceClaim", [])
     return (quota_use(found.get("ResourceQuota", []), pods, claims, policy.migration, extended),
             queue_use(found.get("ClusterQueue", []), found.get("LocalQueue", []), found.get("Workload", []), pods,

@@ -9,7 +9,7 @@ import os
 
 import yaml
 
-from app.common import InputError, metadata_of, read_objects
+from app.common import InputError, read_objects, view_of
 
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 TLS_SECRET = "dra-bridge-tls"
@@ -66,7 +66,7 @@ def webhook_configurations(folder: str) -> list[tuple[str, str, int]]:
                 continue
             for _line, obj in read_objects(os.path.join(root, name)):
                 if obj.get("kind") in WEBHOOK_KINDS:
-                    found.append((obj["kind"], metadata_of(obj).get("name", ""),
+                    found.append((obj["kind"], view_of(obj).name,
                                   len(obj.get("webhooks") or [])))
     if not found:
         raise InputError("--inject", f"{folder}: no Mutating/ValidatingWebhookConfiguration in it")

@@ -6,7 +6,7 @@ import json
 import sys
 
 from app import dra
-from app.common import InputError, metadata_of
+from app.common import InputError, view_of
 from app.policy import load_policy
 from app.application import EveryNamespace, admin_label_rule, chain, cluster_facts, inventory_source
 from app.application.manifests import objects_of
@@ -21,7 +21,7 @@ def check_object(obj: dict, ix: dra.Index, namespaces: dict | None = None) -> dr
     except dra.ClaimError as exc:
         return dra.Verdict("invalid", str(exc))
     if namespaces is not None:
-        namespace = metadata_of(obj).get("namespace") or "default"
+        namespace = view_of(obj).namespace or "default"
         refused = admin_label_rule(parsed, namespace, namespaces.get(namespace, {}))
         if refused:
             return dra.Verdict("invalid", refused[0].message)
@@ -42,8 +42,7 @@ def run_check(args) -> int:
         for line, obj in objects:
             if obj.get("kind") not in dra.CLAIM_KINDS and not (judge and obj.get("kind") == "Pod"):
                 continue
-            meta = obj.get("metadata") or {}
-            row = {"source": f"{source}:{line}", "kind": obj["kind"], "name": meta.get("name", "?"),
+            row = {"source": f"{source}:{line}", "kind": obj["kind"], "name": view_of(obj).name or "?",
                    "status": "pod", "message": "judged by the policy's rules (feasibility: its claims)", "closest": [],
                    "warnings": [], "notes": []}
             if obj["kind"] != "Pod":
@@ -82,6 +81,6 @@ def _policy_judge(path: str, ix: dra.Index, inputs, namespaces: dict):
                           claims_known=True, namespaces=EveryNamespace(namespaces))
 
     def judge(obj: dict):
-        return chain.answer(obj, metadata_of(obj).get("namespace") or "default", policy, facts)
+        return chain.answer(obj, view_of(obj).namespace or "default", policy, facts)
     return judge
 

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 
 from app import dra
-from app.common import InputError, read_objects
+from app.common import InputError, read_objects, view_of
 from app.application import EveryNamespace, cluster_facts, inventory_source
 from app.application.chain import RESULTS, answer
 from app.policy import load_policy
@@ -126,13 +126,13 @@ def _resources(base: str, test: dict, path: str) -> tuple[dict, dict]:
     for name in files:
         source = name if os.path.isabs(name) else os.path.join(base, name)
         for line, obj in read_objects(source):
-            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-            if obj.get("kind") == "Namespace":
-                namespaces[meta.get("name")] = meta.get("labels") or {}
+            view = view_of(obj)
+            if view.kind == "Namespace":
+                namespaces[view.name] = view.labels
                 continue
-            if not meta.get("name"):
+            if not view.name:
                 raise InputError(f"{source}:{line}: metadata.name", "required to name it in results")
-            objects[(obj.get("kind"), meta.get("namespace") or "default", meta["name"])] = obj
+            objects[(view.kind, view.namespace or "default", view.name)] = obj
     for ns, labels in (test.get("namespaces") or {}).items():
         namespaces[ns] = labels or {}
     return objects, namespaces

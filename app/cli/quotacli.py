@@ -9,7 +9,7 @@ import sys
 import yaml
 
 from app import kube
-from app.common import BridgeError, dump_documents, metadata_of
+from app.common import BridgeError, dump_documents, metadata_of, view_of
 from app.migration import (KueueView, clean_object, extended_resources, kueue_configuration, kueue_in_objects,
                            kueue_mappings, kueue_view_of, one_budget_classes, quota_changes)
 from app.policy import load_policy
@@ -45,7 +45,7 @@ def _from_cluster(args) -> tuple[dict[str, list[dict]], KueueView | None]:
 def run_quota(args) -> int:
     rules = load_policy(args.policy).migration
     found, view = _from_files(args.filename) if args.filename else _from_cluster(args)
-    classes = {metadata_of(c).get("name", ""): c for c in found["DeviceClass"]}
+    classes = {view_of(c).name: c for c in found["DeviceClass"]}
     proposed_classes, class_notes = ([], []) if args.budget == "split" else \
         one_budget_classes(found["ResourceQuota"], classes, rules)
     diffs = [(f"DeviceClass {metadata_of(c)['name']}", classes[metadata_of(c)["name"]], c) for c in proposed_classes]

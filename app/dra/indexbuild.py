@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import orjson
 
-from app.common import extended_allocatable, metadata_of, node_matches, parse_quantity
+from app.common import extended_allocatable, node_matches, parse_quantity, view_of
 
 from app import cel
 
@@ -38,7 +38,7 @@ class _Builder:
         bodies), so a large inventory is never all decoded at once."""
         spec = full["spec"]
         devices = spec.get("devices") or []
-        s = {"metadata": {"name": metadata_of(full).get("name")},
+        s = {"metadata": {"name": view_of(full).name},
              "spec": {**{k: v for k, v in spec.items() if k != "devices"},
                       "deviceNames": [d.get("name") if isinstance(d, dict) else None for d in devices]}}
         driver, pool_name = spec.get("driver"), (spec.get("pool") or {}).get("name")
@@ -133,7 +133,7 @@ class _Builder:
     def pool_view(self, node: str, pool_key: tuple, slices: list[dict]) -> PoolView | None:
         count, generation = fields.slice_count(slices[0]), fields.generation(slices[0])
         local = slices[0]["spec"].get("nodeName") == node
-        by_name = sorted(slices, key=lambda s: str(metadata_of(s).get("name", "")))
+        by_name = sorted(slices, key=lambda s: str(view_of(s).name))
         device_slices = [s for s in by_name if not s["spec"].get("sharedCounters")]
         devices = tuple(p for s in device_slices for p in self.positions[id(s)])
         per_device = {p for s in device_slices if s["spec"].get("perDeviceNodeSelection")
@@ -284,9 +284,9 @@ def build_from_api(slices, classes: dict[str, dict], claims: list[dict], nodes: 
     """The index of objects as the API serves them (the live inventory's builder); `slices` may
     be a generator, consumed once."""
     labels = None if nodes is None else {
-        metadata_of(n).get("name"): dict(metadata_of(n).get("labels") or {}) for n in nodes}
-    resources = None if nodes is None else {metadata_of(n).get("name"): extended_allocatable(n) for n in nodes}
-    cordoned = frozenset(metadata_of(n).get("name") for n in nodes or ()
+        view_of(n).name: view_of(n).labels for n in nodes}
+    resources = None if nodes is None else {view_of(n).name: extended_allocatable(n) for n in nodes}
+    cordoned = frozenset(view_of(n).name for n in nodes or ()
                          if (n.get("spec") or {}).get("unschedulable"))
     inventory = Inventory(slices=slices, classes=classes, source="live", nodes=labels, node_resources=resources,
                           cordoned=cordoned)

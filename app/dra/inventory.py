@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from app.common import add_quota, allocation_results, extended_allocatable, InputError, metadata_of, parse_quantity
+from app.common import add_quota, allocation_results, extended_allocatable, InputError, parse_quantity, view_of
 
 SUPPORTED = "resource.k8s.io/v1"
 INVENTORY_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "DeviceTaintRule")
@@ -64,8 +64,8 @@ def from_objects(objects: list[tuple[int, dict]], source: str) -> Inventory:
         if obj.get("apiVersion") != SUPPORTED:
             raise InputError(where, f"{kind} apiVersion {obj.get('apiVersion')!r} is not supported; "
                                     f"export it as {SUPPORTED} (kubectl get {kind.lower()}s.v1.resource.k8s.io -o yaml)")
-        name = metadata_of(obj).get("name")
-        if not isinstance(name, str) or not name:
+        name = view_of(obj).name
+        if not name:
             raise InputError(f"{where}.metadata.name", "missing")
         if kind == "DeviceClass":
             inv.classes[name] = obj

@@ -13,12 +13,11 @@ slices are ignored.
 from __future__ import annotations
 
 from app.common import SHADOW_OF as SHADOW_LABEL
-from app.common import metadata_of
+from app.common import view_of
 
 
 def shadow_of(s: dict) -> str | None:
-    labels = metadata_of(s).get("labels")
-    value = labels.get(SHADOW_LABEL) if isinstance(labels, dict) else None
+    value = view_of(s).labels.get(SHADOW_LABEL)
     return value if isinstance(value, str) and value else None
 
 

@@ -12,7 +12,7 @@ import orjson
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from app.common import metadata_of
+from app.common import view_of
 from .client import raw_get, within
 
 PLURALS = {"ResourceClaim": "resourceclaims", "ResourceClaimTemplate": "resourceclaimtemplates"}
@@ -26,8 +26,8 @@ class ClaimReader:
 
     def remember(self, namespace: str, obj: dict) -> None:
         """A template this replica generated: known before (or without) the API having it."""
-        name = metadata_of(obj).get("name")
-        if isinstance(name, str):
+        name = view_of(obj).name
+        if name:
             self._keep((namespace, obj.get("kind", "ResourceClaimTemplate"), name), obj, float("inf"))
 
     def __call__(self, namespace: str, kind: str, name: str) -> dict | None:

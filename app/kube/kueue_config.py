@@ -9,7 +9,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.common import BridgeError
+from app.common import BridgeError, view_of
 from app.common.vocabulary import KUEUE_CONFIG, KUEUE_DEPLOYMENT
 
 from .client import list_pages, raw_get, why_failed
@@ -69,7 +69,7 @@ def list_queues(api: client.ApiClient, namespace: str | None = None) -> list[dic
 def read_queues(api: client.ApiClient) -> list[dict]:
     """list_queues, and the unfinished pods of the namespaces whose LocalQueues feed them."""
     found = list_queues(api)
-    namespaces = sorted({str((o.get("metadata") or {}).get("namespace")) for o in found if o["kind"] == "LocalQueue"})
+    namespaces = sorted({view_of(o).namespace for o in found if o["kind"] == "LocalQueue"})
     try:
         for namespace in namespaces:
             pods, _version = list_pages(api, f"/api/v1/namespaces/{namespace}/pods",

@@ -7,7 +7,7 @@ import orjson
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.common import BridgeError
+from app.common import BridgeError, view_of
 
 from .client import api_message, raw_get, raw_send
 
@@ -38,7 +38,7 @@ class LeaseStore:
             if current is None:
                 raw_send(self.api, "POST", self.path, body)
             else:
-                body["metadata"]["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
+                body["metadata"]["resourceVersion"] = view_of(current).resource_version or None
                 raw_send(self.api, "PUT", f"{self.path}/{self.name}", body)
         except ApiException as exc:
             if exc.status == 409:

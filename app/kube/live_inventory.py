@@ -29,7 +29,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.common import Backoff, device_quota, extended_allocatable, metadata_of, Throttled
+from app.common import Backoff, device_quota, extended_allocatable, Throttled, view_of
 
 from .client import raw_get, watch_events, why_failed
 
@@ -189,16 +189,16 @@ class LiveInventory:
     @staticmethod
     def _kept(resource: str, obj: dict) -> bytes:
         if resource == "nodes":  # a Node's status is large: what selectors and the path choice read
-            meta = obj.get("metadata") or {}
-            obj = {"metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
+            view = view_of(obj)
+            obj = {"metadata": {"name": view.name, "labels": view.labels},
                    "allocatable": extended_allocatable(obj),
                    "unschedulable": bool((obj.get("spec") or {}).get("unschedulable"))}
         elif resource == "devicetaintrules":  # the rule, not its eviction status
             obj = {"spec": obj.get("spec") or {}}
         elif resource == "resourcequotas":  # its device limits, not its `used`
             found = device_quota(obj)
-            meta = obj.get("metadata") or {}
-            obj = {"metadata": {"namespace": meta.get("namespace"), "name": meta.get("name")},
+            view = view_of(obj)
+            obj = {"metadata": {"namespace": view.namespace, "name": view.name},
                    "spec": {"hard": found[2] if found else {}}}
         # orjson's bytes keep their output buffer's capacity (about 6 KiB even for a small Node):
         # an exact-size copy is what 40,000 long-lived objects should cost.
@@ -217,7 +217,7 @@ class LiveInventory:
             query = [("limit", str(self.page_size))] + ([("continue", token)] if token else [])
             data = orjson.loads(self._get(resource, query, stream=False).data)
             for i in data.get("items") or []:
-                items[metadata_of(i).get("namespace", "") + "/" + i["metadata"]["name"]] = \
+                items[view_of(i).namespace + "/" + i["metadata"]["name"]] = \
                     self._kept(resource, i)
             meta = data.get("metadata") or {}
             version = meta.get("resourceVersion", version)
@@ -261,13 +261,13 @@ class LiveInventory:
             if obj.get("code") == 410:
                 raise _Gone()
             raise ApiException(status=obj.get("code") or 500, reason=obj.get("message"))
-        meta = obj.get("metadata") or {}
+        view = view_of(obj)
         if kind != "BOOKMARK":
-            key = meta.get("namespace", "") + "/" + meta.get("name", "")
+            key = view.namespace + "/" + view.name
             kept = None if kind == "DELETED" else self._kept(resource, obj)
             with self._lock:
                 if kept is not None and self.objects[resource].get(key) == kept:
-                    return meta.get("resourceVersion") or version  # nothing we keep changed
+                    return view.resource_version or version  # nothing we keep changed
                 if kept is None:
                     self.objects[resource].pop(key, None)
                 else:
@@ -278,7 +278,7 @@ class LiveInventory:
                 else:
                     self._full = True  # classes and node labels: rare, and read by every view
             self._changed.set()
-        return meta.get("resourceVersion") or version
+        return view.resource_version or version
 
     def _run(self, resource: str) -> None:
         version = ""

@@ -11,7 +11,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.common import metadata_of
+from app.common import view_of
 from .client import list_pages, within
 
 log = logging.getLogger("dra_bridge.kube")
@@ -87,7 +87,7 @@ RUNNING = "status.phase!=Succeeded,status.phase!=Failed"
 def opted_in_pods(api: client.ApiClient, selector: str | None, page_size: int = 500) -> tuple[dict[str, dict], list]:
     """(name -> labels of the namespaces `selector` picks (None: all), their pods still running),
     read in pages; ApiException or a connection error when the API does not answer."""
-    namespaces = {metadata_of(n).get("name", ""): metadata_of(n).get("labels") or {}
+    namespaces = {view_of(n).name: view_of(n).labels
                   for n in list_pages(api, "/api/v1/namespaces", selector, page_size)[0]}
     pods = []
     for name in sorted(namespaces):

@@ -19,7 +19,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.common import Backoff, metadata_of, Throttled, vocabulary
+from app.common import Backoff, metadata_of, Throttled, vocabulary, view_of
 
 from .client import list_pages, raw_get, watch_events, why_failed
 
@@ -33,7 +33,7 @@ def referenced(pods) -> set[tuple[str, str]]:
     """(namespace, template) of every template a pod's spec.resourceClaims names."""
     out = set()
     for pod in pods:
-        ns = metadata_of(pod).get("namespace", "")
+        ns = view_of(pod).namespace
         for ref in (pod.get("spec") or {}).get("resourceClaims") or []:
             name = (ref or {}).get("resourceClaimTemplateName")
             if name:
@@ -56,8 +56,7 @@ def collectable(templates: list[dict], in_use: set, unused_since: dict, now: flo
     seen: dict = {}
     delete = []
     for t in templates:
-        meta = t.get("metadata") or {}
-        key = (meta.get("namespace", ""), meta.get("name", ""))
+        key = view_of(t).key()
         if key in in_use:
             continue
         since = unused_since.get(key, now)
@@ -246,15 +245,15 @@ class TemplateWatch:
         kind = event.get("type")
         if kind == "ERROR":
             return ""  # expired: list again
-        meta = obj.get("metadata") or {}
+        view = view_of(obj)
         if kind == "DELETED":
-            self.store.forget((meta.get("namespace", ""), meta.get("name", "")))
+            self.store.forget(view.key())
             self.forgotten += 1
             if self.on_forgot:
                 self.on_forgot()
         elif kind in ("ADDED", "MODIFIED"):
             self.store.observe(obj)
-        return meta.get("resourceVersion") or version
+        return view.resource_version or version
 
     def _loop(self) -> None:
         version = ""

@@ -15,7 +15,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.common import metadata_of, TemplateEnsureError
+from app.common import TemplateEnsureError, view_of
 
 from .client import api_message, within
 
@@ -44,7 +44,7 @@ def same_spec(ours, theirs) -> bool:
 
 
 def _is_ours(template: dict, existing: dict) -> bool:
-    labels = metadata_of(existing).get("labels") or {}
+    labels = view_of(existing).labels
     ours = template["metadata"].get("labels") or {}
     return all(labels.get(k) == v for k, v in ours.items()) and same_spec(template["spec"], existing.get("spec"))
 
@@ -56,9 +56,8 @@ def _key(template: dict) -> tuple[str, str]:
 
 def _seen(obj: dict) -> tuple[tuple[str, str], dict]:
     """(key, what is compared with ours) of a template as the API serves it."""
-    meta = obj.get("metadata") or {}
-    return (meta.get("namespace", ""), meta.get("name", "")), {"metadata": {"labels": meta.get("labels") or {}},
-                                                               "spec": obj.get("spec")}
+    view = view_of(obj)
+    return view.key(), {"metadata": {"labels": view.labels}, "spec": obj.get("spec")}
 
 
 def _done(error: TemplateEnsureError | None) -> Future:

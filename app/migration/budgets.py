@@ -21,7 +21,7 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from app.common import metadata_of
+from app.common import metadata_of, view_of
 from app.policy import MigrationRules
 
 from .kueue import KUEUE_DRA_GATE, KueueView
@@ -124,7 +124,7 @@ def kueue_mappings(cluster_queues: list[dict], rules: MigrationRules,
         spec = queue.get("spec") if isinstance(queue.get("spec"), dict) else {}
         for group in spec.get("resourceGroups") or []:
             for resource in (group.get("coveredResources") or []) if isinstance(group, dict) else []:
-                covered.setdefault(str(resource), []).append(metadata_of(queue).get("name", "?"))
+                covered.setdefault(str(resource), []).append(view_of(queue).name or "?")
     mappings, notes, owner = [], [], dict(configured or {})
     for resource in sorted(covered):
         found = rules.rule_for(resource)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from app.common import allocation_results, count_or_none, metadata_of
+from app.common import allocation_results, count_or_none, metadata_of, view_of
 from app.policy import MigrationRules
 
 from .quota import counted_by
@@ -97,7 +97,7 @@ def _held(claims: list[dict]) -> dict[str, dict[str, int]]:
     """namespace -> DeviceClass -> devices allocated claims hold."""
     out: dict[str, dict[str, int]] = {}
     for claim in claims:
-        by_class = out.setdefault(metadata_of(claim).get("namespace", ""), {})
+        by_class = out.setdefault(view_of(claim).namespace, {})
         for cls, devices in allocated_devices(claim).items():
             by_class[cls] = by_class.get(cls, 0) + devices
     return out
@@ -119,7 +119,7 @@ def _plugin_held(pods: list[dict], resource: str) -> dict[str, int]:
     for pod in pods:
         total = plugin_held(pod, resource)
         if total:
-            namespace = metadata_of(pod).get("namespace", "")
+            namespace = view_of(pod).namespace
             out[namespace] = out.get(namespace, 0) + total
     return out
 
@@ -132,7 +132,7 @@ def quota_use(quotas: list[dict], pods: list[dict], claims: list[dict], rules: M
     plugin: dict[str, dict[str, int]] = {}
     charges: dict[str, dict[str, int]] = {}
     # A namespace whose pods were not read (an export without them) is not judged for twice.
-    read = {metadata_of(p).get("namespace", "") for p in pods}
+    read = {view_of(p).namespace for p in pods}
     out = []
     for quota in quotas:
         meta = metadata_of(quota)

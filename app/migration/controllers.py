@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from app.common import view_of
+
 from .quota import KUEUE_QUEUE as KUEUE_LABEL
 
 RAY_KINDS = {"RayCluster", "RayJob", "RayService"}
@@ -19,8 +21,7 @@ _STEP = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
 
 def left_to_admission(obj: dict) -> str | None:
     """Why `plan` must leave this object's pod templates as they are; None when it may rewrite."""
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    labels = view_of(obj).labels
     if KUEUE_LABEL in labels:
         return (f"Kueue ({KUEUE_LABEL}={labels[KUEUE_LABEL]}) charges the pod template's GPU requests to its "
                 "ClusterQueue: rewriting the stored object would take them out of quota; its pods are migrated "

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from app.common import InputError, vocabulary
 from app.policy import Effective, Policy
 
-from .paths import Choice, Facts, choose
+from .paths import Choice, Facts, Path, choose
 from .legacy import legacy_resources
 from .planner import Plan, plan_pod
 from .podshape import pod_errors
@@ -92,7 +92,7 @@ def _kept_by_policy(pod: dict, policy: Policy, keep: list[str]) -> Choice | None
     for _container, resource in legacy_resources(pod["spec"], policy.migration):
         found = policy.migration.rule_for(resource)
         if resource in keep or (found is not None and found[0].family in keep):
-            return Choice("legacy", f"the policy keeps {resource} on the device plugin (keepOnPlugin)", "policy")
+            return Choice(Path.LEGACY, f"the policy keeps {resource} on the device plugin (keepOnPlugin)", "policy")
     return None
 
 
@@ -113,9 +113,9 @@ def _path(pod: dict, namespace: str, namespace_labels: dict | None, policy: Poli
     plan, patch = planner(pod, policy.migration, namespace or None, facts.sharing)
     if plan.status in ("migrated", "unmigratable"):
         choice = choose(pod, plan, policy.migration, settings.path, facts)
-        if choice.path == "native":
+        if choice.path is Path.NATIVE:
             return Routed(settings, Plan("unchanged", reason=choice.reason), path=choice, planned=plan)
-        if choice.path == "legacy":
+        if choice.path is Path.LEGACY:
             return Routed(settings, Plan("unchanged", reason=choice.reason, warnings=[
                 f"pod left on the device plugin: {choice.reason}"]), path=choice, planned=plan)
     return Routed(settings, plan, patch, planned=plan)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from app.common import BridgeError, metadata_of
+from app.common import BridgeError, view_of
 from app.common.vocabulary import KUEUE_CONFIG, KUEUE_DEPLOYMENT
 
 KUEUE_DRA_GATE = "DynamicResourceAllocation"
@@ -63,7 +63,7 @@ def kueue_in_objects(objects: Iterable[dict]) -> KueueView | None:
         if configuration is not None:
             merged.update(configuration)
             found_any = True
-        elif obj.get("kind") == "Deployment" and metadata_of(obj).get("name") == KUEUE_DEPLOYMENT:
+        elif obj.get("kind") == "Deployment" and view_of(obj).name == KUEUE_DEPLOYMENT:
             args = manager_args(obj)
     return kueue_view(merged, args) if found_any else None
 
@@ -73,7 +73,7 @@ def configuration_in(obj: dict) -> dict | None:
     None for any other object. BridgeError when the ConfigMap's Configuration is not YAML."""
     if obj.get("kind") == "Configuration":
         return obj
-    if obj.get("kind") == "ConfigMap" and metadata_of(obj).get("name") == KUEUE_CONFIG[1]:
+    if obj.get("kind") == "ConfigMap" and view_of(obj).name == KUEUE_CONFIG[1]:
         text = (obj.get("data") or {}).get(KUEUE_CONFIG[2])
         try:
             found = yaml.safe_load(text) if isinstance(text, str) else None
@@ -151,7 +151,7 @@ def kueue_uncounted(templates: list[dict], resources: list[str], listed: Iterabl
     read)."""
     listed = set(listed)
     for template in templates:
-        name = ((template.get("metadata") or {}).get("name")) or "the claim template"
+        name = view_of(template).name or "the claim template"
         unsupported = _unsupported(template)
         if unsupported:
             return f"its claim template {name} uses {unsupported}, which Kueue's DRA support cannot count"

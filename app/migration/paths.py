@@ -9,10 +9,11 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from app.common import metadata_of, tolerates, vocabulary
+from app.common import tolerates, vocabulary, view_of
 from app.policy import MigrationRules
 
 from .kueue import KueueView, kueue_uncounted
@@ -48,9 +49,15 @@ class Facts:
     kueue: KueueView | None = None
 
 
+class Path(enum.StrEnum):
+    NATIVE = "native"
+    REWRITE = "rewrite"
+    LEGACY = "legacy"
+
+
 @dataclass(frozen=True)
 class Choice:
-    path: str  # native | rewrite | legacy
+    path: Path
     reason: str
     code: str = ""  # why, from a closed set (the metric's label)
 
@@ -99,7 +106,7 @@ def _native_gap(pod: dict, plan: Plan, rules: MigrationRules, served: dict[str, 
         return f"its node labels ask for {other[0]} devices, not what {resource} names"
     if plan.shares:
         return f"container {plan.shares[0]} is a share of a GPU"
-    annotations = (metadata_of(pod).get("annotations") or {})
+    annotations = view_of(pod).annotations
     used = [r.key for r in rules.annotations if isinstance(annotations, dict) and r.key in annotations]
     if used:
         return f"annotation {used[0]} narrows the devices"
@@ -109,17 +116,17 @@ def _native_gap(pod: dict, plan: Plan, rules: MigrationRules, served: dict[str, 
 def choose(pod: dict, plan: Plan, rules: MigrationRules, path: str, facts: Facts) -> Choice:
     """The path for a pod the planner migrated or found unmigratable."""
     if path == "legacy":
-        return Choice("legacy", "policy path: legacy", "policy")
+        return Choice(Path.LEGACY, "policy path: legacy", "policy")
     if pod_errors(pod):
-        return Choice("rewrite", "the pod's shape is not one a path can be chosen for", "shape")  # the plan says why
+        return Choice(Path.REWRITE, "the pod's shape is not one a path can be chosen for", "shape")  # the plan says why
     spec = pod["spec"]
     if path == "auto":
         if spec.get("nodeName"):
-            return Choice("legacy", f"bound to node {spec['nodeName']} (spec.nodeName): no scheduler would "
+            return Choice(Path.LEGACY, f"bound to node {spec['nodeName']} (spec.nodeName): no scheduler would "
                                     "allocate its claim", "bound")
         scheduler = spec.get("schedulerName") or "default-scheduler"
         if scheduler not in rules.draSchedulers:
-            return Choice("legacy", f"scheduler {scheduler!r} is not one the policy lists as allocating "
+            return Choice(Path.LEGACY, f"scheduler {scheduler!r} is not one the policy lists as allocating "
                                     "ResourceClaims (migration.draSchedulers)", "scheduler")
     if path == "rewrite":
         gap = "policy path: rewrite"
@@ -129,14 +136,14 @@ def choose(pod: dict, plan: Plan, rules: MigrationRules, path: str, facts: Facts
         gap = _native_gap(pod, plan, rules, facts.served)
     if gap is None:
         resources = sorted({r for _c, r in legacy_resources(spec, rules)})
-        return Choice("native", "served by DRA as extended resources: " +
+        return Choice(Path.NATIVE, "served by DRA as extended resources: " +
                       ", ".join(f"{r} by DeviceClass {facts.served[r]}" for r in resources), "native")
     if path == "native":
-        return Choice("legacy", f"policy path native, but {gap}: left to the device plugin", "policy")
+        return Choice(Path.LEGACY, f"policy path native, but {gap}: left to the device plugin", "policy")
     if plan.status != "migrated":
-        return Choice("rewrite", gap, "policy" if path == "rewrite" else "shape")
+        return Choice(Path.REWRITE, gap, "policy" if path == "rewrite" else "shape")
     kept = kept_on_plugin(pod, plan, rules, facts, check_dra=path == "auto")
-    return kept or Choice("rewrite", gap, "policy" if path == "rewrite" else "rewrite")
+    return kept or Choice(Path.REWRITE, gap, "policy" if path == "rewrite" else "rewrite")
 
 
 def kept_on_plugin(pod: dict, plan: Plan, rules: MigrationRules, facts: Facts, check_dra: bool) -> Choice | None:
@@ -145,21 +152,21 @@ def kept_on_plugin(pod: dict, plan: Plan, rules: MigrationRules, facts: Facts, c
     resources = sorted({r for _c, r in legacy_resources(pod["spec"], rules)})
     plugin = _plugin_text(resources, facts.plugin_nodes)
     if plan.costly and rules.fractional == "legacy":
-        return Choice("legacy", f"{plan.costly[0]} on DRA (no device here allows multiple allocations){plugin}; "
+        return Choice(Path.LEGACY, f"{plan.costly[0]} on DRA (no device here allows multiple allocations){plugin}; "
                                 "policy fractional: wholeDevice would rewrite it at that cost", "share")
     classes = sorted(_classes(plan))
     queue = kueue_per_pod(pod)
     uncounted = kueue_uncounted(plan.templates, resources, rules.kueueDeviceClasses, facts.kueue) if queue else None
     if uncounted:
-        return Choice("legacy", f"Kueue admits this pod by itself (queue {queue}) and counts its "
+        return Choice(Path.LEGACY, f"Kueue admits this pod by itself (queue {queue}) and counts its "
                                 f"{', '.join(resources)}; rewritten, its claim would not be in that quota: {uncounted}"
                                 f"{plugin}", "kueue")
-    namespace = metadata_of(pod).get("namespace") or (plan.templates[0]["metadata"].get("namespace")
+    namespace = view_of(pod).namespace or (plan.templates[0]["metadata"].get("namespace")
                                                                  if plan.templates else None)
     escaped = quota_escapes(facts.quotas.get(namespace or "", []) if facts.quotas else [], resources, classes,
                             facts.extended)
     if escaped:
-        return Choice("legacy", f"{escaped}{plugin}", "quota")
+        return Choice(Path.LEGACY, f"{escaped}{plugin}", "quota")
     if not check_dra or facts.dra is None:
         return None
     cordon_ok = tolerates_cordon(pod["spec"])
@@ -168,14 +175,14 @@ def kept_on_plugin(pod: dict, plan: Plan, rules: MigrationRules, facts: Facts, c
         if state == "serves" or (state == "busy" and not _plugin_serves(resources, facts.plugin_nodes)):
             continue
         if state == "busy":
-            return Choice("legacy", f"DRA cannot serve it now ({why}){plugin}", "dra-busy")
+            return Choice(Path.LEGACY, f"DRA cannot serve it now ({why}){plugin}", "dra-busy")
         if state == "shadow":
-            return Choice("legacy", f"{why}{plugin}", "dra-shadow")
+            return Choice(Path.LEGACY, f"{why}{plugin}", "dra-shadow")
         if state == "cordoned":
-            return Choice("legacy", f"{why}{plugin}", "dra-cordoned")
+            return Choice(Path.LEGACY, f"{why}{plugin}", "dra-cordoned")
         if state == "twice":
-            return Choice("legacy", f"{why}{plugin}", "dra-twice")
-        return Choice("legacy", f"the planned claim could never be satisfied here ({why}){plugin}", "dra-never")
+            return Choice(Path.LEGACY, f"{why}{plugin}", "dra-twice")
+        return Choice(Path.LEGACY, f"the planned claim could never be satisfied here ({why}){plugin}", "dra-never")
     return None
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from app.common import metadata_of, vocabulary
+from app.common import view_of, vocabulary
 from app.policy import MigrationRules
 
 from .claim_requests import MAX_REQUESTS, assign_requests, render_template, strip_legacy
@@ -134,8 +134,8 @@ def _topology(annotations: dict, rules: MigrationRules, notes: list[str]) -> tup
 
 
 def _kai_annotations(pod: dict) -> list[str]:
-    annotations = metadata_of(pod).get("annotations")
-    return [k for k in KAI_ANNOTATIONS if isinstance(annotations, dict) and k in annotations]
+    annotations = view_of(pod).annotations
+    return [k for k in KAI_ANNOTATIONS if k in annotations]
 
 
 def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None,
@@ -149,7 +149,7 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None,
                             f"{MAX_REQUESTS} requests per claim")
     constraints = translate(spec, rules)
     notes.extend(constraints.notes)
-    annotations = metadata_of(pod).get("annotations") or {}
+    annotations = view_of(pod).annotations
     pinned = [k for k in HAMI_INDEX_PINS if isinstance(annotations, dict) and k in annotations]
     if pinned:
         raise Unmigratable(f"annotation {pinned[0]}={annotations[pinned[0]]!s:.40} pins the pod to GPU indexes on its "

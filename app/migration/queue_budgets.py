@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from app.common import controller_ref, count_or_none, metadata_of
+from app.common import controller_ref, count_or_none, metadata_of, view_of
 from app.policy import MigrationRules
 
 from .continuity import allocated_devices, plugin_held
@@ -130,7 +130,7 @@ class _Counter:
         self.namespaces: set[str] = set()
 
     def add(self, pod: dict, admitted: _Admitted | None) -> None:
-        namespace = metadata_of(pod).get("namespace", "")
+        namespace = view_of(pod).namespace
         held: dict[str, int] = {}
         through: dict[str, set[str]] = {}
         for resource, use in self.uses.items():
@@ -197,14 +197,14 @@ def queue_use(cluster_queues: list[dict], local_queues: list[dict], workloads: l
                 gpu[resource] = found[0].deviceClass
     classes_of = {r: {c for c, x in extended.items() if x == r} | ({cls} - {None, ""}) |
                   {c for c, x in (view.mappings if view else {}).items() if x == r} for r, cls in gpu.items()}
-    local = {(metadata_of(q).get("namespace", ""), metadata_of(q).get("name", "")):
+    local = {(view_of(q).namespace, view_of(q).name):
              str((q.get("spec") or {}).get("clusterQueue") or "") for q in local_queues}
     admitted = _admitted(workloads)
-    by_claim = {(metadata_of(c).get("namespace", ""), metadata_of(c).get("name", "")): c for c in claims}
+    by_claim = {(view_of(c).namespace, view_of(c).name): c for c in claims}
     counters: dict[str, _Counter] = {}
     out: list[QueueUse] = []
     for queue in cluster_queues:
-        name = metadata_of(queue).get("name", "")
+        name = view_of(queue).name
         quotas, reserved = _quotas(queue, set(gpu)), _reserved(queue)
         if not quotas:
             continue
@@ -215,9 +215,9 @@ def queue_use(cluster_queues: list[dict], local_queues: list[dict], workloads: l
     for pod in pods:
         if not running(pod):
             continue
-        found = admitted.get(str(metadata_of(pod).get("uid"))) or \
+        found = admitted.get(str(view_of(pod).uid)) or \
             admitted.get(str((controller_ref(pod) or {}).get("uid")))
-        queue = found.queue if found else local.get((metadata_of(pod).get("namespace", ""), _label(pod)))
+        queue = found.queue if found else local.get((view_of(pod).namespace, _label(pod)))
         if queue in counters:
             counters[queue].add(pod, found)
     for counter in counters.values():
@@ -226,5 +226,4 @@ def queue_use(cluster_queues: list[dict], local_queues: list[dict], workloads: l
 
 
 def _label(pod: dict) -> str:
-    labels = metadata_of(pod).get("labels")
-    return str(labels.get(KUEUE_QUEUE, "")) if isinstance(labels, dict) else ""
+    return str(view_of(pod).labels.get(KUEUE_QUEUE, ""))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from app.common import controller_ref, count_or_none, metadata_of, vocabulary
+from app.common import controller_ref, count_or_none, vocabulary, view_of
 
 from .asks import pod_asks
 
@@ -62,16 +62,16 @@ def claim_asks(claim: dict) -> dict[str, int]:
 
 def _owner_pod(claim: dict, pods: Mapping[tuple[str, str], dict]) -> dict | None:
     """The pod a KEP-5004 claim was made for, where upstream would take its usage off the claim."""
-    if (metadata_of(claim).get("annotations") or {}).get(EXTENDED_CLAIM_ANNOTATION) != "true":
+    if view_of(claim).annotations.get(EXTENDED_CLAIM_ANNOTATION) != "true":
         return None
     owner = controller_ref(claim) or {}
     if owner.get("kind") != "Pod" or owner.get("apiVersion") != "v1":
         return None
-    pod = pods.get((metadata_of(claim).get("namespace", ""), str(owner.get("name"))))
-    if pod is None or (owner.get("uid") and metadata_of(pod).get("uid") != owner.get("uid")):
+    pod = pods.get((view_of(claim).namespace, str(owner.get("name"))))
+    if pod is None or (owner.get("uid") and view_of(pod).uid != owner.get("uid")):
         return None
     named = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
-    return pod if named in (None, metadata_of(claim).get("name")) else None
+    return pod if named in (None, view_of(claim).name) else None
 
 
 def charged(pods: Iterable[dict], claims: Iterable[dict], resource: str,
@@ -81,8 +81,8 @@ def charged(pods: Iterable[dict], claims: Iterable[dict], resource: str,
     out: dict[str, int] = {}
     by_name: dict[tuple[str, str], dict] = {}
     for pod in pods:
-        namespace = metadata_of(pod).get("namespace", "")
-        by_name[(namespace, metadata_of(pod).get("name", ""))] = pod
+        namespace = view_of(pod).namespace
+        by_name[(namespace, view_of(pod).name)] = pod
         out[namespace] = out.get(namespace, 0) + pod_charge(pod, resource)
     for claim in claims:
         devices = sum(n for cls, n in claim_asks(claim).items() if extended.get(cls) == resource)
@@ -90,6 +90,6 @@ def charged(pods: Iterable[dict], claims: Iterable[dict], resource: str,
         if owner is not None:
             devices = max(0, devices - pod_charge(owner, resource))
         if devices:
-            namespace = metadata_of(claim).get("namespace", "")
+            namespace = view_of(claim).namespace
             out[namespace] = out.get(namespace, 0) + devices
     return {namespace: total for namespace, total in out.items() if total}

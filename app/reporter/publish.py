@@ -11,7 +11,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.common import BridgeError, metadata_of
+from app.common import BridgeError, view_of
 from app.kube import api_message
 
 from . import render
@@ -78,7 +78,7 @@ class SlicePublisher:
         # Field selectors may be ignored by a proxy or old server: check again ourselves.
         return [s for s in items if (s.get("spec") or {}).get("driver") == self.driver
                 and (s.get("spec") or {}).get("nodeName") == self.node_name
-                and (metadata_of(s).get("labels") or {}).get(render.MANAGED_LABEL) == "dra-bridge"]
+                and view_of(s).labels.get(render.MANAGED_LABEL) == "dra-bridge"]
 
     def foreign(self) -> list[str]:
         """Names of slices another writer (NVIDIA's kubelet plugin) publishes for this node and
@@ -90,7 +90,7 @@ class SlicePublisher:
         return sorted(s["metadata"]["name"] for s in items
                       if (s.get("spec") or {}).get("driver") == self.driver
                       and (s.get("spec") or {}).get("nodeName") == self.node_name
-                      and (metadata_of(s).get("labels") or {}).get(render.MANAGED_LABEL) != "dra-bridge")
+                      and view_of(s).labels.get(render.MANAGED_LABEL) != "dra-bridge")
 
     def publish(self, node: NodeGpus) -> PublishResult:
         existing = {s["metadata"]["name"]: s for s in self._ours()}

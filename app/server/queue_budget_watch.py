@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from app.common import BridgeError, Throttled, by_kind, metadata_of
+from app.common import BridgeError, Throttled, by_kind, view_of
 from app.migration import extended_resources, queue_use
 
 from .budget_watch import log_problems
@@ -43,7 +43,7 @@ class QueueBudgetWatch(Periodic):
         self._failures.recovered("Kueue's queues are readable again")
         found = by_kind(objects)
         pods = found.get("Pod", [])
-        claims = [c for namespace in sorted({metadata_of(p).get("namespace", "") for p in pods})
+        claims = [c for namespace in sorted({view_of(p).namespace for p in pods})
                   for c in live.claims_in(namespace)]
         migration = self.state.policy.policy.migration
         uses = queue_use(found.get("ClusterQueue", []), found.get("LocalQueue", []), found.get("Workload", []),

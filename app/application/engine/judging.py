@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from app import cel
-from app.common import held_devices, metadata_of
+from app.common import held_devices, view_of
 from app.dra import ClaimError, ClaimSpec, Index, Request, candidates, parse_claim_object
 from app.policy import REQUEST_VARIABLES, Rule
 
@@ -168,13 +168,12 @@ def _namespace_total(claims: list[dict], subject: Subject, usage: Usage, devices
     what it asks. The subject's own claims are counted with the subject, not here."""
     own = {c.existing for c in usage.claims if c.existing}
     if subject.kind == "ResourceClaim":
-        own.add(metadata_of(subject.obj).get("name"))
+        own.add(view_of(subject.obj).name)
     total = 0
-    pod = metadata_of(subject.obj).get("name") if subject.kind == "Pod" else None
+    pod = view_of(subject.obj).name if subject.kind == "Pod" else None
     for claim in claims:
-        meta = claim.get("metadata") or {}
-        if meta.get("name") in own or (pod and any(r.get("kind") == "Pod" and r.get("name") == pod
-                                                    for r in meta.get("ownerReferences") or [])):
+        view = view_of(claim)
+        if view.name in own or (pod and view.owned_by("Pod", pod)):
             continue  # counted with the subject (its named claims, the claims stamped for it)
         held = held_devices(claim)
         if held:

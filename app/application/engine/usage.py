@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app import dra
-from app.common import metadata_of
+from app.common import metadata_of, view_of
 from .judging import Claim, Subject, Usage, Violation, applies, judge
 from app.migration import TEMPLATE_PREFIX, legacy_asks, legacy_resources, plan_pod, pod_errors
 from app.policy import Policy
@@ -30,11 +30,11 @@ class KnownClaims:
         self._by_key: dict[tuple, dict] = {}
         self._by_namespace: dict[str, list[dict]] = {}
         for obj in objects:
-            meta = obj.get("metadata")
-            if obj.get("kind") not in dra.CLAIM_KINDS or not isinstance(meta, dict):
+            view = view_of(obj)
+            if view.kind not in dra.CLAIM_KINDS or not metadata_of(obj):
                 continue
-            namespace = meta.get("namespace") or default_namespace
-            self._by_key[(namespace, obj["kind"], meta.get("name"))] = obj
+            namespace = view.namespace or default_namespace
+            self._by_key[(namespace, view.kind, view.name)] = obj
             if obj["kind"] == "ResourceClaim":
                 self._by_namespace.setdefault(namespace, []).append(obj)
 
@@ -56,7 +56,7 @@ def pod_usage(pod: dict, policy: Policy, namespace: str, lookup: Lookup = no_loo
     pod's device-plugin asks would be as claims (None: planned here)."""
     usage = Usage()
     spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
-    known = {metadata_of(t).get("name"): t for t in generated}
+    known = {view_of(t).name: t for t in generated}
     for i, entry in enumerate(spec.get("resourceClaims") or []):
         if not isinstance(entry, dict):
             continue
@@ -127,7 +127,7 @@ def _as_claims(pod: dict, policy: Policy, namespace: str) -> list[dict]:
     for key in ("containers", "initContainers"):
         if isinstance(spec.get(key), list):
             spec[key] = [_without_claims(c) for c in spec[key]]
-    plan = plan_pod({"metadata": pod.get("metadata") or {}, "spec": spec}, policy.migration, namespace or None)
+    plan = plan_pod({"metadata": metadata_of(pod), "spec": spec}, policy.migration, namespace or None)
     return plan.templates if plan.status == "migrated" else []
 
 
@@ -138,8 +138,7 @@ def _without_claims(container):
 
 
 def subject_of(kind: str, obj: dict, namespace: str, namespace_labels: dict | None, user_info: dict | None) -> Subject:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    labels = view_of(obj).labels
     info = user_info if isinstance(user_info, dict) else {}
     groups = info.get("groups") if isinstance(info.get("groups"), list) else []
     return Subject(kind, namespace, namespace_labels, labels, str(info.get("username") or ""),

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from app.common import BridgeError, WriteConflict, metadata_of
+from app.common import BridgeError, WriteConflict, metadata_of, view_of
 from app.policy import Policy
 
 from app.migration import DEFAULT_OPT_IN, OptIn
@@ -215,7 +215,7 @@ class Mover:
             if refused:
                 self.sleep(self.poll_s)
         keys = {p.key for p in pods}
-        self._wait(name, lambda: (not keys & {f"{_meta(p).get('namespace')}/{_meta(p).get('name')}"
+        self._wait(name, lambda: (not keys & {"/".join(view_of(p).key())
                                               for p in self.api.on_node(name, "pods")["pods"]}, "pods still there"),
                    f"the evicted pods to leave {name}", record)
         if late:
@@ -290,7 +290,7 @@ class Mover:
                               "command acts on it; nothing more was written")
             patch = dict(extra or {})
             patch["metadata"] = {**metadata_of(patch), "annotations": annotations,
-                                 "resourceVersion": metadata_of(node).get("resourceVersion")}
+                                 "resourceVersion": view_of(node).resource_version or None}
             try:
                 self.api.patch_node(name, patch)
             except WriteConflict:
@@ -302,16 +302,12 @@ class Mover:
 
     def _saw(self, node: dict) -> dict:
         """Remember the record this command read, the one its next write may replace."""
-        self._seen[metadata_of(node).get("name", "")] = _record_keys(node)
+        self._seen[view_of(node).name] = _record_keys(node)
         return node
 
 
 
 def _record_keys(node: dict) -> dict:
     """The annotations a move record is kept in, as the node has them."""
-    annotations = metadata_of(node).get("annotations") or {}
+    annotations = view_of(node).annotations
     return {k: annotations[k] for k in (WAVE, STEP, BEFORE) if k in annotations}
-
-
-def _meta(obj: dict) -> dict:
-    return obj.get("metadata") or {}

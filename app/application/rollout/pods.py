@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from app.common import controller_ref, held_devices, labels_by_name, metadata_of
+from app.common import ObjectView, held_devices, labels_by_name, metadata_of, view_of
 from app.migration import DEFAULT_OPT_IN, OptIn, legacy_asks, recreated, tolerates_cordon
 from app.migration import running as live
 from app.policy import Policy
@@ -83,12 +83,12 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
     namespaces = labels_by_name(objects.get("namespaces", []))
     held = _claim_devices(objects.get("resourceclaims", []), switches.driver)
     volumes = _volume_affinity(objects.get("persistentvolumeclaims", []), objects.get("persistentvolumes", []))
-    jobs = {metadata_of(j).get("namespace", "") + "/" + metadata_of(j).get("name", ""): j
+    jobs = {view_of(j).namespace + "/" + view_of(j).name: j
             for j in objects.get("jobs", [])}
     out = []
     for pod in filter(live, objects.get("pods", [])):
-        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        namespace = meta.get("namespace", "")
+        view, spec = view_of(pod), pod.get("spec") or {}
+        namespace = view.namespace
         legacy = legacy_asks(spec, policy.migration).counts()
         claims = len(spec.get("resourceClaims") or [])
         devices = sum(held.get((namespace, c.get("resourceClaimName") or ""), 0)
@@ -97,9 +97,9 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
             continue
         path, why, templates = _path(pod, namespace, namespaces.get(namespace), policy, facts, opt_in) \
             if legacy else (DRA, "on DRA already", [])
-        owner = owner_of(meta)
+        owner = owner_of(view)
         out.append(PodView(
-            namespace, meta.get("name", ""), spec.get("nodeName"), owner, meta.get("labels") or {}, legacy, devices,
+            namespace, view.name, spec.get("nodeName"), owner, view.labels, legacy, devices,
             path, why, spec={**{k: spec[k] for k in ("nodeSelector", "affinity", "tolerations") if k in spec},
                              **_pinned_by_volumes(spec, namespace, volumes)},
             claims=claims, empty_dir=any(isinstance(v, dict) and "emptyDir" in v for v in spec.get("volumes") or []),
@@ -159,7 +159,7 @@ def _gpu_claims(pod: dict, held: dict, namespace: str) -> bool:
 
 def bound_by_owner(pods: list[dict]) -> Counter:
     """Live pods bound to a node, per namespace/Kind/name of what recreates them."""
-    return Counter(f"{(p.get('metadata') or {}).get('namespace', '')}/{owner_of(p.get('metadata') or {})}"
+    return Counter(f"{view_of(p).namespace}/{owner_of(view_of(p))}"
                    for p in pods if live(p) and (p.get("spec") or {}).get("nodeName"))
 
 
@@ -170,7 +170,7 @@ def _volume_affinity(claims: list[dict], volumes: list[dict]) -> dict[tuple[str,
     for pv in volumes:
         required = ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
         if isinstance(required.get("nodeSelectorTerms"), list):
-            terms[metadata_of(pv).get("name", "")] = required["nodeSelectorTerms"]
+            terms[view_of(pv).name] = required["nodeSelectorTerms"]
     out = {}
     for pvc in claims:
         volume = (pvc.get("spec") or {}).get("volumeName")
@@ -193,20 +193,19 @@ def _claim_devices(claims: list[dict], driver: str) -> dict[tuple[str, str], int
     """(namespace, claim) -> devices of the driver it holds; unallocated claims are left out."""
     out = {}
     for claim in claims:
-        meta = claim.get("metadata") or {}
         if not (claim.get("status") or {}).get("allocation"):
             continue
-        out[(meta.get("namespace", ""), meta.get("name", ""))] = len(held_devices(claim, driver))
+        out[view_of(claim).key()] = len(held_devices(claim, driver))
     return out
 
 
-def owner_of(meta: dict) -> str:
+def owner_of(view: ObjectView) -> str:
     """Kind/name of what recreates the pod: its controller (a ReplicaSet's Deployment)."""
-    ref = controller_ref({"metadata": meta})
+    ref = view.owner
     if ref is None:
         return ""
     kind, name = ref.get("kind", ""), ref.get("name", "")
-    hash_ = (meta.get("labels") or {}).get("pod-template-hash")
+    hash_ = view.labels.get("pod-template-hash")
     if kind == "ReplicaSet" and hash_ and name.endswith(f"-{hash_}"):
         return f"Deployment/{name[:-len(hash_) - 1]}"
     return f"{kind}/{name}"

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from app.common import InputError, metadata_of
+from app.common import InputError, view_of
 
 from .sides import BEFORE, STEP, WAVE
 
@@ -69,7 +69,7 @@ class MoveRecord:
     @classmethod
     def of(cls, node: dict) -> MoveRecord | None:
         """The node's record; None when no wave touched it."""
-        annotations = metadata_of(node).get("annotations") or {}
+        annotations = view_of(node).annotations
         if BEFORE not in annotations and STEP not in annotations:
             return None
         where = f"annotation {BEFORE}"

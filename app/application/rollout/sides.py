@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from app import dra
-from app.common import NVIDIA_DRIVER as NVIDIA_DOMAIN  # shadow slices qualify its attribute names
+from app.common import NVIDIA_DRIVER as NVIDIA_DOMAIN, view_of  # shadow slices qualify its attribute names
 from app.common import SHADOW_OF, extended_allocatable, metadata_of, vocabulary
 
 
@@ -79,15 +79,14 @@ class NodeView:
 
 def node_view(node: dict, slices: list[dict], switches: Switches) -> NodeView | None:
     """A GPU node's side; None for a node with no GPU on either side."""
-    meta = node.get("metadata") or {}
-    name, labels = meta.get("name", ""), meta.get("labels") or {}
-    annotations = meta.get("annotations") or {}
+    view = view_of(node)
+    name, labels, annotations = view.name, view.labels, view.annotations
     unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
     advertised = plugin_advertised(node)
     own = [s for s in slices if (s.get("spec") or {}).get("nodeName") == name]
     dra = _devices([s for s in own if s["spec"].get("driver") == switches.driver
-                    and SHADOW_OF not in (metadata_of(s).get("labels") or {})])
-    shadow = _devices([s for s in own if (metadata_of(s).get("labels") or {}).get(SHADOW_OF)])
+                    and SHADOW_OF not in view_of(s).labels])
+    shadow = _devices([s for s in own if view_of(s).labels.get(SHADOW_OF)])
     wave = int(annotations[WAVE]) if str(annotations.get(WAVE, "")).isdigit() else None
     step = annotations.get(STEP)
     known = shadow if shadow[0] else dra
@@ -146,7 +145,7 @@ def published(node: dict, slices: list[dict], switches: Switches) -> NodeView | 
     """The node as NVIDIA's driver publishes it: its slices only (our shadow slices aside), the
     move's annotations aside."""
     meta = {**metadata_of(node), "annotations": {}}
-    theirs = [s for s in slices if SHADOW_OF not in (metadata_of(s).get("labels") or {})]
+    theirs = [s for s in slices if SHADOW_OF not in view_of(s).labels]
     return node_view({**node, "metadata": meta}, theirs, switches)
 
 

@@ -7,6 +7,7 @@ advertises what they hold, and workloads with fewer pods bound than they want.
 
 from __future__ import annotations
 
+from app.common import view_of
 from app.policy import MigrationRules
 
 from app.migration import legacy_resources
@@ -93,9 +94,9 @@ def _short(workloads: list[dict], bound: dict, rules: MigrationRules) -> dict[st
     """Kind namespace/name -> 'have of want bound' for GPU workloads below their replicas."""
     out = {}
     for obj in workloads:
-        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-        kind = obj.get("kind", "")
-        owner = f"{meta.get('namespace', '')}/{kind}/{meta.get('name', '')}"
+        view, spec = view_of(obj), obj.get("spec") or {}
+        kind = view.kind
+        owner = f"{view.namespace}/{kind}/{view.name}"
         pod_spec = (spec.get("template") or {}).get("spec") or {}
         if not (pod_spec.get("resourceClaims") or legacy_resources(pod_spec, rules)):
             continue
@@ -103,7 +104,7 @@ def _short(workloads: list[dict], bound: dict, rules: MigrationRules) -> dict[st
             (spec.get("completions") or 1) - ((obj.get("status") or {}).get("succeeded") or 0), 0))
         have = bound.get(owner, 0)
         if isinstance(want, int) and have < want and not (kind == "Job" and _finished(obj)):
-            out[f"{kind} {meta.get('namespace', '')}/{meta.get('name', '')}"] = f"{have} of {want} pod(s) bound"
+            out[f"{kind} {view.namespace}/{view.name}"] = f"{have} of {want} pod(s) bound"
     return out
 
 

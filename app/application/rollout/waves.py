@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from app.common import view_of
 from app.policy import LabelSelector
 
 from .placement import unplaceable
@@ -259,13 +260,13 @@ def _done_waves(nodes: list[NodeView], pods: list[PodView]) -> list[Wave]:
 def _budget_blockers(evicted: list[PodView], budgets: list[dict], notes: list[str]) -> list[str]:
     out = []
     for budget in budgets:
-        meta, spec = budget.get("metadata") or {}, budget.get("spec") or {}
-        hit = [p for p in evicted if p.namespace == meta.get("namespace") and _selects(spec.get("selector"), p.labels)]
+        view, spec = view_of(budget), budget.get("spec") or {}
+        hit = [p for p in evicted if p.namespace == view.namespace and _selects(spec.get("selector"), p.labels)]
         if not hit:
             continue
         status = budget.get("status") or {}
         allowed = int(status.get("disruptionsAllowed") or 0)
-        where = f"PodDisruptionBudget {meta.get('namespace')}/{meta.get('name')}"
+        where = f"PodDisruptionBudget {view.namespace}/{view.name}"
         if allowed == 0:
             out.append(f"{where} allows no disruption now ({status.get('currentHealthy', 0)} healthy, "
                        f"{status.get('desiredHealthy', 0)} desired): evicting {hit[0].key} would break it")
