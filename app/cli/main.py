@@ -303,6 +303,8 @@ def _add_rollout(sub) -> None:
     plan.add_argument("-f", "--filename", action="append",
                       help="an export instead of the cluster (repeatable) (default: the cluster)")
     _opt(plan, "-o", "--output", choices=["table", "json"], default="table", help="stdout format")
+    _opt(plan, "--undo", type=int, metavar="WAVE", help="plan taking this wave back instead, as `rollout undo` "
+                                                        "judges it before acting", shown="the waves forward")
     for name, text in (("run", "move the nodes of one wave"), ("undo", "move a wave's nodes back")):
         action = actions.add_parser(name, parents=[common, waves], help=text, epilog=exits.format(
             what="the wave is blocked, or stopped (a budget refused an eviction, a wait timed out): run it again"))

@@ -12,7 +12,7 @@ import threading
 
 from app import kube
 from app.application import read_kueue_view, rollout, snapshot_facts
-from app.common import BridgeError, InputError, read_objects
+from app.common import BridgeError, InputError, read_objects, view_of
 from app.kube import LeaseStore, NodeWrites, rollout_snapshot
 from app.migration import OptIn
 from app.policy import load_policy
@@ -20,7 +20,7 @@ from app.policy import load_policy
 KINDS = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "ResourceQuota": "resourcequotas",
          "PodDisruptionBudget": "poddisruptionbudgets", "ResourceSlice": "resourceslices",
          "ResourceClaim": "resourceclaims", "DeviceClass": "deviceclasses", "Job": "jobs",
-         "Deployment": "deployments", "StatefulSet": "statefulsets",
+         "Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets",
          "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes"}
 
 
@@ -55,6 +55,11 @@ def run_rollout(args) -> int:
     if args.action == "status":
         return _status(nodes, pods, objects, policy, args.output)
     drain = rollout.Drain(args.force, args.delete_emptydir_data)
+    undoing = args.wave if args.action == "undo" else getattr(args, "undo", None)
+    if undoing is not None:
+        undo = _undo_plan(undoing, nodes, pods, objects, switches, drain, args.action == "plan")
+        if args.action == "plan":
+            return _print_plan([undo], args.output, rollout.hazards(nodes), undo=True)
     waves = rollout.plan_waves(nodes, pods, objects["poddisruptionbudgets"], args.wave_size,
                                args.max_unavailable_gpus, lambda n: chosen(n.labels), drain, fits)
     if args.action == "plan":
@@ -72,7 +77,7 @@ def run_rollout(args) -> int:
     renewing = _renew_in_background(holding)
     try:
         return _run(mover, waves, nodes, args, holding) if args.action == "run" \
-            else _undo(mover, nodes, args.wave, holding, args.nodes)
+            else _undo(mover, nodes, undo, holding, args.nodes)
     except rollout.Stopped as exc:
         print(f"dra-bridge rollout: stopped: {exc}", file=sys.stderr)
         return 1
@@ -163,12 +168,26 @@ def _run(mover: rollout.Mover, waves: list[rollout.Wave], nodes: list[rollout.No
     return _finished(mover, wave.nodes, f"wave {wave.number}", dry)
 
 
-def _undo(mover: rollout.Mover, nodes: list[rollout.NodeView], number: int, holding=None,
+def _undo_plan(number: int, nodes, pods, objects: dict, switches, drain, planning: bool) -> rollout.Wave:
+    """Wave `number` taken back, judged before anything is done (an undo under way: only whether
+    the device plugin can start again; `plan --undo` judges it whole)."""
+    if not any(n.wave == number for n in nodes):
+        raise InputError("--undo" if planning else "--wave", f"no node carries wave {number} ({rollout.WAVE})")
+    records = {view_of(n).name: rollout.MoveRecord.of(n) for n in objects["nodes"]}
+    started = any(r is not None and r.wave == number and r.step.undoing for r in records.values())
+    return rollout.plan_undo(number, nodes, pods, records, objects.get("daemonsets", []),
+                             objects["poddisruptionbudgets"], switches, drain, room=planning or not started)
+
+
+def _undo(mover: rollout.Mover, nodes: list[rollout.NodeView], plan: rollout.Wave, holding=None,
           nodes_flag: str | None = None) -> int:
-    moved = sorted(n.name for n in nodes if n.wave == number)
-    if not moved:
-        raise InputError("--wave", f"no node carries wave {number} ({rollout.WAVE})")
+    number, moved = plan.number, plan.nodes
     _only_chosen(nodes_flag, nodes, moved, number)
+    if plan.blockers:
+        print(f"undo wave {number} refused, nothing done:", file=sys.stderr)
+        for blocker in plan.blockers:
+            print(f"  - {blocker}", file=sys.stderr)
+        return 1
     dry = " (server-side dry run: nothing changes)" if mover.dry_run else ""
     print(f"undo wave {number}: {', '.join(moved)}{dry}")
     for name in moved:
@@ -200,21 +219,24 @@ BACK = {rollout.DRA_BACK: "DRA", rollout.DRA_AFTER: "DRA on its node, after the 
         rollout.LOST: "lost (a bare pod, --force)", None: "no room"}
 
 
-def _print_plan(waves: list[rollout.Wave], output: str, hazards: list[dict]) -> int:
+def _print_plan(waves: list[rollout.Wave], output: str, hazards: list[dict], undo: bool = False) -> int:
     """Exit 1 when a wave is blocked or stopped, or a node is in a hazard state."""
     if output == "json":
-        sys.stdout.write(json.dumps({"hazards": hazards, "waves": [{
+        sys.stdout.write(json.dumps({"hazards": hazards, "undo": undo, "waves": [{
             "wave": w.number, "done": w.done, "stopped": w.stuck, "nodes": w.nodes, "gpus": w.gpus,
             "blockers": w.blockers, "notes": w.notes,
-            "pods": [{"pod": p.key, "owner": p.owner, "comesBackOn": w.back.get(p.key), "belongsOn": p.path,
-                      "why": p.why} for p in w.pods]} for w in waves]}, indent=2) + "\n")
+            "pods": [{"pod": p.key, "owner": p.owner, "comesBackOn": w.back.get(p.key),
+                      "belongsOn": p.recreated_path if undo else p.path, "why": p.recreated_why if undo else p.why}
+                     for p in w.pods]} for w in waves]}, indent=2) + "\n")
     else:
         for w in waves:
             state = "done" if w.done else "STOPPED" if w.stuck else "BLOCKED" if w.blockers else "ready"
-            print(f"wave {w.number} [{state}]: {', '.join(w.nodes)} ({w.gpus} GPUs, {len(w.pods)} GPU pods)")
+            print(f"{'undo ' if undo else ''}wave {w.number} [{state}]: {', '.join(w.nodes)} ({w.gpus} GPUs, "
+                  f"{len(w.pods)} GPU pods{' to evict' if undo else ''})")
             for pod in w.pods:
                 where = BACK[w.back.get(pod.key)] if not (w.done or w.stuck) else "moved"
-                print(f"    {pod.key} ({pod.owner or 'bare pod'}) -> {where} ({pod.why})")
+                print(f"    {pod.key} ({pod.owner or 'bare pod'}) -> {where} "
+                      f"({pod.recreated_why if undo else pod.why})")
             for blocker in w.blockers:
                 print(f"    blocked: {blocker}")
             for note in w.notes:

@@ -19,7 +19,7 @@ PATHS = {"nodes": "/api/v1/nodes", "pods": "/api/v1/pods", "namespaces": "/api/v
          "resourceclaims": "/apis/resource.k8s.io/v1/resourceclaims",
          "deviceclasses": "/apis/resource.k8s.io/v1/deviceclasses",
          "jobs": "/apis/batch/v1/jobs", "deployments": "/apis/apps/v1/deployments",
-         "statefulsets": "/apis/apps/v1/statefulsets",
+         "statefulsets": "/apis/apps/v1/statefulsets", "daemonsets": "/apis/apps/v1/daemonsets",
          "persistentvolumeclaims": "/api/v1/persistentvolumeclaims", "persistentvolumes": "/api/v1/persistentvolumes"}
 
 

@@ -68,6 +68,7 @@ GRANTED = {
                                    "against; Jobs short of pods)",
         **{("apps", r, "list"): "kube.rollout_snapshot (rollout status: workloads short of pods)"
            for r in ("deployments", "statefulsets")},
+        ("apps", "daemonsets", "list"): "kube.rollout_snapshot (undo: a device-plugin DaemonSet takes the node back)",
         **{("resource.k8s.io", r, "list"): "kube.rollout_snapshot (published GPUs, held devices, native classes)"
            for r in ("resourceslices", "resourceclaims", "deviceclasses")},
     },

@@ -59,6 +59,13 @@ def budget(name, **spec):
 # to their node, so a replacement cannot become ready while the node moves (the run says so).
 BUDGETS = [budget("db", minAvailable=1), budget("infer", maxUnavailable=1)]
 EXPECTED = {"infer": 2, "train": 1, "db": 1}
+# The device plugin's DaemonSet as the GPU Operator runs it: on nodes whose switch label is on.
+DEVICE_PLUGIN = {"apiVersion": "apps/v1", "kind": "DaemonSet",
+                 "metadata": {"name": "nvidia-device-plugin-daemonset", "namespace": "kube-system"},
+                 "spec": {"selector": {"matchLabels": {"app": "nvidia-device-plugin"}}, "template": {
+                     "metadata": {"labels": {"app": "nvidia-device-plugin"}},
+                     "spec": {"nodeSelector": {PLUGIN_LABEL: "true"},
+                              "containers": [{"name": "plugin", "image": "nvidia/k8s-device-plugin"}]}}}}
 
 
 class Kubelets:
@@ -123,7 +130,7 @@ def moving_plane(workdir, binaries, nodes=NODES, namespace=NS, hardware=None):
             resources, description = kubelets.gear(node)
             set_allocatable(plane, node, resources)
             assert report(plane, node, "shadow", description).returncode == 0
-        plane.apply(NVIDIA_CLASSES)
+        plane.apply(NVIDIA_CLASSES + [DEVICE_PLUGIN])
         webhook = Webhook(plane, "--template-gc-interval", "3600").start()
         plane.apply(webhook.configurations())
         kubelets.thread.start()
@@ -245,6 +252,24 @@ def test_a_running_cluster_moves_wave_by_wave_and_a_wave_can_be_undone(rolling):
 
     status = json.loads(rollout(plane, "status", "-o", "json").stdout)
     assert status["nodes"]["dra"] == list(NODES) and status["gpus"]["dra"] == 24 and not status["nodes"]["plugin"]
+
+    # Without the device plugin's DaemonSet nothing would serve the node after an undo: refused
+    # before anything is done, naming the label; nothing evicted, the node as it was.
+    before = {p["metadata"]["name"] for p in plane.json("pods", "-n", NS)["items"]}
+    plane.kubectl("delete", "daemonset", DEVICE_PLUGIN["metadata"]["name"], "-n", "kube-system")
+    refused = rollout(plane, "undo", "--wave", "1", "--timeout", "30")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "undo wave 1 refused, nothing done" in refused.stderr
+    assert f"no DaemonSet selects nodes by {PLUGIN_LABEL}" in refused.stderr
+    node = plane.json("node", first)
+    assert node["metadata"]["labels"][DRA_LABEL] == "true" and not node["spec"].get("unschedulable")
+    assert {p["metadata"]["name"] for p in plane.json("pods", "-n", NS)["items"]} == before
+    plane.apply([DEVICE_PLUGIN])
+    # `plan --undo` says what the undo will do, as it judges it before acting.
+    undo_plan = json.loads(rollout(plane, "plan", "--undo", "1", "-o", "json").stdout)
+    [taken_back] = undo_plan["waves"]
+    assert undo_plan["undo"] and taken_back["nodes"] == [first] and not taken_back["blockers"]
+    assert {p["comesBackOn"] for p in taken_back["pods"]} <= {"dra", "plugin"}
 
     # Undo the first wave: its node goes back to the device plugin and nothing is lost.
     undone = rollout(plane, "undo", "--wave", "1", "--timeout", "90")

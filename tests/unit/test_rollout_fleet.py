@@ -170,7 +170,16 @@ def test_a_wave_stopped_midway_is_listed_as_stopped_with_the_command_that_contin
     assert undoing.stuck and not undoing.done
     assert undoing.notes == ["u0: stopped at step undo-evicted: `rollout undo --wave 1` continues it"]
     assert running.notes == ["r0: stopped at step flipped: `rollout run --wave 2` continues it, `rollout undo "
-                             "--wave 2` takes it back"]
+                             "--wave 2` takes it back (evicting the pods already on its DRA side)"]
+
+
+def test_a_run_a_budget_stopped_before_the_flip_offers_an_undo_that_evicts_nothing():
+    objects = cluster(nodes=[node("c0", {"nvidia.com/gpu": "8"}, annotations={
+        rollout.WAVE: "1", rollout.STEP: "cordoned", rollout.BEFORE: "{}"})])
+    [stopped] = plan(objects)[:1]
+    assert stopped.notes == ["c0: stopped at step cordoned: `rollout run --wave 1` continues it once what stopped it "
+                             "allows (a budget, a pod leaving), or `rollout undo --wave 1` uncordons it: nothing has "
+                             "moved yet, nothing is evicted again"]
 
 
 def test_a_pod_comes_back_on_dra_only_on_a_node_whose_devices_our_feasibility_check_says_serve_it():

@@ -26,7 +26,7 @@ from app.migration import DEFAULT_OPT_IN, OptIn
 from .pods import PodView, bound_by_owner, pod_views
 from .record import MoveRecord, Step, forget
 from .sides import BEFORE, STEP, WAVE, Switches, before_move, node_view, plugin_advertised, published, slices_ready
-from .waves import Drain, drain_refusals
+from .waves import Drain, drain_refusals, next_steps
 
 
 class Stopped(BridgeError):
@@ -128,7 +128,8 @@ class Mover:
         else:
             self.say(f"{name}: continuing from step {record.step.label}")
         if record.step < Step.UNDO_EVICTED:
-            self._evict(name, record, late=False)
+            if self._flipped(name, record):  # else nothing is on DRA there: nothing to evict
+                self._evict(name, record, late=False)
             self._advance(name, record, Step.UNDO_EVICTED)
         if record.step < Step.UNDO_RESTORED:
             record.step = Step.UNDO_RESTORED
@@ -211,7 +212,7 @@ class Mover:
                 if self.dry_run:  # nothing was evicted: waiting could not change the answer
                     raise Stopped(f"{name}: eviction of {pod.key} would be refused now: {why}")
                 raise Stopped(f"{name}: eviction of {pod.key} refused for {self.timeout_s:g} s: {why}. Nothing "
-                              "was forced: run the same command again once the budget allows it")
+                              f"was forced: {next_steps(record.step.label, record.wave)}")
             if refused:
                 self.sleep(self.poll_s)
         keys = {p.key for p in pods}
@@ -222,6 +223,11 @@ class Mover:
             daemons = {p.workload for p in pods}
             self._wait(name, lambda: self._back_here(name, daemons),
                        f"the DaemonSet pods to come back on {name}", record)
+
+    def _flipped(self, name: str, record: MoveRecord) -> bool:
+        """Its switch labels are no longer what they were before the move."""
+        labels = view_of(self.api.node(name)).labels
+        return any(labels.get(k) != v for k, v in (record.before.get("labels") or {}).items())
 
     def _pods(self, name: str) -> list[PodView]:
         objects = self.api.judged_on_node(name)

@@ -41,6 +41,11 @@ class PodView:
     evictions_left: int | None = None  # its Job's backoffLimit minus failures (None: not a Job, or no limit)
     phase: str = ""
     templates: list = field(default_factory=list)  # the claim templates the webhook would give it
+    # What its owner's new pod asks of the device plugin, and where that pod goes: for a pod our
+    # webhook rewrote, the asks its migration annotation records (what an undo must find room for).
+    recreated_asks: dict[str, int] = field(default_factory=dict)
+    recreated_path: str = ""
+    recreated_why: str = ""
 
     @property
     def key(self) -> str:
@@ -97,6 +102,9 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
             continue
         path, why, templates = _path(pod, namespace, namespaces.get(namespace), policy, facts, opt_in) \
             if legacy else (DRA, "on DRA already", [])
+        asks_again = legacy or legacy_asks(recreated(pod)["spec"], policy.migration).counts()
+        again_path, again_why = (path, why) if legacy or not asks_again else \
+            _path(pod, namespace, namespaces.get(namespace), policy, facts, opt_in)[:2]
         owner = owner_of(view)
         out.append(PodView(
             namespace, view.name, spec.get("nodeName"), owner, view.labels, legacy, devices,
@@ -104,7 +112,9 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
                              **_pinned_by_volumes(spec, namespace, volumes)},
             claims=claims, empty_dir=any(isinstance(v, dict) and "emptyDir" in v for v in spec.get("volumes") or []),
             evictions_left=_evictions_left(jobs.get(f"{namespace}/{owner[4:]}")) if owner.startswith("Job/") else None,
-            phase=(pod.get("status") or {}).get("phase") or "", templates=templates))
+            phase=(pod.get("status") or {}).get("phase") or "", templates=templates,
+            recreated_asks=asks_again, recreated_path=again_path if asks_again else DRA,
+            recreated_why=again_why if asks_again else "its owner asks for DRA devices itself"))
     return out
 
 

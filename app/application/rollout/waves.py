@@ -68,7 +68,7 @@ class Wave:
 Fits = Callable[[PodView, str], bool]  # could the node's devices ever serve the pod's claims?
 
 
-class _Room:
+class Room:
     """What each side has left for recreated pods, node by node."""
 
     def __init__(self, nodes: list[NodeView], pods: list[PodView], fits: Fits | None = None):
@@ -112,7 +112,7 @@ def plan_waves(nodes: list[NodeView], pods: list[PodView], budgets: list[dict], 
     fits: our feasibility check of a pod's claims on one node's devices (None: counts only)."""
     waves = _done_waves(nodes, pods)
     number = max((n.wave for n in nodes if n.wave is not None), default=0)
-    room = _Room(nodes, pods, fits)
+    room = Room(nodes, pods, fits)
     staying = Counter(p.node for p in pods if p.path == PLUGIN)
     evictions = Counter(p.node for p in pods)
     queue = sorted((n for n in nodes if n.side == PLUGIN and chosen(n)),
@@ -129,7 +129,7 @@ def plan_waves(nodes: list[NodeView], pods: list[PodView], budgets: list[dict], 
         evicted = [p for p in pods if p.node in names] + [p for n in names for p in placed.pop(n, [])]
         wave = Wave(number, names, sum(n.gpus for n in members), evicted)
         _place(wave, members, room, placed, drain)
-        wave.blockers += _budget_blockers(evicted, budgets, wave.notes)
+        wave.blockers += budget_blockers(evicted, budgets, wave.notes)
         if blocked_at is not None:
             wave.notes.append(f"planned as if wave {blocked_at} had been unblocked")
         elif wave.blockers:
@@ -138,7 +138,7 @@ def plan_waves(nodes: list[NodeView], pods: list[PodView], budgets: list[dict], 
     return waves
 
 
-def _place(wave: Wave, members: list[NodeView], room: _Room, placed: dict, drain: Drain) -> None:
+def _place(wave: Wave, members: list[NodeView], room: Room, placed: dict, drain: Drain) -> None:
     names = set(wave.nodes)
     for name in names:
         room.plugin.pop(name, None)
@@ -167,7 +167,7 @@ def _place(wave: Wave, members: list[NodeView], room: _Room, placed: dict, drain
                           f"until this wave's nodes publish) and move with their new node: {', '.join(later[:5])}")
 
 
-def _back(pod: PodView, names: set[str], after: dict, room: _Room, placed: dict):
+def _back(pod: PodView, names: set[str], after: dict, room: Room, placed: dict):
     """Where the pod comes back (a wave.back value, its room taken), or (why not,)."""
     pin = pod.pinned
     if pod.path == DENIED:
@@ -241,6 +241,18 @@ def _job_blockers(evicted: list[PodView]) -> list[str]:
     return out
 
 
+def next_steps(step: str | None, wave: int | None) -> str:
+    """What is safe to do with a node stopped at `step`: before its labels flipped nothing has
+    moved, so undo only uncordons it (it evicts nothing a budget refused again)."""
+    if Step.undo_label(step):
+        return f"`rollout undo --wave {wave}` continues it"
+    if not step or (step in {s.label for s in Step} and Step.parse(step) < Step.FLIPPED):
+        return (f"`rollout run --wave {wave}` continues it once what stopped it allows (a budget, a pod leaving), "
+                f"or `rollout undo --wave {wave}` uncordons it: nothing has moved yet, nothing is evicted again")
+    return (f"`rollout run --wave {wave}` continues it, `rollout undo --wave {wave}` takes it back (evicting the "
+            "pods already on its DRA side)")
+
+
 def _done_waves(nodes: list[NodeView], pods: list[PodView]) -> list[Wave]:
     out: dict[int, Wave] = {}
     for node in sorted((n for n in nodes if n.wave is not None), key=lambda n: n.name):
@@ -251,13 +263,11 @@ def _done_waves(nodes: list[NodeView], pods: list[PodView]) -> list[Wave]:
         wave.pods += [p for p in pods if p.node == node.name]
         if node.step != "done":
             wave.stuck = True
-            how = "`rollout undo --wave {n}` continues it" if Step.undo_label(node.step) else \
-                "`rollout run --wave {n}` continues it, `rollout undo --wave {n}` takes it back"
-            wave.notes.append(f"{node.name}: stopped at step {node.step or 'start'}: " + how.format(n=node.wave))
+            wave.notes.append(f"{node.name}: stopped at step {node.step or 'start'}: " + next_steps(node.step, node.wave))
     return [out[k] for k in sorted(out)]
 
 
-def _budget_blockers(evicted: list[PodView], budgets: list[dict], notes: list[str]) -> list[str]:
+def budget_blockers(evicted: list[PodView], budgets: list[dict], notes: list[str]) -> list[str]:
     out = []
     for budget in budgets:
         view, spec = view_of(budget), budget.get("spec") or {}
