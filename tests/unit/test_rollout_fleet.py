@@ -227,3 +227,23 @@ def test_a_pod_pinned_by_its_local_volume_is_placed_only_on_that_node():
     objects.update(persistentvolumes=[], persistentvolumeclaims=[])
     [wave] = plan(objects, chosen=lambda n: n.name == "p0")
     assert wave.back == {"team-a/db-0": rollout.DRA_BACK}  # without the volume it may go to d0
+
+
+def test_a_pending_or_gated_pod_blocks_the_wave_that_moves_the_last_node_that_could_take_it():
+    waiting = pod("queued", None, {"nvidia.com/gpu": "2"}, namespace="batch", nodeSelector={"pool": "a"},
+                  schedulingGates=[{"name": "kueue.x-k8s.io/admission"}])
+    waiting["status"] = {"phase": "Pending"}
+    nodes = [node("p0", {"nvidia.com/gpu": "8"}, labels={"pool": "a"}), node("p1", {"nvidia.com/gpu": "8"}),
+             node("p2", {"nvidia.com/gpu": "8"}, labels={"pool": "a"})]
+    objects = cluster(nodes=nodes, namespaces=[namespace("batch")], pods=[waiting])
+    waves = {w.nodes[0]: w for w in plan(objects)}
+    assert not waves["p0"].blockers and not waves["p1"].blockers  # p2 can still take it
+    assert waves["p2"].blockers == [
+        "batch/queued (Pending, held by scheduling gates kueue.x-k8s.io/admission, 2 nvidia.com/gpu) was admitted "
+        "asking the device plugin; wave 3 moves the last node(s) that could take it (p2): keep a node that takes it "
+        "on the device plugin (--nodes), or let it finish first"]
+    objects["namespaces"] = [namespace("batch", MIGRATE)]  # its owner's new pod would be rewritten
+    [blocker] = {w.nodes[0]: w for w in plan(objects)}["p2"].blockers
+    assert blocker.endswith("(p2): delete it before this wave: its owner's new pod is rewritten onto DRA")
+    objects["nodes"] = [node("p0", {"nvidia.com/gpu": "1"}, labels={"pool": "a"}), nodes[1]]
+    assert not any(w.blockers for w in plan(objects))  # no node ever could: not a wave's doing

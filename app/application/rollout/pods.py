@@ -46,6 +46,7 @@ class PodView:
     recreated_asks: dict[str, int] = field(default_factory=dict)
     recreated_path: str = ""
     recreated_why: str = ""
+    gates: tuple[str, ...] = ()  # spec.schedulingGates: not scheduled until they are removed (Kueue's)
 
     @property
     def key(self) -> str:
@@ -114,7 +115,8 @@ def pod_views(objects: dict[str, list[dict]], policy: Policy, switches: Switches
             evictions_left=_evictions_left(jobs.get(f"{namespace}/{owner[4:]}")) if owner.startswith("Job/") else None,
             phase=(pod.get("status") or {}).get("phase") or "", templates=templates,
             recreated_asks=asks_again, recreated_path=again_path if asks_again else DRA,
-            recreated_why=again_why if asks_again else "its owner asks for DRA devices itself"))
+            recreated_why=again_why if asks_again else "its owner asks for DRA devices itself",
+            gates=tuple(str(g.get("name")) for g in spec.get("schedulingGates") or [] if isinstance(g, dict))))
     return out
 
 

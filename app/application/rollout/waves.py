@@ -118,6 +118,8 @@ def plan_waves(nodes: list[NodeView], pods: list[PodView], budgets: list[dict], 
     queue = sorted((n for n in nodes if n.side == PLUGIN and chosen(n)),
                    key=lambda n: (staying[n.name], evictions[n.name], n.gpus, n.name))
     placed: dict[str, list[PodView]] = {}  # pods this plan puts on a device-plugin node
+    pending = [p for p in pods if p.node is None and p.legacy]  # admitted for the device plugin, not bound yet
+    serving = {n.name: n for n in nodes if n.side == PLUGIN}
     blocked_at = None
     while queue:
         members = [queue.pop(0)]
@@ -130,12 +132,38 @@ def plan_waves(nodes: list[NodeView], pods: list[PodView], budgets: list[dict], 
         wave = Wave(number, names, sum(n.gpus for n in members), evicted)
         _place(wave, members, room, placed, drain)
         wave.blockers += budget_blockers(evicted, budgets, wave.notes)
+        wave.blockers += _pending_blockers(wave, pending, serving)
         if blocked_at is not None:
             wave.notes.append(f"planned as if wave {blocked_at} had been unblocked")
         elif wave.blockers:
             blocked_at = number
         waves.append(wave)
     return waves
+
+
+def _pending_blockers(wave: Wave, pending: list[PodView], serving: dict[str, NodeView]) -> list[str]:
+    """Pending pods (unbound, or held by scheduling gates such as Kueue's) were admitted asking the
+    device plugin and keep asking it: a wave that moves the last device-plugin nodes that could
+    ever take one strands it. `serving`: the device-plugin nodes the waves so far leave."""
+    out = []
+    leaving = set(wave.nodes)
+    for pod in sorted(pending, key=lambda p: p.key):
+        could = sorted(n.name for n in serving.values() if _could_serve(pod, n))
+        if not could or not leaving.issuperset(could):
+            continue  # another node can still take it (or none ever could: not this wave's doing)
+        gated = f", held by scheduling gates {', '.join(pod.gates)}" if pod.gates else ""
+        fix = ("delete it before this wave: its owner's new pod is rewritten onto DRA" if pod.path == DRA and pod.owner
+               else "keep a node that takes it on the device plugin (--nodes), or let it finish first")
+        out.append(f"{pod.key} (Pending{gated}, {_asks(pod)}) was admitted asking the device plugin; wave "
+                   f"{wave.number} moves the last node(s) that could take it ({', '.join(could)}): {fix}")
+    for name in leaving:
+        serving.pop(name, None)
+    return out
+
+
+def _could_serve(pod: PodView, node: NodeView) -> bool:
+    """By node selection, taints and what its device plugin advertises in all, whatever is free now."""
+    return unplaceable(pod.spec, node) is None and all(node.advertised.get(r, 0) >= n for r, n in pod.legacy.items())
 
 
 def _place(wave: Wave, members: list[NodeView], room: Room, placed: dict, drain: Drain) -> None:
