@@ -257,7 +257,7 @@ def _status(nodes, pods, objects: dict, policy, output: str) -> int:
         sys.stdout.write(json.dumps(found, indent=2) + "\n")
         return 1 if rollout.in_trouble(found) else 0
     for side, label in (("plugin", "device plugin"), ("moving", "moving"), ("dra", "DRA"), ("both", "BOTH (unsafe)"),
-                        ("neither", "NEITHER")):
+                        ("neither", "NEITHER"), ("unknown", "UNKNOWN")):
         names = found["nodes"][side]
         if names or side in ("plugin", "moving", "dra"):
             print(f"{label:14s} {len(names):3d} node(s) {found['gpus'][side]:5d} GPU(s)  {', '.join(names)}".rstrip())

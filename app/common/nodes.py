@@ -25,6 +25,15 @@ def extended_allocatable(node: dict, cordoned_too: bool = False) -> dict[str, in
     return out
 
 
+def not_ready(node: dict) -> bool:
+    """Its kubelet reports it not Ready (False or Unknown): what its status says is stale. A node
+    with no Ready condition at all (an export of a fresh or fake node) is taken as it reads."""
+    conditions = (node.get("status") or {}).get("conditions")
+    ready = [c for c in conditions if isinstance(c, dict) and c.get("type") == "Ready"] \
+        if isinstance(conditions, list) else []
+    return bool(ready) and ready[-1].get("status") != "True"
+
+
 def device_quota(quota: dict) -> tuple[str, str, dict[str, str]] | None:
     """(namespace, name, hard limits on extended resources and DeviceClasses) of a ResourceQuota;
     None when it limits neither (the rest of a quota never decides a path)."""

@@ -106,6 +106,7 @@ class Index:
     # Cordoned nodes: the scheduler places there only pods that tolerate
     # node.kubernetes.io/unschedulable (DaemonSet pods), so they are no room for the rest.
     cordoned: frozenset = frozenset()
+    not_ready: frozenset = frozenset()  # nodes whose kubelet reports them not Ready (rollout's `unknown`)
     # Shared by the snapshots that differ only in what is allocated (claim updates): what the
     # path choice reads besides verdicts (classes, devices, nodes, quotas) is the same in all.
     epoch: object = field(default_factory=object)

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import orjson
 
-from app.common import extended_allocatable, node_matches, parse_quantity, view_of
+from app.common import extended_allocatable, node_matches, not_ready, parse_quantity, view_of
 
 from app import cel
 
@@ -207,7 +207,7 @@ class Build:
                       allocated_capacity=dict(capacity or {}), shared_in_use=set(shared or ()),
                       node_labels_known=inventory.nodes is not None, node_labels=inventory.nodes,
                       node_resources=inventory.node_resources, quotas=inventory.quotas,
-                      cordoned=frozenset(inventory.cordoned))
+                      cordoned=frozenset(inventory.cordoned), not_ready=frozenset(inventory.not_ready))
         self.index, self.inventory = index, inventory
         self.builder = _Builder(inventory, index)
         self.local: dict[str, list[dict]] = {}
@@ -289,5 +289,5 @@ def build_from_api(slices, classes: dict[str, dict], claims: list[dict], nodes: 
     cordoned = frozenset(view_of(n).name for n in nodes or ()
                          if (n.get("spec") or {}).get("unschedulable"))
     inventory = Inventory(slices=slices, classes=classes, source="live", nodes=labels, node_resources=resources,
-                          cordoned=cordoned)
+                          cordoned=cordoned, not_ready=frozenset(view_of(n).name for n in nodes or () if not_ready(n)))
     return build(inventory, allocated_devices(claims), allocated_capacity(claims), shared_devices(claims))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from app.common import add_quota, allocation_results, extended_allocatable, InputError, parse_quantity, view_of
+from app.common import (InputError, add_quota, allocation_results, extended_allocatable, not_ready, parse_quantity,
+                        view_of)
 
 SUPPORTED = "resource.k8s.io/v1"
 INVENTORY_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "DeviceTaintRule")
@@ -20,6 +21,7 @@ class Inventory:
     # node name -> extended resource -> allocatable count (the device plugin's view); None: not read
     node_resources: dict[str, dict[str, int]] | None = None
     cordoned: frozenset = frozenset()  # nodes with spec.unschedulable: no new pod lands there
+    not_ready: frozenset = frozenset()  # nodes whose kubelet reports them not Ready: their status is stale
     # namespace -> [(ResourceQuota name, hard limits on devices)]; None: no quotas were read
     quotas: dict[str, list[tuple[str, dict]]] | None = None
     # What an export (`kubectl get resourceslices,deviceclasses,resourceclaims,devicetaintrules,
@@ -47,6 +49,8 @@ def from_objects(objects: list[tuple[int, dict]], source: str) -> Inventory:
             inv.node_resources = {**(inv.node_resources or {}), metadata["name"]: extended_allocatable(obj)}
             if (obj.get("spec") or {}).get("unschedulable"):
                 inv.cordoned = inv.cordoned | {metadata["name"]}
+            if not_ready(obj):
+                inv.not_ready = inv.not_ready | {metadata["name"]}
             continue
         if kind == "ResourceQuota" and obj.get("apiVersion") == "v1":
             inv.quotas = inv.quotas if inv.quotas is not None else {}

@@ -45,14 +45,14 @@ def _claim_results(claim: dict) -> list[tuple]:
 class LiveIndex:
     def __init__(self, slices, classes: dict[str, dict], claims, nodes: dict[str, dict] | None,
                  node_resources: dict[str, dict[str, int]] | None = None, quotas: list[dict] | None = None,
-                 taint_rules: list[dict] | None = None, cordoned=frozenset()):
+                 taint_rules: list[dict] | None = None, cordoned=frozenset(), not_ready=frozenset()):
         """slices: iterable of ResourceSlices, claims: of (key, claim) pairs or a key -> claim
         map; each consumed once, so neither need be decoded all at once. nodes: name -> labels;
         node_resources: name -> extended resources allocatable (what device plugins advertise);
         quotas: ResourceQuotas; taint_rules: DeviceTaintRules (None: not watched); cordoned: names of
         nodes with spec.unschedulable."""
         self.classes, self.nodes, self.node_resources = dict(classes), nodes, node_resources
-        self.cordoned = frozenset(cordoned)
+        self.cordoned, self.not_ready = frozenset(cordoned), frozenset(not_ready)
         self.quotas = quota_map(quotas) if quotas is not None else None
         self.taint_rules = [taint_rule(r, "live DeviceTaintRule") for r in taint_rules or ()]
         self.claims: dict[str, list[tuple]] = {}
@@ -67,7 +67,8 @@ class LiveIndex:
     def _full(self, slices) -> None:
         self.build = Build(Inventory(slices=slices, classes=self.classes, source="live", nodes=self.nodes,
                                      node_resources=self.node_resources, quotas=self.quotas,
-                                     taint_rules=self.taint_rules, cordoned=self.cordoned),
+                                     taint_rules=self.taint_rules, cordoned=self.cordoned,
+                                     not_ready=self.not_ready),
                            set(self.whole), {k: dict(v) for k, v in self.capacity.items() if v}, set(self.shares))
         self.dead = 0
         self.full_builds = getattr(self, "full_builds", 0) + 1

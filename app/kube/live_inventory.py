@@ -2,13 +2,13 @@
 
 Resumes each watch from its last resourceVersion, relists on 410 Gone, and reports
 readiness false until every list has synced and while a watch has been failing for longer
-than `stale_after_s`. Of a Node only its name, labels (what nodeSelectors match) and the
-extended resources it takes pods for (what device plugins advertise) are kept; an event that
-changes none of these (a status heartbeat) changes nothing. Of a ResourceQuota only its hard
-limits on extended resources and DeviceClasses are kept (its `used` changes with every pod).
-The index is kept by an injected factory (DRA semantics are not ours to know here):
-`make_index(slices, classes, claims, nodes, node_resources, quotas, taint_rules, cordoned)` returns an
-object with `index`, and
+than `stale_after_s`. Of a Node only its name, labels (what nodeSelectors match), the
+extended resources it takes pods for (what device plugins advertise) and whether it is Ready
+are kept; an event that changes none of these (a status heartbeat) changes nothing. Of a
+ResourceQuota only its hard limits on extended resources and DeviceClasses are kept (its
+`used` changes with every pod). The index is kept by an injected factory (DRA semantics are
+not ours to know here): `make_index(slices, classes, claims, nodes, node_resources, quotas,
+taint_rules, cordoned, not_ready)` returns an object with `index`, and
 `slice_changed(name, obj)` / `claim_changed(key, obj)` that apply one event and return the
 new index, or None when only `rebuild(slices)` can. A background thread applies what changed,
 at most once per `rebuild_interval_s`: a review never waits, it reads the newest index (only
@@ -29,7 +29,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.common import Backoff, device_quota, extended_allocatable, Throttled, view_of
+from app.common import Backoff, device_quota, extended_allocatable, not_ready, Throttled, view_of
 
 from .client import raw_get, watch_events, why_failed
 
@@ -131,6 +131,7 @@ class LiveInventory:
             nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in kept_nodes}
             resources = {n["metadata"]["name"]: n["allocatable"] for n in kept_nodes}
             cordoned = frozenset(n["metadata"]["name"] for n in kept_nodes if n.get("unschedulable"))
+            unready = frozenset(n["metadata"]["name"] for n in kept_nodes if n.get("notReady"))
             quotas = [orjson.loads(b) for b in self.objects["resourcequotas"].values()]
             rules = [orjson.loads(b) for b in self.objects["devicetaintrules"].values()]
         self._live = None  # the previous index goes as the new one is built, not after
@@ -144,7 +145,7 @@ class LiveInventory:
         try:
             self._live = self.make_index((orjson.loads(b) for b in slices), classes,
                                          ((k, orjson.loads(b)) for k, b in claims), nodes, resources, quotas, rules,
-                                         cordoned)
+                                         cordoned, unready)
             gc.freeze()
         finally:
             if collecting:
@@ -192,7 +193,7 @@ class LiveInventory:
             view = view_of(obj)
             obj = {"metadata": {"name": view.name, "labels": view.labels},
                    "allocatable": extended_allocatable(obj),
-                   "unschedulable": bool((obj.get("spec") or {}).get("unschedulable"))}
+                   "unschedulable": bool((obj.get("spec") or {}).get("unschedulable")), "notReady": not_ready(obj)}
         elif resource == "devicetaintrules":  # the rule, not its eviction status
             obj = {"spec": obj.get("spec") or {}}
         elif resource == "resourcequotas":  # its device limits, not its `used`

@@ -89,7 +89,8 @@ class Metrics:
                                         registry=self.registry)
         self.nodes = Gauge("dra_bridge_nodes", "GPU nodes per state, by what each does (the live inventory): plugin, "
                            "dra, both (device plugin and DRA driver at once: a GPU could be handed out twice), "
-                           "neither (a GPU node nothing serves)", ["state"], registry=self.registry)
+                           "neither (a GPU node nothing serves), unknown (its kubelet reports it not Ready); moving is "
+                           "only `rollout status`'s", ["state"], registry=self.registry)
         self.budget_escaped = Gauge("dra_bridge_budget_escaped_devices",
                                     "Devices ResourceClaims hold that no key of their namespace's GPU ResourceQuota "
                                     "counts (it limits requests.<resource> only, and their DeviceClass declares "

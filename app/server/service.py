@@ -240,7 +240,7 @@ class ServiceState:
             return
         self.cached.states_of = index
         counts = Counter(rollout.index_states(index).values())
-        for state in (rollout.PLUGIN, rollout.DRA, rollout.BOTH, rollout.NEITHER):
+        for state in rollout.STATES:
             self.metrics.nodes.labels(str(state)).set(counts.get(state, 0))
         if counts.get(rollout.BOTH):
             log.warning("%d GPU node(s) served by a device plugin and a DRA driver at once: `dra-bridge rollout "

@@ -60,6 +60,11 @@ def states(objects):
     return {n.name: str(n.side) for n in views(objects)[0]}
 
 
+def not_ready(found, status="False"):
+    found["status"]["conditions"] = [{"type": "Ready", "status": status, "reason": "KubeletStopPosting"}]
+    return found
+
+
 def test_a_node_is_on_the_side_it_serves_from_whatever_its_labels_say():
     objects = cluster(
         nodes=[node("plugin", {"nvidia.com/gpu": "8"}, PLUGIN_LABEL),
@@ -67,10 +72,12 @@ def test_a_node_is_on_the_side_it_serves_from_whatever_its_labels_say():
                node("both", {"nvidia.com/gpu": "8"}, DRA_LABEL),  # hand-labelled, its device plugin still on
                node("neither", labels=PLUGIN_LABEL),  # the device plugin's switch on, nothing advertised
                node("labels-only", labels={"nvidia.com/gpu.count": "8"}),  # GFD says GPUs, nothing serves them
-               node("cpu")],
+               not_ready(node("lost", {"nvidia.com/gpu": "8"}, PLUGIN_LABEL)),  # its status is stale
+               not_ready(node("cpu-lost")), node("cpu")],
         resourceslices=slices("dra") + slices("both"))
     assert states(objects) == {"plugin": "plugin", "dra": "dra", "both": "both", "neither": "neither",
-                               "labels-only": "neither"}
+                               "labels-only": "neither", "lost": "unknown"}
+    assert [h["node"] for h in rollout.hazards(views(objects)[0])] == ["both", "labels-only", "lost", "neither"]
 
 
 def test_status_and_plan_name_every_hazard_and_exit_1(tmp_path, capsys):
@@ -106,8 +113,10 @@ def test_the_webhook_counts_nodes_per_state_from_its_live_inventory():
     ix = index(*real_slices("h100x8", "twice"), *real_slices("h100x8", "clean"), *CLASSES.values(),
                dp_node("twice", 8), dp_node("clean", 0), dp_node("legacy", 8),
                {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "dark", "labels": {
-                   "nvidia.com/gpu.deploy.device-plugin": "true"}}, "spec": {}, "status": {"allocatable": {}}})
-    assert rollout.index_states(ix) == {"twice": "both", "clean": "dra", "legacy": "plugin", "dark": "neither"}
+                   "nvidia.com/gpu.deploy.device-plugin": "true"}}, "spec": {}, "status": {"allocatable": {}}},
+               not_ready(dp_node("gone", 8), "Unknown"))
+    assert rollout.index_states(ix) == {"twice": "both", "clean": "dra", "legacy": "plugin", "dark": "neither",
+                                        "gone": "unknown"}
     metrics = Metrics()
 
     class Live:
@@ -123,7 +132,7 @@ def test_the_webhook_counts_nodes_per_state_from_its_live_inventory():
     state.tick()
     got = {s.labels["state"]: s.value for m in metrics.registry.collect() if m.name == "dra_bridge_nodes"
            for s in m.samples}
-    assert got == {"plugin": 1, "dra": 1, "both": 1, "neither": 1}
+    assert got == {"plugin": 1, "dra": 1, "both": 1, "neither": 1, "unknown": 1, "moving": 0}
 
 
 def test_audit_names_a_node_served_twice_and_exits_1(tmp_path, capsys):

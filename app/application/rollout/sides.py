@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from app import dra
 from app.common import NVIDIA_DRIVER as NVIDIA_DOMAIN, view_of  # shadow slices qualify its attribute names
-from app.common import SHADOW_OF, extended_allocatable, metadata_of, vocabulary
+from app.common import SHADOW_OF, extended_allocatable, metadata_of, not_ready, vocabulary
 
 
 class Side(enum.StrEnum):
@@ -30,11 +30,14 @@ class Side(enum.StrEnum):
     MOVING = "moving"
     BOTH = "both"
     NEITHER = "neither"
+    UNKNOWN = "unknown"  # its kubelet reports it not Ready: what its status advertises is stale
     DENIED = "denied"
 
 
 PLUGIN, DRA, MOVING, BOTH, NEITHER, DENIED = Side.PLUGIN, Side.DRA, Side.MOVING, Side.BOTH, Side.NEITHER, Side.DENIED
-HAZARDS = (BOTH, NEITHER)
+UNKNOWN = Side.UNKNOWN
+HAZARDS = (BOTH, NEITHER, UNKNOWN)
+STATES = (PLUGIN, MOVING, DRA, BOTH, NEITHER, UNKNOWN)  # every state a GPU node can be in
 WAVE, STEP, BEFORE = vocabulary.ROLLOUT_WAVE, vocabulary.ROLLOUT_STEP, vocabulary.ROLLOUT_BEFORE
 MIG_PREFIX = "nvidia.com/mig-"
 
@@ -92,7 +95,8 @@ def node_view(node: dict, slices: list[dict], switches: Switches) -> NodeView | 
     known = shadow if shadow[0] else dra
     gpus = known[0] or _count_label(labels) or advertised.get("nvidia.com/gpu", 0) or _time_sliced(labels, advertised)
     side = state_of(any(n > 0 for n in advertised.values()), dra[0] > 0 or bool(dra[2]),
-                    wave is not None and step != "done", gpu_node(labels, switches) or bool(shadow[0]))
+                    wave is not None and step != "done", gpu_node(labels, switches) or bool(shadow[0]),
+                    not not_ready(node))
     if side is None:
         return None
     if side == DRA:
@@ -101,11 +105,14 @@ def node_view(node: dict, slices: list[dict], switches: Switches) -> NodeView | 
     return NodeView(name, side, gpus, advertised, labels, known[1], known[2], wave, step, unschedulable, taints)
 
 
-def state_of(advertising: bool, publishing: bool, moving: bool, gpu_node: bool) -> Side | None:
+def state_of(advertising: bool, publishing: bool, moving: bool, gpu_node: bool, reporting: bool = True) -> Side | None:
     """A node's state from what it does: its device plugin advertising GPUs, a DRA driver
-    publishing them, a wave moving it; gpu_node: its labels say it has GPUs. None: no GPU node."""
+    publishing them, a wave moving it; gpu_node: its labels say it has GPUs; reporting: its
+    kubelet reports it Ready. None: no GPU node."""
     if moving:
         return MOVING  # both or neither for a while, by design: the move's steps say which
+    if not reporting and (advertising or publishing or gpu_node):
+        return UNKNOWN  # what it advertised or published may no longer be what it does
     if advertising and publishing:
         return BOTH  # whatever the labels say: one GPU could be handed out twice
     if publishing:
@@ -130,7 +137,7 @@ def index_states(index) -> dict[str, Side]:
     for node in names:
         labels = (index.node_labels or {}).get(node) or {}
         state = state_of(node in advertising, dra.publishes(index, node), False,
-                         gpu_node(labels, switches) or node in index.shadow_nodes)
+                         gpu_node(labels, switches) or node in index.shadow_nodes, node not in index.not_ready)
         if state is not None:
             out[node] = state
     return out

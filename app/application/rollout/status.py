@@ -12,7 +12,7 @@ from app.policy import MigrationRules
 
 from app.migration import legacy_resources
 from .pods import PodView
-from .sides import BOTH, DRA, HAZARDS, MOVING, NEITHER, PLUGIN, NodeView
+from .sides import BOTH, HAZARDS, NEITHER, PLUGIN, STATES, UNKNOWN, NodeView
 
 NAMED = 5  # pods named per line
 
@@ -36,7 +36,7 @@ def summary(nodes: list[NodeView], pods: list[PodView], workloads: list[dict], b
     """workloads: Deployments/StatefulSets/Jobs to compare with `bound` (pods.bound_by_owner);
     rules: the policy's migration rules, which say what a legacy GPU resource is. Keys are
     identifiers (POD_STATES says each in words)."""
-    sides = {side: [n for n in nodes if n.side == side] for side in (PLUGIN, MOVING, DRA, BOTH, NEITHER)}
+    sides = {side: [n for n in nodes if n.side == side] for side in STATES}
     by_name = {n.name: n for n in nodes}
     groups: dict[str, list[str]] = {key: [] for key in POD_STATES}
     for pod in pods:
@@ -67,6 +67,8 @@ HAZARD_TEXT = {
            "pods land there; meanwhile dra-bridge rewrites no pod onto it"),
     NEITHER: ("neither its device plugin advertises GPUs nor a DRA driver publishes them: its GPUs serve no pod. "
               "Check the device plugin's and NVIDIA's kubelet plugin's DaemonSets on it and their switch labels"),
+    UNKNOWN: ("its kubelet reports it not Ready: what it advertised or published is stale, so it is counted on "
+              "neither side and left out of the waves. Bring it back (or remove it), then plan again"),
 }
 
 
