@@ -179,7 +179,7 @@ def test_a_run_a_budget_stopped_before_the_flip_offers_an_undo_that_evicts_nothi
     [stopped] = plan(objects)[:1]
     assert stopped.notes == ["c0: stopped at step cordoned: `rollout run --wave 1` continues it once what stopped it "
                              "allows (a budget, a pod leaving), or `rollout undo --wave 1` uncordons it: nothing has "
-                             "moved yet, nothing is evicted again"]
+                             "moved yet, nothing is evicted again (it refuses while a pod already evicted could then never run)"]
 
 
 def test_a_pod_comes_back_on_dra_only_on_a_node_whose_devices_our_feasibility_check_says_serve_it():

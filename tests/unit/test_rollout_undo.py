@@ -99,3 +99,26 @@ def test_selects_on_reads_node_selector_and_required_affinity():
             {"matchExpressions": [{"key": PLUGIN, "operator": "In", "values": ["true"]}]}]}}}}
     assert rollout.selects_on(by_affinity, PLUGIN)
 
+
+
+def test_undo_refuses_to_strand_a_pod_pinned_to_the_node_it_takes_back():
+    pinned, claim = rewritten("local", "d0", 1)
+    pinned["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "d0"}
+    d1 = node("d1", labels={DRA: "true"})  # open DRA room elsewhere: the webhook would rewrite it again
+    objects = cluster(nodes=[moved("d0"), d1], resourceslices=slices("d0") + slices("d1"), pods=[pinned],
+                      resourceclaims=[claim], namespaces=[namespace("team-a", MIGRATE)])
+    [blocker] = undo_plan(objects, [device_plugin()]).blockers
+    assert blocker == ("team-a/local (ReplicaSet/local-rs) is pinned to d0: its owner's new pod would be rewritten "
+                       "onto DRA (open DRA nodes have such devices) and could never run on d0 once it is back on the "
+                       "device plugin")
+
+
+def test_undo_after_a_budget_stop_refuses_while_a_replacement_waits_for_dra_devices_there():
+    waiting = pod("web-2", None, None, claims="web-2-gpu", nodeSelector={"kubernetes.io/hostname": "c0"})
+    waiting["status"]["phase"] = "Pending"
+    objects = cluster(nodes=[moved("c0", step="cordoned")], namespaces=[namespace("team-a", MIGRATE)],
+                      pods=[waiting], resourceclaims=[{"metadata": {"name": "web-2-gpu", "namespace": "team-a"},
+                                                       "status": {}}])
+    [blocker] = undo_plan(objects).blockers
+    assert blocker.startswith("team-a/web-2 (ReplicaSet/web-2-rs) waits, Pending, for DRA devices on c0, which it is "
+                              "pinned to: back on the device plugin, c0 could never run it. Continue the wave instead")

@@ -20,7 +20,7 @@ from .pods import PodView
 from .placement import unplaceable
 from .record import MoveRecord, Step
 from .sides import DRA, PLUGIN, NodeView, Switches
-from .waves import DRA_BACK, PLUGIN_BACK, Drain, Room, Wave, budget_blockers, drain_refusals
+from .waves import DRA_BACK, PLUGIN_BACK, Drain, Room, Wave, budget_blockers, covers, drain_refusals
 
 # The DaemonSet controller adds these tolerations to every DaemonSet pod.
 DAEMON_TOLERATIONS = [{"key": f"node.kubernetes.io/{k}", "operator": "Exists"} for k in
@@ -42,6 +42,7 @@ def plan_undo(number: int, nodes: list[NodeView], pods: list[PodView], records: 
     wave = Wave(number, names, sum(n.gpus for n in members), evicted)
     for name in sorted(flipped):
         wave.blockers += _plugin_blockers(restored[name], daemonsets, switches)
+    wave.blockers += _stranded_replacements(number, pods, set(names))
     for name in sorted(set(names) - flipped):
         step = records[name].step.label if records.get(name) else "start"
         wave.notes.append(f"{name}: never left the device plugin (step {step}): undo uncordons it and restores its "
@@ -51,6 +52,17 @@ def plan_undo(number: int, nodes: list[NodeView], pods: list[PodView], records: 
         _place(wave, nodes, pods, restored, evicted)
         wave.blockers += budget_blockers(evicted, budgets, wave.notes)
     return wave
+
+
+def _stranded_replacements(number: int, pods: list[PodView], names: set[str]) -> list[str]:
+    """Pods waiting, Pending, for a claim on one of these nodes they are pinned to (a run's
+    evicted pod rewritten onto DRA, its node cordoned when a budget stopped the run): once the
+    node is back on the device plugin they could never run."""
+    return [f"{p.key} ({p.owner or 'bare pod'}) waits, Pending, for DRA devices on {p.pinned}, which it is pinned "
+            f"to: back on the device plugin, {p.pinned} could never run it. Continue the wave instead (`rollout "
+            f"run --wave {number}` once what stopped it allows)"
+            for p in sorted(pods, key=lambda p: p.key)
+            if p.node is None and not p.legacy and (p.claims or p.devices) and p.pinned in names]
 
 
 def _flipped(record: MoveRecord | None) -> bool:
@@ -114,6 +126,12 @@ def _place(wave: Wave, nodes: list[NodeView], pods: list[PodView], restored: dic
         if not pod.owner:
             continue  # a bare pod: drain_refusals named it, or --force loses it
         to_dra = pod.recreated_path == DRA  # rewritten, native, or legacy only while DRA is busy
+        pin = pod.pinned
+        if to_dra and pin in restored and any(covers(r, pod.dra_need()) for r in room.dra.values()):
+            wave.blockers.append(f"{pod.key} ({pod.owner}) is pinned to {pin}: its owner's new pod would be rewritten "
+                                 f"onto DRA (open DRA nodes have such devices) and could never run on {pin} once it "
+                                 "is back on the device plugin")
+            continue
         node = room.dra_for(pod) if to_dra else None
         if node is not None:
             room.dra[node].subtract(pod.dra_need())

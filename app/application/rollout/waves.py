@@ -84,12 +84,12 @@ class Room:
 
     def dra_for(self, pod: PodView) -> str | None:
         need = pod.dra_need()
-        return _most_room(self.dra, lambda n: _covers(self.dra[n], need) and
+        return _most_room(self.dra, lambda n: covers(self.dra[n], need) and
                           unplaceable(pod.spec, self.view[n]) is None and self.fits(pod, n))
 
     def plugin_for(self, pod: PodView) -> str | None:
         need = Counter(pod.legacy)
-        return _most_room(self.plugin, lambda n: _covers(self.plugin[n], need) and
+        return _most_room(self.plugin, lambda n: covers(self.plugin[n], need) and
                           unplaceable(pod.spec, self.view[n]) is None)
 
 
@@ -100,7 +100,7 @@ def _most_room(room: dict[str, Counter], takes) -> str | None:
     return next((n for _free, n in ranked if takes(n)), None)
 
 
-def _covers(room: Counter | None, need: Counter) -> bool:
+def covers(room: Counter | None, need: Counter) -> bool:
     return room is not None and all(room[k] >= v for k, v in need.items())
 
 
@@ -206,7 +206,7 @@ def _back(pod: PodView, names: set[str], after: dict, room: Room, placed: dict):
             return (f"a DaemonSet pod comes back only on {node}, which leaves the device plugin, and the webhook "
                     f"keeps it there ({pod.why})",)
         if node in names:
-            if not _covers(after.get(node), pod.dra_need()) or not room.fits(pod, node):
+            if not covers(after.get(node), pod.dra_need()) or not room.fits(pod, node):
                 return (f"a DaemonSet pod comes back only on {node}, whose DRA side has no room for it",)
             after[node].subtract(pod.dra_need())
             return DRA_AFTER
@@ -214,10 +214,10 @@ def _back(pod: PodView, names: set[str], after: dict, room: Room, placed: dict):
         if pod.path != DRA:
             return (f"pinned to {pin} (its node selection), which leaves the device plugin, and the webhook keeps "
                     f"it there ({pod.why})",)
-        if not any(_covers(r, pod.dra_need()) for r in room.dra.values()):
+        if not any(covers(r, pod.dra_need()) for r in room.dra.values()):
             return (f"pinned to {pin}: recreated while {pin} is cordoned, the webhook would keep it on the device "
                     "plugin (no open DRA node has such devices), which leaves that node",)
-        if not _covers(after.get(pin), pod.dra_need()) or not room.fits(pod, pin):
+        if not covers(after.get(pin), pod.dra_need()) or not room.fits(pod, pin):
             return (f"pinned to {pin}, whose DRA side has no room for it",)
         after[pin].subtract(pod.dra_need())
         return DRA_AFTER
@@ -276,7 +276,8 @@ def next_steps(step: str | None, wave: int | None) -> str:
         return f"`rollout undo --wave {wave}` continues it"
     if not step or (step in {s.label for s in Step} and Step.parse(step) < Step.FLIPPED):
         return (f"`rollout run --wave {wave}` continues it once what stopped it allows (a budget, a pod leaving), "
-                f"or `rollout undo --wave {wave}` uncordons it: nothing has moved yet, nothing is evicted again")
+                f"or `rollout undo --wave {wave}` uncordons it: nothing has moved yet, nothing is evicted again (it "
+                "refuses while a pod already evicted could then never run)")
     return (f"`rollout run --wave {wave}` continues it, `rollout undo --wave {wave}` takes it back (evicting the "
             "pods already on its DRA side)")
 
