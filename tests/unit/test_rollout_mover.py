@@ -382,3 +382,21 @@ def test_undo_keeps_what_the_run_evicted_and_waits_for_those_workloads_too():
         if p["metadata"]["name"].startswith("infer-1"):
             p["spec"].pop("nodeName", None)
     assert undoing.finish(["p0"]) == {"team-a/ReplicaSet/infer-1-rs": "0 of 1 pod(s) bound"}
+
+
+def test_an_undo_evicts_only_once_the_webhook_can_have_seen_the_cordon():
+    """Replacements are judged on the webhook's live view: evicted before it follows the cordon,
+    one would be rewritten onto the devices of the node being taken back."""
+    fake = FakeCluster()
+    m = mover(fake)
+    m.move("p0", 1)
+    m.finish(["p0"])
+    seen, before = [], len(fake.log)
+    m = mover(fake, settle_s=5.0)
+    sleep = m.sleep
+    m.sleep = lambda s: (seen.append(("sleep", s, len(fake.log))), sleep(s))
+    m.undo("p0")
+    cordoned = next(i for i, entry in enumerate(fake.log) if i >= before and entry[0] == "patch"
+                    and entry[2].get("spec", {}).get("unschedulable") is True)
+    first_eviction = next(i for i, entry in enumerate(fake.log) if entry[0] == "evict" and i > cordoned)
+    assert any(s == 5.0 and cordoned < at <= first_eviction for _what, s, at in seen), seen

@@ -62,6 +62,10 @@ class Mover:
     _seen: dict = field(default_factory=dict)  # node -> the record annotations this command last read or wrote
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    # The webhook judges replacements on its live view, which follows a cordon within its rebuild
+    # interval (1 s): an undo evicts only after that, so no replacement is rewritten onto the
+    # devices of the node being taken back.
+    settle_s: float = 3.0
 
     def __post_init__(self):
         if self.api.dry_run:
@@ -125,6 +129,8 @@ class Mover:
             record.step = Step.UNDOING
             self._write(name, record, {"spec": {"unschedulable": True}})
             self.say(f"{name}: cordoned")
+            if not self.dry_run:
+                self.sleep(self.settle_s)
         else:
             self.say(f"{name}: continuing from step {record.step.label}")
         if record.step < Step.UNDO_EVICTED:
