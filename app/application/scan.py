@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.common import ObjectView, view_of, vocabulary
+from app.common import view_of
 from app import dra
 from app.migration import pod_errors
 from app.policy import Policy
@@ -32,8 +32,8 @@ def scan(objects: list[dict], policy: Policy, index: dra.Index | None, namespace
     for obj in objects:
         view = view_of(obj)
         kind = view.kind
-        if kind not in SCANNED or kind == "ResourceClaim" and _stamped(view):
-            continue  # a claim stamped from a template is that template's copy: judged with it
+        if kind not in SCANNED:
+            continue
         namespace = view.namespace or "default"
         labels = namespaces.get(namespace, {})
         subject = subject_of(kind, obj, namespace, labels, None)
@@ -50,6 +50,3 @@ def scan(objects: list[dict], policy: Policy, index: dra.Index | None, namespace
             out.append(Found(kind, namespace, view.name, violation))
     return out
 
-
-def _stamped(view: ObjectView) -> bool:
-    return vocabulary.POD_CLAIM_NAME_ANNOTATION in view.annotations

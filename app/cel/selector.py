@@ -85,10 +85,14 @@ def compile_selector(expression: str, list_attributes: bool = False, consumable_
     return Selector(expression, program, *reads.analyse(tree))
 
 
-def compile_program(expression: str, variables: frozenset[str]):
+def compile_program(expression: str, variables: frozenset[str], result: str | None = None):
     """A general CEL program over the given variables (each dyn), with the selector library:
-    admin policy checks. CelError names what is wrong."""
+    admin policy checks. result: the type it must evaluate to ("bool", "string"; the unknown type
+    passes, as the API server's checker lets dyn through). CelError names what is wrong."""
     tree, checked = _front_end(expression, checker.Environment({name: DYN for name in variables}))
+    found = checked.type_of(tree)
+    if result is not None and found not in (result, DYN):
+        raise CelError(f"must evaluate to {result}, not {display(found)}")
     return engine.compile_source(printer.source(rewrite.for_engine(tree, checked)))
 
 

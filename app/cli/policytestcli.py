@@ -4,6 +4,7 @@ test` and gator verify take them); every resource goes through the webhooks' own
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass
 
@@ -16,6 +17,10 @@ from app.policy import load_policy
 from .inputs import load_inventory
 
 TEST_KIND = "PolicyTest"
+# Every field a PolicyTest and one of its results may have: a misspelt one is an error, never a
+# check silently skipped (or a default silently used: `inventroy:` would judge the bundled example).
+TEST_FIELDS = ("apiVersion", "kind", "metadata", "policy", "inventory", "resources", "namespaces", "results")
+RESULT_FIELDS = ("kind", "name", "namespace", "result", "rule", "rules", "user", "groups", "rewritten")
 
 
 @dataclass
@@ -89,7 +94,7 @@ def _run_file(path: str, verbose: bool) -> tuple[int, int]:
         passed += ok
         said = f"{got.result}" + (f" (rules: {', '.join(sorted(got.rules))})" if got.rules else "") + \
             (", rewritten" if got.rewritten else "")
-        line = f"  {'PASS' if ok else 'FAIL'} {case.kind} {namespace}/{case.name}"
+        line = f"  {'PASS' if ok else 'FAIL'} {case.kind} {namespace}/{case.name}" + _requester(case)
         if ok:
             print(f"{line}: {said}")
         else:
@@ -102,11 +107,25 @@ def _run_file(path: str, verbose: bool) -> tuple[int, int]:
     return passed, len(cases)
 
 
+def _requester(case: Case) -> str:
+    """Who the request came from: rules that exclude users or groups are judged on it."""
+    return f" (as {case.user}" + (f", groups {', '.join(case.groups)}" if case.groups else "") + ")"
+
+
 def _read_test(path: str) -> dict:
     tests = [obj for _line, obj in read_objects(path) if obj.get("kind") == TEST_KIND]
     if len(tests) != 1:
         raise InputError(path, f"expected one {TEST_KIND} document, found {len(tests)}")
+    _known_fields(tests[0], TEST_FIELDS, path)
     return tests[0]
+
+
+def _known_fields(raw: dict, known: tuple, where: str) -> None:
+    for key in raw:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise InputError(f"{where}: {key}", f"unknown field ({hint}known: {', '.join(known)})")
 
 
 def _beside(base: str, test: dict, key: str, path: str, required: bool = True) -> str | None:
@@ -147,6 +166,7 @@ def _cases(test: dict, path: str) -> list[Case]:
         where = f"{path}: results[{i}]"
         if not isinstance(raw, dict):
             raise InputError(where, "must be a mapping")
+        _known_fields(raw, RESULT_FIELDS, where)
         for key in ("kind", "name", "result"):
             if not isinstance(raw.get(key), str):
                 raise InputError(f"{where}.{key}", "required")

@@ -20,14 +20,14 @@ _RULE_NAME = re.compile(r"[a-z0-9]([-.a-z0-9]{0,61}[a-z0-9])?")
 REQUEST_VARIABLES = frozenset({"request", "object", "namespace", "devices"})
 
 
-def _compile_error(expression: str, devices: bool) -> str | None:
-    """Why an expression does not compile (devices: a device selector, else a validation): a
-    policy with a bad expression never loads."""
+def _compile_error(expression: str, devices: bool, result: str = "bool") -> str | None:
+    """Why an expression does not compile or type-check (devices: a device selector, else a
+    validation giving `result`): a policy with a bad expression never loads."""
     try:
         if devices:
             cel.compile_selector(expression)
         else:
-            cel.compile_program(expression, REQUEST_VARIABLES)
+            cel.compile_program(expression, REQUEST_VARIABLES, result)
     except cel.CelError as exc:
         return str(exc)
     return None
@@ -159,13 +159,13 @@ class Rule(_Strict):
 
     @model_validator(mode="after")
     def _expressions(self) -> "Rule":
-        found = [("allowedDevices", self.allowedDevices, True)] if self.allowedDevices else []
+        found = [("allowedDevices", self.allowedDevices, True, "bool")] if self.allowedDevices else []
         for i, check in enumerate(self.validations):
-            found.append((f"validations[{i}].expression", check.expression, False))
+            found.append((f"validations[{i}].expression", check.expression, False, "bool"))
             if check.messageExpression:
-                found.append((f"validations[{i}].messageExpression", check.messageExpression, False))
-        for where, expression, devices in found:
-            error = _compile_error(expression, devices)
+                found.append((f"validations[{i}].messageExpression", check.messageExpression, False, "string"))
+        for where, expression, devices, result in found:
+            error = _compile_error(expression, devices, result)
             if error:
                 raise ValueError(f"{where}: CEL does not compile: {error}")
         return self

@@ -312,18 +312,17 @@ def validating_admits(validating: dict):
     return admits
 
 
-def test_claims_the_controller_stamps_from_templates_are_not_validated_again(objects):
-    """Issue 22: each pod's claim (a copy of a template validated when written) cost a second
-    webhook call per pod. Skipped only for the resourceclaim controller's own identity."""
+def test_claims_the_controller_stamps_from_templates_are_validated_like_any_claim(objects):
+    """Issue 45: a claim rule holds for the claims the resourceclaim controller stamps from
+    templates too (a template of 8 must not leave an 8-device claim a claim rule refuses)."""
     [validating] = by_kind(objects, "ValidatingWebhookConfiguration")
     admits = validating_admits(validating)
     stamped = {"metadata": {"generateName": "trainer-0-gpus-", "annotations": {
         "resource.kubernetes.io/pod-claim-name": "gpus"}}, "spec": {"devices": {"requests": []}}}
     written = {"metadata": {"name": "mine"}, "spec": {"devices": {"requests": []}}}
     for controller in ("system:serviceaccount:kube-system:resource-claim-controller", "system:kube-controller-manager"):
-        assert admits("resource.k8s.io", "resourceclaims", stamped, controller) is False
+        assert admits("resource.k8s.io", "resourceclaims", stamped, controller) is True
         assert admits("resource.k8s.io", "resourceclaims", written, controller) is True
-        assert admits("resource.k8s.io", "resourceclaims", stamped, controller, "CREATE") is False
     assert admits("resource.k8s.io", "resourceclaims", stamped, "alice") is True  # forged annotation: checked
     assert admits("resource.k8s.io", "resourceclaimtemplates", stamped, "system:kube-controller-manager") is True
     # An UPDATE judges nothing new unless the (immutable) spec changed: finalizers come off as pods go.

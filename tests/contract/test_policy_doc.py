@@ -46,7 +46,7 @@ def test_a_wrong_expectation_fails_with_what_was_got(tmp_path):
                                              "name: eight-legacy, namespace: team-a, result: warn"))
     result = policy_test(str(test))
     assert result.returncode == 1
-    assert "FAIL Pod team-a/eight-legacy: expected warn by team-a-max-4-gpus-per-pod, got deny (rules: " \
+    assert "FAIL Pod team-a/eight-legacy (as policy-test): expected warn by team-a-max-4-gpus-per-pod, got deny (rules: " \
         "team-a-max-4-gpus-per-pod)" in result.stdout
     assert "8 devices" in result.stdout  # the denial itself, to see why
 
@@ -55,6 +55,11 @@ def test_a_wrong_expectation_fails_with_what_was_got(tmp_path):
     (("result: deny", "result: refuse"), "results[0].result: 'refuse': one of allow, audit, warn, deny"),
     (("name: eight-legacy, namespace: team-a", "name: nine, namespace: team-a"), "0 resources are Pod nine"),
     (("policy: policy.yaml", "policy: missing.yaml"), "missing.yaml: cannot read"),
+    # A misspelt field never silently skips a check or uses a default (issue 45).
+    (("result: deny, rules:", "result: deny, rewriten: true, rules:"),
+     "results[0]: rewriten: unknown field (did you mean 'rewritten'?"),
+    (("policy: policy.yaml", "policy: policy.yaml\ninventroy: inventory.yaml"),
+     "test.yaml: inventroy: unknown field (did you mean 'inventory'?"),
 ])
 def test_bad_test_files_are_exit_2_naming_the_field(tmp_path, edit, said):
     shutil.copytree(EXAMPLES / "max-gpus-per-pod", tmp_path / "case")

@@ -175,6 +175,9 @@ rules:
 """
     bare = validate(claim("c", [exactly(1)]), text)
     assert "needs a selector on gpu.nvidia.com/productName" in bare["status"]["message"]
+    # Fail closed: a selector whose reads are not known narrows nothing the rule can name.
+    vague = validate(claim("c", [exactly(1, selectors=["device.attributes.size() > 0"])]), text)
+    assert "needs a selector on gpu.nvidia.com/productName" in vague["status"]["message"]
     assert validate(claim("c", [exactly(1, selectors=[H100])]), text)["allowed"] is True
     everything = validate(claim("c", [exactly(mode="All", selectors=[H100])]), text)
     assert "request gpus would take 8 devices" in everything["status"]["message"]
@@ -190,6 +193,10 @@ rules:
     ("rules:\n- name: x\n  maxDevicesPerPod: 1\n- name: x\n  maxDevicesPerPod: 2\n", "two rules named 'x'"),
     ("rules:\n- name: x\n  validationActions: [Deny, Warn]\n  maxDevicesPerPod: 1\n", "Deny and Warn together"),
     ("rules:\n- name: x\n", "checks nothing"),
+    ("rules:\n- name: x\n  validations: [{expression: 'size(request.selectors)'}]\n",
+     "validations[0].expression: CEL does not compile: must evaluate to bool, not int"),
+    ("rules:\n- name: x\n  validations: [{expression: 'true', messageExpression: '1 + 2'}]\n",
+     "validations[0].messageExpression: CEL does not compile: must evaluate to string, not int"),
     ("rules:\n- name: x\n  requireSelectors: [productName]\n", "expected a qualified name"),
     ("rules:\n- name: x\n  exclude: {serviceAccounts: [runner]}\n  maxDevicesPerPod: 1\n", "expected namespace/name"),
 ])
@@ -211,15 +218,17 @@ def test_a_background_scan_reports_existing_violations_in_audit_mode_as_policy_r
     stamped["metadata"]["annotations"] = {"resource.kubernetes.io/pod-claim-name": "gpus"}
     objects = [with_claims("a", "b"), *claims, stamped, pod([container("main", {"nvidia.com/gpu": 2})])]
     found = scan.scan(objects, policy, INDEX, {})
-    # The pod of two 3-device claims breaks the per-pod limit (its claims alone do not); the
-    # stamped copy is its template's; the user exemption cannot be judged after the fact.
-    assert [(f.kind, f.name, f.violation.rule) for f in found] == [("Pod", "p", "namespace-settings")]
+    # The pod of two 3-device claims breaks the per-pod limit (its claims alone do not); a claim
+    # the controller stamped from a template is judged like any claim (issue 45); the user
+    # exemption cannot be judged after the fact.
+    assert [(f.kind, f.name, f.violation.rule) for f in found] == [("Pod", "p", "namespace-settings"),
+                                                                   ("ResourceClaim", "stamped", "namespace-settings")]
     [report] = policy_reports([], True, found)
-    [result] = report["results"]
+    result, stamped_result = report["results"]
     assert (report["kind"], report["metadata"]["namespace"], result["result"], result["severity"]) == \
         ("PolicyReport", "team-a", "fail", "low")
     assert result["rule"] == "namespace-settings" and "6 devices" in result["message"]
-    assert report["summary"]["fail"] == 1
+    assert "8 devices" in stamped_result["message"] and report["summary"]["fail"] == 2
 
 
 def test_a_generated_template_not_yet_written_is_not_warned_about():

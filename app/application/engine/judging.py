@@ -232,7 +232,9 @@ def _selects_on(req: Request, qualified: str, index: Index | None) -> bool:
             reads = cel.compile_selector(expression).reads
         except cel.CelError:
             continue
-        if reads is None or any(r[1:] == (domain, name) for r in reads if len(r) == 3):
+        # Fail closed: a selector whose reads are not known (device.attributes.size() > 0) narrows
+        # nothing we can name, so it never stands for the required attribute.
+        if reads is not None and any(r[1:] == (domain, name) for r in reads if len(r) == 3):
             return True
     return False
 
