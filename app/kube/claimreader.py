@@ -1,5 +1,6 @@
 """Reads the ResourceClaims and templates a pod names, for the admin rules' per-pod totals. Their
-specs are immutable, so an answer is kept a little while (a workload's replicas name the same)."""
+specs are immutable, so an object found is kept a little while (a workload's replicas name the
+same); "not found" never is: a claim created right after is read as it is."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ class ClaimReader:
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            obj = None
+            return None
         self._keep(key, obj, now + self.keep_s)
         return obj
 

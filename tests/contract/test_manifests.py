@@ -132,7 +132,9 @@ def test_validating_webhook_contract(objects):
     # The policy ConfigMap is judged when applied: ours only; with dra-bridge down an install or
     # upgrade still applies (a bad file is then refused at reload, and said).
     assert policy["clientConfig"]["service"]["path"] == "/validate-policy" and policy["failurePolicy"] == "Ignore"
-    assert policy["objectSelector"] == {"matchLabels": {"dra-bridge.io/policy": "true"}}
+    # By name: the documented update (`kubectl create configmap ... | kubectl apply`) drops labels.
+    assert "objectSelector" not in policy and policy["matchConditions"] == [
+        {"name": "the-policy-configmap", "expression": "object.metadata.name == 'dra-bridge-policy'"}]
     assert policy["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "dra-bridge"}}
     [configmap] = [o for o in by_kind(objects, "ConfigMap") if o["metadata"]["name"] == "dra-bridge-policy"]
     assert configmap["metadata"]["labels"]["dra-bridge.io/policy"] == "true"
@@ -140,8 +142,9 @@ def test_validating_webhook_contract(objects):
     assert hook["clientConfig"]["service"]["path"] == "/validate"
     resources = {r for rule in hook["rules"] for r in rule["resources"]}
     assert resources == {"resourceclaims", "resourceclaimtemplates", "pods"}
-    assert {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["dra-bridge"]} in \
-        hook["namespaceSelector"]["matchExpressions"]
+    # Left out by name only (ours and kube-system): no label a tenant may set turns a rule off.
+    assert hook["namespaceSelector"] == {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["dra-bridge", "kube-system"]}]}
 
 
 def test_ca_bundle_overlay_reaches_both_webhooks_and_leaves_the_base_alone(tmp_path):

@@ -23,7 +23,10 @@ GUARDED = {**POLICY, "namespaces": [
     {"names": ["h100-only"], "mode": "enforce", "allowedDeviceClasses": ["h100.nvidia.com"]}],
     "rules": [{"name": "audit-big-claims", "validationActions": ["Audit"], "match": {"namespaces": ["audited"]},
                "maxDevicesPerClaim": 1},
-              {"name": "guarded-eight", "match": {"namespaces": ["guarded"]}, "maxDevicesPerNamespace": 8}]}
+              {"name": "guarded-eight", "match": {"namespaces": ["guarded"]}, "maxDevicesPerNamespace": 8},
+              {"name": "claims-max-4", "match": {"namespaces": ["claims-capped"], "kinds": ["ResourceClaim"]},
+               "maxDevicesPerClaim": 4},
+              {"name": "pods-max-4", "match": {"namespaces": ["pods-capped"], "kinds": ["Pod"]}, "maxDevicesPerPod": 4}]}
 OPTED = {"dra-bridge.io/migrate": "enabled"}
 H100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
 
@@ -42,7 +45,7 @@ def use_policy(cluster, webhook, policy: dict) -> None:
 def guarded(cluster, webhook):
     cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, "labels": labels}}
                    for n, labels in {"guarded": OPTED, "guarded-plain": {}, "h100-only": OPTED,
-                                     "audited": {}}.items()])
+                                     "audited": {}, "claims-capped": {}, "pods-capped": {}}.items()])
     use_policy(cluster, webhook, GUARDED)
     try:
         yield cluster
@@ -118,6 +121,65 @@ def test_a_malformed_policy_is_refused_when_applied(guarded):
     good = {**configmap, "data": {"policy.yaml": yaml.safe_dump(GUARDED)}}
     taken = guarded.kubectl("apply", "-f", "-", input=json.dumps(good))
     assert "dra-bridge policy" in taken.stderr  # the warning with its digest
+
+
+def test_a_label_a_tenant_may_set_never_switches_a_deny_rule_off(guarded):
+    """Issue 45: validation is left out of namespaces by name only; the old opt-out label is
+    not read, so a tenant who may label her namespace cannot turn the admin's rule off."""
+    guarded.kubectl("label", "namespace", "guarded-plain", "dra-bridge.io/validate=disabled")
+    try:
+        denied = create(guarded, "guarded-plain", gpu_pod("eight", 8), "--dry-run=server")
+        assert denied.returncode != 0 and "8 devices exceed the limit of 4 per claim" in denied.stderr, denied.stderr
+    finally:
+        guarded.kubectl("label", "namespace", "guarded-plain", "dra-bridge.io/validate-")
+
+
+def test_a_pod_created_before_its_claim_is_held_to_the_per_pod_rule(guarded):
+    """Issue 45: docs/policy.md's policy 1 (`kinds: [Pod]`, maxDevicesPerPod 4). A pod naming a
+    claim that does not exist yet is refused, saying the order that works (else a claim of 8
+    created afterwards would give it 8 GPUs); in that order, the rule counts the claim."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "early"}, "spec": {
+        "resourceClaims": [{"name": "gpus", "resourceClaimName": "later"}],
+        "containers": [{"name": "cuda", "image": "cuda", "resources": {"claims": [{"name": "gpus"}]}}]}}
+    early = create(guarded, "pods-capped", pod)
+    dry = create(guarded, "pods-capped", pod, "--dry-run=server")
+    assert early.returncode != 0 and "rule pods-max-4" in early.stderr, early.stderr
+    assert "(ResourceClaim later) does not exist" in early.stderr and "Create the claim (or template) first" \
+        in early.stderr and dry.stderr == early.stderr
+    assert create(guarded, "pods-capped", claim("later", {"deviceClassName": "gpu.nvidia.com", "count": 8})) \
+        .returncode == 0  # no rule on claims here
+    then = create(guarded, "pods-capped", pod, "--dry-run=server")
+    assert then.returncode != 0 and "8 devices" in then.stderr and "rule pods-max-4" in then.stderr, then.stderr
+
+
+def test_a_claim_stamped_from_a_template_is_held_to_claim_rules(guarded):
+    """Issue 45: a `kinds: [ResourceClaim]` cap of 4; a template of 8 is not a claim, but the
+    claim the resourceclaim controller stamps from it for a pod is, and is refused."""
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "eight"},
+                "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
+                    "deviceClassName": "gpu.nvidia.com", "count": 8}}]}}}}
+    assert create(guarded, "claims-capped", template).returncode == 0
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "big"}, "spec": {
+        "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "eight"}],
+        "containers": [{"name": "cuda", "image": "cuda", "resources": {"claims": [{"name": "gpus"}]}}]}}
+    assert create(guarded, "claims-capped", pod).returncode == 0
+    refused = wait_for(lambda: [e["message"] for e in guarded.json("events", "-n", "claims-capped")["items"]
+                                if "claims-max-4" in e.get("message", "")], 60, "the stamped claim refused")
+    assert "8 devices exceed the limit of 4 per claim" in refused[0], refused
+    assert not guarded.json("resourceclaims", "-n", "claims-capped")["items"]
+
+
+def test_a_policy_that_does_not_type_check_is_refused_by_the_documented_update(guarded):
+    """Issue 45: a validation that is not bool is refused naming the field and the type, and the
+    documented update (`kubectl create configmap ... | kubectl apply`, no labels) is judged."""
+    bad = guarded.dir / "non-bool.yaml"
+    bad.write_text(yaml.safe_dump({"rules": [{"name": "x", "validations": [
+        {"expression": "size(request.selectors)"}]}]}))
+    rendered = guarded.kubectl("-n", "dra-bridge", "create", "configmap", "dra-bridge-policy",
+                               f"--from-file=policy.yaml={bad}", "--dry-run=client", "-o", "yaml").stdout
+    refused = guarded.kubectl("apply", "-f", "-", input=rendered, check=False)
+    assert refused.returncode != 0, refused.stdout
+    assert "rules[0]: validations[0].expression" in refused.stderr and "must evaluate to bool, not int" in refused.stderr
 
 
 def test_a_refused_reload_is_seen_on_readyz_the_metric_and_an_event(guarded, webhook):

@@ -69,7 +69,8 @@ def test_another_namespace_moves_every_reference(helm):
     for hook in hooks:
         webhook, *policy = hook["webhooks"]
         assert webhook["clientConfig"]["service"]["namespace"] == "gpu-admission"
-        assert webhook["namespaceSelector"]["matchExpressions"][1]["values"] == ["gpu-admission"]
+        [own] = [e for e in webhook["namespaceSelector"]["matchExpressions"] if e["key"] == "kubernetes.io/metadata.name"]
+        assert own["operator"] == "NotIn" and own["values"][0] == "gpu-admission"
         for entry in policy:  # the policy ConfigMap's judge: in our namespace only
             assert entry["clientConfig"]["service"]["namespace"] == "gpu-admission"
             assert entry["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "gpu-admission"}
@@ -160,13 +161,13 @@ def test_operator_settings_reach_the_pods(helm, tmp_path):
     assert pod["nodeSelector"] == {"role": "infra"} and pod["tolerations"][0]["key"] == "infra"
     assert list(pod["affinity"]) == ["nodeAffinity"]  # given: replaces the default spread
     # The opt-in label: the mutating webhook selects by it, and templates are written only there;
-    # validation holds everywhere but where its own opt-out label says.
+    # validation holds everywhere but the namespaces the admin names (never by a tenant's label).
     [mutating] = [d for d in docs if d["kind"] == "MutatingWebhookConfiguration"]
     [validating] = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
     [expression, _own] = mutating["webhooks"][0]["namespaceSelector"]["matchExpressions"]
     assert expression == {"key": "example.com/gpu-migration", "operator": "In", "values": ["on"]}
-    [expression, _own] = validating["webhooks"][0]["namespaceSelector"]["matchExpressions"]
-    assert expression == {"key": "dra-bridge.io/validate", "operator": "NotIn", "values": ["disabled"]}
+    assert validating["webhooks"][0]["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["dra-bridge", "kube-system"]}]
     assert "--template-namespace-label=example.com/gpu-migration=on" in pod["containers"][0]["args"]
     # Defaults: the spread over nodes, no pull secret, no priority class, the default label unsaid.
     [deploy] = [d for d in rendered(helm) if d["kind"] == "Deployment"]

@@ -87,9 +87,20 @@ def test_two_claims_of_four_are_one_pod_of_eight():
     assert validate(claims[("team-a", "ResourceClaim", "a")], LIMIT_ONLY)["allowed"] is True
 
 
-def test_a_claim_the_pod_names_that_cannot_be_read_is_said_not_silently_dropped():
+def test_a_pod_naming_a_claim_that_does_not_exist_yet_is_held_to_the_rule_that_counts_it():
+    """Issue 45: pod first, claim later would escape maxDevicesPerPod (the claim's own admission
+    never counts the pod). Fail closed: the rule's own action, saying the order that works."""
     resp = validate(with_claims("gone"), LIMIT_ONLY)
-    assert resp["allowed"] is True and any("not found, not counted" in w for w in resp["warnings"])
+    assert resp["allowed"] is False
+    assert "spec.resourceClaims[0] gone (ResourceClaim gone) does not exist: the pod's devices cannot be counted " \
+        "without it. Create the claim (or template) first, then the pod" in resp["status"]["message"]
+    warned = validate(with_claims("gone"), LIMIT_ONLY.replace("enforce", "warn"))
+    assert warned["allowed"] is True and any("does not exist" in w for w in warned["warnings"])
+    # A preview that was not given the namespace's claims cannot know: it says so.
+    from app.application import UNKNOWN, decide_pod
+    found = decide_pod(with_claims("gone"), "team-a", parse_policy(LIMIT_ONLY), UNKNOWN)
+    assert found.outcome is not application.Outcome.DENIED
+    assert any("is not among the claims given" in n for n in found.not_judged), found.not_judged
 
 
 def test_allocation_mode_all_counts_the_devices_it_would_take():
@@ -239,7 +250,7 @@ def test_a_generated_template_not_yet_written_is_not_warned_about():
     assert "warnings" not in validate(rewritten, LIMIT_ONLY)
     foreign = pod([container("main", None, None, resources={"claims": [{"name": "g"}]})],
                   resourceClaims=[{"name": "g", "resourceClaimTemplateName": "theirs"}])
-    assert any("not found" in w for w in validate(foreign, LIMIT_ONLY)["warnings"])
+    assert "(ResourceClaimTemplate theirs) does not exist" in validate(foreign, LIMIT_ONLY)["status"]["message"]
 
 
 def test_a_namespace_total_counts_what_its_claims_hold_or_ask_and_this_object():

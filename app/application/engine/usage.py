@@ -165,10 +165,19 @@ def judge_pod(pod: dict, subject: Subject, policy: Policy, index: dra.Index | No
     if pod_errors(pod):
         return PodJudgment([], Usage())
     usage = pod_usage(pod, policy, subject.namespace, lookup, generated, equivalent)
+    claims_known = namespace_claims is not None
     rules, not_judged = judgeable(policy.rules_for(subject.namespace, subject.namespace_labels or {}), subject,
-                                  requester_known, namespace_claims is not None)
-    return PodJudgment(judge(rules, subject, usage, index, of_namespace(namespace_claims, subject.namespace)),
-                       usage, not_judged)
+                                  requester_known, claims_known)
+    violations = judge(rules, subject, usage, index, of_namespace(namespace_claims, subject.namespace))
+    counted = [r for r in rules if (r.maxDevicesPerPod or r.maxDevicesPerNamespace) and applies(r, subject)]
+    for rule in counted if usage.unresolved else ():
+        if claims_known or requester_known:  # the request itself (or every claim was read): it is not there
+            violations.append(Violation(rule.name, tuple(rule.validationActions), (
+                f"rule {rule.name}: {usage.unresolved[0]} does not exist: the pod's devices cannot be counted "
+                "without it. Create the claim (or template) first, then the pod")))
+        else:
+            not_judged.append(f"rule {rule.name}: not judged: {usage.unresolved[0]} is not among the claims given")
+    return PodJudgment(violations, usage, not_judged)
 
 
 def needs_requester(rule) -> bool:

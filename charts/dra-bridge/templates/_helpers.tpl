@@ -45,12 +45,9 @@ every namespace but ours and those labelled out. */}}
 {{- define "dra-bridge.validationNamespaceSelector" -}}
 namespaceSelector:
   matchExpressions:
-    - key: {{ .Values.webhook.validationOptOutLabel.key }}
-      operator: NotIn
-      values: [{{ .Values.webhook.validationOptOutLabel.value | quote }}]
     - key: kubernetes.io/metadata.name
       operator: NotIn
-      values: [{{ .Release.Namespace | quote }}]
+      values: {{ prepend .Values.webhook.validationExcludedNamespaces .Release.Namespace | uniq | toJson }}
 {{- end -}}
 
 
