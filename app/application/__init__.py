@@ -11,9 +11,10 @@ from .validate import ADMIN_ACCESS_LABEL, Finding, Judgment, admin_label_rule, a
 from .answers import Answer, mutate_answer, validate_answer
 from .unmigrated import per_namespace, unmigrated
 from .sources import claim_objects, live_inventory, read_kueue_view
+from .adminaccess import AdminAccess, admin_access
 from . import chain, engine, manifests, planning, rollout, scan
 
-__all__ = ["ADMIN_ACCESS_LABEL", "Answer", "ClusterFacts", "Decision", "EveryNamespace", "Finding", "Judgment", "KnownClaims", "Lookup",
+__all__ = ["AdminAccess", "admin_access", "ADMIN_ACCESS_LABEL", "Answer", "ClusterFacts", "Decision", "EveryNamespace", "Finding", "Judgment", "KnownClaims", "Lookup",
            "NamespaceClaims", "Outcome", "PlanCache", "UNKNOWN", "admin_label_rule", "asks_admin_access", "chain", "claim_objects", "engine", "live_inventory", "read_kueue_view", "rollout", "snapshot_facts",
            "claim_usage", "cluster_facts", "decide_pod", "evaluate_claim", "evaluate_pod", "index_facts",
            "inventory_source", "judge_pod", "manifests", "planning", "mutate_answer", "no_lookup", "of_namespace", "plan_with_patch",

@@ -14,8 +14,8 @@ import urllib3
 
 from app import dra, kube
 from app.application.engine import report as policy_report
-from app.application import (ClusterFacts, claim_objects, rollout, cluster_facts, inventory_source, live_inventory,
-                             read_kueue_view, scan, unmigrated)
+from app.application import (ClusterFacts, admin_access, claim_objects, rollout, cluster_facts, inventory_source,
+                             live_inventory, read_kueue_view, scan, unmigrated)
 from app.application.manifests import ObjectReport, exit_status, kueue_of_inputs, namespace_labels, objects_of, \
     plan_objects
 from app.common import BridgeError, by_kind, controller_ref, dump_documents, labels_by_name, view_of
@@ -158,6 +158,7 @@ def run_audit(args) -> int:
     if not args.filename:
         existing += _from_cluster(found, kube.list_queues, args.namespace)
     budgets, queues = _budgets(existing, classes, policy, kueue)
+    exposure = admin_access(namespaces or {}, existing, policy)
     if args.output == "json":
         sys.stdout.write(json.dumps({"inventoryChecked": ix is not None, "objects": rows, "unmigratedPods": running,
                                      "nodeHazards": hazards,
@@ -165,7 +166,8 @@ def run_audit(args) -> int:
                                                      "rule": v.violation.rule, "actions": list(v.violation.actions),
                                                      "message": v.violation.message} for v in violations],
                                      "budgets": [_budget_json(b) for b in budgets],
-                                     "queueBudgets": [vars(q) | {"problem": q.problem} for q in queues]},
+                                     "queueBudgets": [vars(q) | {"problem": q.problem} for q in queues],
+                                     "adminAccess": exposure.as_json()},
                                     indent=2) + "\n")
     elif args.output == "policyreport":
         sys.stdout.write(dump_documents(policy_reports(rows, ix is not None, violations)))
@@ -181,6 +183,8 @@ def run_audit(args) -> int:
                          f"{'' if ix is not None else ' (satisfiability not checked: pass --inventory)'}\n")
         for hazard in hazards:
             sys.stdout.write(f"hazard: node {hazard['node']} is {hazard['state']}: {hazard['what']}\n")
+        for line in exposure.lines():
+            sys.stdout.write(line + "\n")
         if running:
             sys.stdout.write(_unmigrated_line(running))
         for v in violations[:20] if wide else violations[:5]:

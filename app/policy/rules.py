@@ -125,6 +125,9 @@ class Rule(_Strict):
     maxDevicesPerNamespace: Optional[int] = Field(default=None, ge=1)
     allowedDeviceClasses: Optional[list[str]] = None
     allowAdminAccess: Optional[bool] = None  # False: adminAccess requests violate
+    # adminAccess only in these namespaces, named here by the admin: upstream's namespace label
+    # (resource.kubernetes.io/admin-access) can be set by whoever may label the namespace.
+    adminAccessNamespaces: Optional[list[str]] = None
     forbidLegacy: Optional[bool] = None  # True: pods asking for legacy GPU resources violate
     requireSelectors: list[str] = []  # qualified attribute/capacity names every request must select on
     allowedDevices: Optional[str] = None  # device CEL: every device a request can take must pass it
@@ -174,7 +177,7 @@ class Rule(_Strict):
     def _checks_something(self) -> "Rule":
         checks = ("maxDevicesPerRequest", "maxDevicesPerClaim", "maxDevicesPerPod", "maxDevicesPerNamespace",
                   "allowedDeviceClasses",
-                  "allowAdminAccess", "forbidLegacy", "allowedDevices")
+                  "allowAdminAccess", "adminAccessNamespaces", "forbidLegacy", "allowedDevices")
         if not any(getattr(self, name) is not None for name in checks) and not self.requireSelectors \
                 and not self.validations:
             raise ValueError(f"rule {self.name!r} checks nothing: set one of {', '.join(checks)}, "

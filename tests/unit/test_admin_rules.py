@@ -11,6 +11,8 @@ from app import application
 from app.server import admission, mutation, validation
 from tests.helpers import container, pod, review
 from tests.unit.device_inventory import build_index
+ADMIN_ACCESS = "resource.kubernetes.io/admin-access"
+
 
 INDEX = build_index()
 H100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
@@ -296,3 +298,28 @@ def test_a_count_too_large_for_a_claim_is_counted_exactly_not_an_internal_error(
     huge = pod([container("main", {"kubernetes.io/gpu": str(10**30)})])
     resp = validate(huge, LIMIT_ONLY)
     assert resp["allowed"] is False and f"{10**28} devices exceed the limit of 4" in resp["status"]["message"]
+
+
+def test_admin_access_only_in_namespaces_the_policy_names():
+    """Issue 45: upstream's admin-access label can be set by whoever may label a namespace; a
+    rule names by name where admin access is allowed."""
+    text = "rules:\n- name: ops-only-admin\n  adminAccessNamespaces: [ops]\n"
+    admin = claim("debug", [exactly(1, adminAccess=True)])
+    labelled = {ADMIN_ACCESS: "true"}
+    denied = validate(admin, text, namespace="team-a", ns_labels=labelled)
+    assert denied["allowed"] is False
+    assert "admin access is allowed only in the namespaces this policy names (ops), not team-a" in \
+        denied["status"]["message"]
+    assert validate(admin, text, namespace="ops", ns_labels=labelled)["allowed"] is True
+    assert validate(claim("plain", [exactly(1)]), text, namespace="team-a")["allowed"] is True
+
+
+def test_audit_reports_who_can_use_admin_access():
+    from app.application import admin_access
+
+    policy = parse_policy("rules:\n- name: ops-only-admin\n  adminAccessNamespaces: [ops]\n")
+    found = admin_access({"ops": {ADMIN_ACCESS: "true"}, "team-a": {ADMIN_ACCESS: "true"}, "other": {}},
+                         [claim("debug", [exactly(1, adminAccess=True)]), claim("plain", [exactly(1)])], policy)
+    assert found.namespaces == ("ops", "team-a") and found.requests == ("ResourceClaim team-a/debug",)
+    assert found.lines()[1].endswith("(no rule's adminAccessNamespaces names it)")
+    assert "names it" not in found.lines()[0]

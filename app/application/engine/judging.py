@@ -202,6 +202,10 @@ def _request_findings(rule: Rule, subject: Subject, claim: Claim, req: Request, 
                    f"{', '.join(rule.allowedDeviceClasses) or 'none'})")
     if rule.allowAdminAccess is False and req.admin:
         out.append(f"{where}.adminAccess: admin access is not allowed here")
+    if rule.adminAccessNamespaces is not None and req.admin and subject.namespace not in rule.adminAccessNamespaces:
+        out.append(f"{where}.adminAccess: admin access is allowed only in the namespaces this policy names "
+                   f"({', '.join(rule.adminAccessNamespaces) or 'none'}), not {subject.namespace}: the namespace "
+                   "label resource.kubernetes.io/admin-access alone is not enough")
     taken = devices.taken(req)
     if rule.maxDevicesPerRequest and taken is not None and taken > rule.maxDevicesPerRequest:
         how = "allocationMode All would take" if req.mode == "All" else "asks for"
