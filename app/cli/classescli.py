@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 
-
 from app import dra
+from app.application import inventory_source
 from app.common import InputError, dump_documents
 
 from .inputs import load_inventory
@@ -14,6 +14,9 @@ from .inputs import load_inventory
 
 def run_classes(args) -> int:
     inventory = load_inventory(args.inventory)
+    # Said first, as every command that judges devices says it: these classes are for this hardware.
+    where = args.inventory or "the bundled EXAMPLE inventory (not your cluster: pass --inventory FILE)"
+    sys.stderr.write(f"judged against: {inventory_source(dra.build_index(inventory), where)}\n")
     try:
         generated = dra.generate_classes(inventory, args.driver)
     except dra.ClassConflict as exc:

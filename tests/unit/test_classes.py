@@ -64,3 +64,11 @@ def test_cli_prints_classes_to_apply():
     assert result.returncode == 0
     docs = list(yaml.safe_load_all(result.stdout))
     assert {d["kind"] for d in docs} == {"DeviceClass"} and docs[0]["spec"]["extendedResourceName"] == "nvidia.com/gpu"
+
+
+def test_classes_say_what_hardware_they_were_judged_against():
+    """Issue 46: classes of the bundled example's A100s must not look like classes for yours."""
+    result = subprocess.run([sys.executable, "-m", "app", "classes"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout
+    assert result.stderr.startswith("judged against: the bundled EXAMPLE inventory (not your cluster: pass "
+                                    "--inventory FILE), 3 node(s), 28 device(s)")
