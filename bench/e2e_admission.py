@@ -174,7 +174,9 @@ def main() -> int:
             plane.apply(ours + echo_configurations(ours, echo_url, echo_ca))
             plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"bench-{p}", "labels": labels}}
                          for p, labels in PHASES.items()])
-            wait_for(lambda: plane.json("serviceaccount", "default", "-n", "bench-dra-bridge"), 60, "service account")
+            # Polled: the service account controller creates it a moment after the namespace.
+            wait_for(lambda: plane.kubectl("get", "serviceaccount", "default", "-n", "bench-dra-bridge",
+                                           check=False).returncode == 0, 60, "service account")
             for phase in PHASES:  # warm-up: connections, the template, the plan cache; not measured
                 run_phase(plane, f"bench-{phase}", 4, 16, f"warm-{phase}")
             before = plane.get("/metrics")
