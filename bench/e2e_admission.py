@@ -40,9 +40,7 @@ from tests.e2e.conftest import Webhook, install, wait_for  # noqa: E402
 
 METRIC = "apiserver_admission_webhook_admission_duration_seconds"
 BUCKET = re.compile(METRIC + r'_bucket\{(?P<labels>[^}]*)\} (?P<value>\S+)')
-NO_VALIDATION = {"dra-bridge.io/validate": "disabled"}  # our validating webhook's opt-out
-PHASES = {"none": NO_VALIDATION, "minimal": {"bench.dra-bridge.io/echo": "on", **NO_VALIDATION},
-          "dra-bridge": {"dra-bridge.io/migrate": "enabled"}}
+PHASES = {"none": {}, "minimal": {"bench.dra-bridge.io/echo": "on"}, "dra-bridge": {"dra-bridge.io/migrate": "enabled"}}
 ECHO = "echo.bench.dra-bridge.io"
 
 
@@ -151,6 +149,14 @@ def run_phase(plane: ControlPlane, namespace: str, clients: int, pods: int, tag:
     return burst
 
 
+def _without_our_validation(configurations: list[dict], namespaces: list[str]) -> None:
+    """The baselines' namespaces left out of our validating webhook as an admin does: by name."""
+    for hook in (h for c in configurations for h in c["webhooks"] if h["name"] == "validate.dra-bridge.io"):
+        for expression in hook["namespaceSelector"]["matchExpressions"]:
+            if expression["key"] == "kubernetes.io/metadata.name" and expression["operator"] == "NotIn":
+                expression["values"] += namespaces
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=64, help="pods per phase")
@@ -170,6 +176,7 @@ def main() -> int:
             gpu_nodes(plane, args.gpu_nodes)
             webhook = Webhook(plane, "--log-level", "info").start()  # as deployed: no collection every second
             ours = webhook.configurations()
+            _without_our_validation(ours, ["bench-none", "bench-minimal"])
             echo, echo_url, echo_ca = echo_server(plane)
             plane.apply(ours + echo_configurations(ours, echo_url, echo_ca))
             plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"bench-{p}", "labels": labels}}

@@ -329,7 +329,7 @@ def _add_rollout(sub) -> None:
 
 
 def _add_policy(sub) -> None:
-    p = sub.add_parser("policy", help="test a policy offline before it is applied",
+    p = sub.add_parser("policy", help="test a policy offline, or compile its rules into ValidatingAdmissionPolicies",
                        epilog="exit codes: those of its action (policy test --help)" + OFFLINE)
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     test = actions.add_parser("test", help="run PolicyTest files: each resource through the webhooks' own chain",
@@ -340,6 +340,17 @@ def _add_policy(sub) -> None:
     test.add_argument("path", nargs="+", metavar="PATH", help="PolicyTest file, or folder walked for them (required)")
     test.add_argument("-v", "--verbose", action="store_true",
                       help="every answer's messages, not only failures' (default: failures only)")
+    compiled = actions.add_parser(
+        "compile", help="the rules' parts the API server can enforce alone, as ValidatingAdmissionPolicies",
+        epilog="Per-request and per-claim counts, DeviceClasses, admin access and legacy asks on pods become "
+               "ValidatingAdmissionPolicies and bindings (stdout, for kubectl apply -f -): they hold while "
+               "dra-bridge is down. What needs the inventory or other objects stays the webhook's, said per rule "
+               "on stderr. exit codes: 0 written; 2 bad input, or with --require-all a part that cannot be "
+               "compiled (field named, nothing written)" + OFFLINE)
+    _opt(compiled, "--policy", help="the policy file", shown="the bundled default policy")
+    _opt(compiled, "-o", "--output", choices=["yaml", "json"], default="yaml", help="stdout format")
+    compiled.add_argument("--require-all", action="store_true",
+                          help="fail (exit 2) when any part of a rule stays the webhook's (default: off)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -383,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_reporter(args)
         if args.command in _RUNNERS:  # imported when run: `dra-bridge plan` never loads the server
             module, function = _RUNNERS[args.command]
+            if args.command == "policy" and args.action == "compile":
+                module, function = "policycompilecli", "run_policy_compile"
             return getattr(importlib.import_module(f"app.cli.{module}"), function)(args)
     except (BridgeError, InputError, PolicyError) as exc:
         print(f"dra-bridge: error: {exc}", file=sys.stderr)

@@ -18,6 +18,7 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = {MANAGED_BY_LABEL: OURS}
 OUR_DOMAIN = "dra-bridge.io"  # our reporter's attributes and capacities, our labels and annotations
 MIGRATION_ANNOTATION = f"{OUR_DOMAIN}/migration"
+POLICY_RULE_ANNOTATION = f"{OUR_DOMAIN}/rule"  # on the ValidatingAdmissionPolicies `policy compile` writes
 OPT_IN_LABEL = f"{OUR_DOMAIN}/migrate=enabled"  # serve --template-namespace-label, the manifests, the chart
 EVENT_COMPONENT = f"{OUR_DOMAIN}/webhook"  # reportingComponent of our Events
 ROLLOUT_WAVE = f"{OUR_DOMAIN}/rollout-wave"  # node annotations: the wave a node moved in, its step, what it was

@@ -31,7 +31,8 @@ PACKAGES = ("k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-
 CONTROLLERS = ("serviceaccount-controller", "serviceaccount-token-controller", "namespace-controller",
                "garbage-collector-controller", "deployment-controller", "replicaset-controller",
                "job-controller", "resourceclaim-controller", "resourcequota-controller", "disruption-controller",
-               "statefulset-controller", "daemonset-controller", "persistentvolume-binder-controller")
+               "statefulset-controller", "daemonset-controller", "persistentvolume-binder-controller",
+               "validatingadmissionpolicy-status-controller")
 
 
 def _release() -> str:

@@ -239,9 +239,9 @@ def test_help_of_every_command_gives_each_flag_help_default_and_variable(capsys)
     [actions] = [a for a in commands.choices["rollout"]._actions if a.dest == "action"]
     assert set(actions.choices) == {"plan", "run", "undo", "status"}
     [policy] = [a for a in commands.choices["policy"]._actions if a.dest == "action"]
-    assert set(policy.choices) == {"test"}
+    assert set(policy.choices) == {"test", "compile"}
     every = {**commands.choices, **{f"rollout {k}": v for k, v in actions.choices.items()},
-             "policy test": policy.choices["test"]}
+             **{f"policy {k}": v for k, v in policy.choices.items()}}
     for name, sub in every.items():
         assert "exit codes:" in (sub.epilog or ""), name
         if name not in ("serve", "reporter"):  # says which variables apply, if any

@@ -1,0 +1,35 @@
+"""`dra-bridge policy compile`: the part of each admin rule the API server enforces by itself, as
+ValidatingAdmissionPolicies and bindings (kubectl apply -f -), so it holds while dra-bridge is
+down; what stays the webhook's is said on stderr, rule by rule."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from app.common import InputError, dump_documents
+from app.policy import compile_rule, load_policy
+
+
+def run_policy_compile(args) -> int:
+    policy = load_policy(args.policy)
+    source = args.policy or "the bundled default policy"
+    found = [compile_rule(rule) for rule in policy.rules]
+    sys.stderr.write(f"compiled from {source}: {len(policy.rules)} rule(s)\n")
+    for each in found:
+        enforced = ", ".join(each.compiled) or "nothing"
+        sys.stderr.write(f"rule {each.rule}: enforced by the API server: {enforced}"
+                         + (f"; webhook only: {'; '.join(each.webhook_only)}" if each.webhook_only else "") + "\n")
+    if args.require_all:
+        short = [(each.rule, why) for each in found for why in each.webhook_only]
+        if short:
+            rule, why = short[0]
+            raise InputError(f"rules[{[r.name for r in policy.rules].index(rule)}].{why.split(':')[0]}",
+                             f"rule {rule}: cannot be a ValidatingAdmissionPolicy ({why.split(': ', 1)[1]}); "
+                             "nothing written")
+    objects = [obj for each in found for obj in each.objects]
+    if args.output == "json":
+        sys.stdout.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2) + "\n")
+    elif objects:
+        sys.stdout.write(dump_documents(objects))
+    return 0

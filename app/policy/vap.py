@@ -1,0 +1,173 @@
+"""The part of each admin rule the API server enforces by itself, as ValidatingAdmissionPolicies
+and their bindings, so it holds while dra-bridge is down: what needs no inventory and no other
+object (per-request and per-claim counts, classes, admin access, legacy asks on pods). Pure.
+
+What needs the inventory or other objects (allocationMode All, per-pod and namespace totals,
+required selectors, allowed devices, validations over dra-bridge's view of a request, exclusions
+by namespace or object labels) stays the webhook's; `compile_rule` says which, field by field.
+One policy per kind it judges (claims, templates, pods), so each is typed against its own schema.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from app.common import vocabulary
+
+from .rules import Rule
+
+PREFIX = "dra-bridge."
+# As the webhooks' matchConditions: a pod asks the device plugin for GPUs.
+LEGACY_KEYS = "k.startsWith('nvidia.com/') || k.startsWith('volcano.sh/') || k == 'kubernetes.io/gpu' || " \
+              "k.startsWith('koordinator.sh/gpu')"
+REQUESTS = {"ResourceClaim": ("resourceclaims", "object.spec"), "ResourceClaimTemplate": (
+    "resourceclaimtemplates", "object.spec.spec")}
+WEBHOOK_ONLY = {
+    "maxDevicesPerPod": "needs the claims a pod names",
+    "maxDevicesPerNamespace": "needs the namespace's claims",
+    "requireSelectors": "needs what each selector reads, and its DeviceClass's selectors",
+    "allowedDevices": "needs the inventory's devices",
+    "validations": "run over dra-bridge's view of a request (the devices it would take)",
+}
+
+
+@dataclass
+class Compiled:
+    rule: str
+    objects: list[dict] = field(default_factory=list)  # policies and bindings (none: nothing compiled)
+    compiled: list[str] = field(default_factory=list)  # the rule's fields the API server enforces
+    webhook_only: list[str] = field(default_factory=list)  # "field: why"
+
+
+def compile_rule(rule: Rule) -> Compiled:
+    out = Compiled(rule.name)
+    out.webhook_only = [f"{name}: {why}" for name, why in WEBHOOK_ONLY.items() if getattr(rule, name)]
+    ex = rule.exclude
+    if ex is not None and (ex.namespaceSelector is not None or ex.objectSelector is not None):
+        out.webhook_only.insert(0, "exclude.namespaceSelector/objectSelector: a binding cannot exempt by them")
+        return out
+    kinds = set(rule.match.kinds or ("Pod", *REQUESTS)) - set(ex.kinds if ex is not None else ())
+    claim_checks = _claim_checks(rule)
+    out.compiled = [name for name, _test, _message in claim_checks]
+    for kind in sorted(k for k in kinds if k in REQUESTS):
+        resource, spec = REQUESTS[kind]
+        if claim_checks:
+            variable = f"has({spec}.devices) && has({spec}.devices.requests) ? {spec}.devices.requests : []"
+            out.objects += _pair(rule, resource, [{"name": "requests", "expression": variable}],
+                                 [{"expression": test, "message": message} for _name, test, message in claim_checks])
+    if rule.forbidLegacy and "Pod" in kinds:
+        # Each list walked alone (`containers + initContainers` does not type-check), and the
+        # resource maps read through dyn(): the API server's schema types them so that `limits` is
+        # an undefined field to its checker, though evaluation reads it.
+        res = "dyn(c.resources)"
+        each = (f"c, has(c.resources) && ((has({res}.limits) && {res}.limits.exists(k, {LEGACY_KEYS})) || "
+                f"(has({res}.requests) && {res}.requests.exists(k, {LEGACY_KEYS})))")
+        asks = (f"(object.spec.containers.exists({each}) || (has(object.spec.initContainers) && "
+                f"object.spec.initContainers.exists({each})))")
+        out.objects += _pair(rule, "pods", [], [{"expression": f"!{asks}", "message": (
+            f"rule {rule.name}: legacy GPU requests are not allowed; ask through a ResourceClaim")}])
+        out.compiled.append("forbidLegacy")
+    if rule.maxDevicesPerRequest or rule.maxDevicesPerClaim:
+        out.webhook_only.append("allocationMode All: the devices it takes are the inventory's")
+    return out
+
+
+def _claim_checks(rule: Rule) -> list[tuple[str, str, str]]:
+    """(field, CEL over variables.requests, message) for each compilable claim check."""
+    found = []
+    if rule.maxDevicesPerRequest:
+        n = rule.maxDevicesPerRequest
+        found.append(("maxDevicesPerRequest", _every_request(lambda a: f"{_counted(a)} <= {n}"),
+                      f"rule {rule.name}: a request asks for more than {n} devices"))
+    if rule.maxDevicesPerClaim:
+        n = rule.maxDevicesPerClaim
+        total = (f"variables.requests.map(r, has(r.exactly) ? {_counted('r.exactly')} : (has(r.firstAvailable) ? "
+                 f"r.firstAvailable.map(s, {_counted('s')}).max() : 0)).sum()")
+        found.append(("maxDevicesPerClaim", f"{total} <= {n}",
+                      f"rule {rule.name}: the claim asks for more than {n} devices"))
+    if rule.allowedDeviceClasses is not None:
+        allowed = json.dumps(list(rule.allowedDeviceClasses))
+        found.append(("allowedDeviceClasses", _every_request(lambda a: f"{a}.deviceClassName in {allowed}"),
+                      f"rule {rule.name}: a DeviceClass that is not allowed (allowed: "
+                      f"{', '.join(rule.allowedDeviceClasses) or 'none'})"))
+    admin = "variables.requests.exists(r, has(r.exactly) && has(r.exactly.adminAccess) && r.exactly.adminAccess)"
+    if rule.allowAdminAccess is False:
+        found.append(("allowAdminAccess", f"!{admin}", f"rule {rule.name}: admin access is not allowed here"))
+    if rule.adminAccessNamespaces is not None:
+        names = json.dumps(list(rule.adminAccessNamespaces))
+        # namespaceObject, not request.namespace: `namespace` is a CEL reserved word.
+        found.append(("adminAccessNamespaces", f"namespaceObject.metadata.name in {names} || !{admin}",
+                      f"rule {rule.name}: admin access is allowed only in the namespaces the policy names "
+                      f"({', '.join(rule.adminAccessNamespaces) or 'none'})"))
+    return found
+
+
+def _counted(var: str) -> str:
+    """Devices a request or subrequest takes by its count; allocationMode All is the webhook's (0)."""
+    return f"(has({var}.allocationMode) && {var}.allocationMode == 'All' ? 0 : (has({var}.count) ? {var}.count : 1))"
+
+
+def _every_request(test) -> str:
+    """`test(var)` holds for every exact request and every firstAvailable subrequest (two walks:
+    they are different types to the API server's checker)."""
+    return (f"variables.requests.all(r, !has(r.exactly) || {test('r.exactly')}) && "
+            f"variables.requests.all(r, !has(r.firstAvailable) || r.firstAvailable.all(s, {test('s')}))")
+
+
+def _pair(rule: Rule, resource: str, variables: list[dict], validations: list[dict]) -> list[dict]:
+    name = f"{PREFIX}{rule.name}.{resource}"
+    group = "" if resource == "pods" else "resource.k8s.io"
+    spec: dict = {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": [
+        {"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": [resource]}]}}
+    conditions = _exclusions(rule)
+    if conditions:
+        spec["matchConditions"] = conditions
+    if variables:
+        spec["variables"] = variables
+    spec["validations"] = validations
+    meta = {"name": name, "labels": dict(vocabulary.MANAGED_BY), "annotations": {
+        vocabulary.POLICY_RULE_ANNOTATION: rule.name}}
+    return [{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": meta,
+             "spec": spec},
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+             "metadata": {**meta, "labels": dict(meta["labels"])}, "spec": _binding(rule, name)}]
+
+
+def _exclusions(rule: Rule) -> list[dict]:
+    ex = rule.exclude
+    if ex is None:
+        return []
+    out = []
+    users = list(ex.users) + [f"system:serviceaccount:{a.replace('/', ':', 1)}" for a in ex.serviceAccounts]
+    if users:
+        out.append({"name": "not-an-excluded-user", "expression": f"!(request.userInfo.username in {json.dumps(users)})"})
+    if ex.groups:
+        groups = json.dumps(list(ex.groups))
+        out.append({"name": "not-an-excluded-group",
+                    "expression": f"!(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in {groups}))"})
+    return out
+
+
+def _binding(rule: Rule, name: str) -> dict:
+    selector: dict = {}
+    if rule.match.namespaces:
+        selector["matchExpressions"] = [{"key": "kubernetes.io/metadata.name", "operator": "In",
+                                         "values": list(rule.match.namespaces)}]
+    if rule.exclude is not None and rule.exclude.namespaces:
+        selector.setdefault("matchExpressions", []).append(
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(rule.exclude.namespaces)})
+    if rule.match.namespaceSelector is not None:
+        given = rule.match.namespaceSelector.model_dump(exclude_none=True, exclude_defaults=True)
+        if given.get("matchLabels"):
+            selector["matchLabels"] = given["matchLabels"]
+        selector["matchExpressions"] = selector.get("matchExpressions", []) + given.get("matchExpressions", [])
+    match = {}
+    if any(selector.values()):
+        match["namespaceSelector"] = {k: v for k, v in selector.items() if v}
+    if rule.match.objectSelector is not None:
+        match["objectSelector"] = rule.match.objectSelector.model_dump(exclude_none=True, exclude_defaults=True)
+    spec = {"policyName": name, "validationActions": list(rule.validationActions)}
+    if match:
+        spec["matchResources"] = match
+    return spec

@@ -1,0 +1,87 @@
+"""Issue 45: `dra-bridge policy compile` writes ValidatingAdmissionPolicies that a real API server
+type-checks without a warning and enforces with no dra-bridge running at all (a control plane of
+its own, nothing of ours installed): claim counts, classes, admin access, legacy asks on pods."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+from tests.e2e.cluster import ControlPlane
+from tests.e2e.conftest import wait_for
+
+pytestmark = pytest.mark.timeout(600)
+POLICY = {"rules": [
+    {"name": "claims-max-4", "match": {"namespaces": ["team-a"], "kinds": ["ResourceClaim"]}, "maxDevicesPerClaim": 4,
+     "allowedDeviceClasses": ["gpu.nvidia.com"], "exclude": {"users": ["system:admin-exempt"]}},
+    {"name": "no-admin-access", "allowAdminAccess": False, "match": {"kinds": ["ResourceClaim"]}},
+    {"name": "no-legacy", "match": {"namespaces": ["team-a"]}, "forbidLegacy": True, "maxDevicesPerPod": 4}]}
+
+
+def claim(name, request):
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "gpus", **request}]}}}
+
+
+@pytest.fixture(scope="module")
+def bare(binaries, tmp_path_factory):
+    plane = ControlPlane(tmp_path_factory.mktemp("vap"), binaries).start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+def create(plane, namespace, obj):
+    return plane.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(obj), check=False)
+
+
+def test_compiled_rules_hold_with_no_dra_bridge_at_all(bare, tmp_path):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(POLICY))
+    compiled = subprocess.run([sys.executable, "-m", "app", "policy", "compile", "--policy", str(policy)],
+                              capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert compiled.returncode == 0, compiled.stderr
+    assert "rule no-legacy: enforced by the API server: forbidLegacy; webhook only: maxDevicesPerPod" in \
+        compiled.stderr
+    bare.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in ("team-a", "team-b")])
+    bare.kubectl("apply", "-f", "-", input=compiled.stdout)
+    names = [d["metadata"]["name"] for d in yaml.safe_load_all(compiled.stdout)
+             if d["kind"] == "ValidatingAdmissionPolicy"]
+    assert len(names) == 3
+
+    def checked():
+        found = [bare.json("validatingadmissionpolicy", n).get("status", {}) for n in names]
+        return found if all("typeChecking" in s for s in found) else None
+    for status in wait_for(checked, 60, "the API server's type check of every policy"):
+        assert not status["typeChecking"].get("expressionWarnings"), status
+
+    eight = claim("eight", {"exactly": {"deviceClassName": "gpu.nvidia.com", "count": 8}})
+    denied = wait_for(lambda: (r := create(bare, "team-a", eight)).returncode != 0 and r, 60, "the policy in force")
+    assert "rule claims-max-4: the claim asks for more than 4 devices" in denied.stderr, denied.stderr
+    assert "ValidatingAdmissionPolicy 'dra-bridge.claims-max-4.resourceclaims'" in denied.stderr
+    split = claim("split", {"firstAvailable": [{"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 8},
+                                               {"name": "small", "deviceClassName": "gpu.nvidia.com", "count": 1}]})
+    assert "more than 4 devices" in create(bare, "team-a", split).stderr
+    other = claim("other", {"exactly": {"deviceClassName": "l4.nvidia.com", "count": 1}})
+    assert "a DeviceClass that is not allowed (allowed: gpu.nvidia.com)" in create(bare, "team-a", other).stderr
+    assert create(bare, "team-a", claim("four", {"exactly": {"deviceClassName": "gpu.nvidia.com", "count": 4}})) \
+        .returncode == 0
+    assert create(bare, "team-b", eight).returncode == 0  # the rule matches team-a only
+    admin = claim("admin", {"exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1, "adminAccess": True}})
+    bare.kubectl("label", "namespace", "team-b", "resource.kubernetes.io/admin-access=true")
+    admin["metadata"] = {"generateName": "admin-"}  # polled: each policy is loaded by the API server on its own
+    refused = wait_for(lambda: (r := create(bare, "team-b", admin)).returncode != 0 and r, 30, "no-admin-access")
+    assert "rule no-admin-access: admin access is not allowed here" in refused.stderr, refused.stderr
+    legacy = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy"}, "spec": {"containers": [
+        {"name": "cuda", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    assert "rule no-legacy: legacy GPU requests are not allowed" in create(bare, "team-a", legacy).stderr
+    assert create(bare, "team-b", legacy).returncode == 0
+    exempt = bare.kubectl("create", "-n", "team-a", "-f", "-", "--as=system:admin-exempt", "--as-group=system:masters",
+                          input=json.dumps({**eight, "metadata": {"name": "exempt"}}), check=False)
+    assert exempt.returncode == 0, exempt.stderr  # the rule's exclusion holds in the compiled policy too

@@ -1,0 +1,115 @@
+"""Issue 45: the part of each admin rule the API server can enforce alone, compiled to
+ValidatingAdmissionPolicies; their CEL evaluated here on claims and pods (the real API server
+judges them in tests/e2e/test_policy_compile.py)."""
+
+import pytest
+
+from app import cel
+from app.policy import compile_rule, parse_policy
+
+
+def rule(text):
+    [found] = parse_policy("rules:\n- name: r\n" + text).rules
+    return compile_rule(found)
+
+
+def verdicts(compiled, obj, namespace="team-a", resource="resourceclaims"):
+    """Each validation of the policy for `resource`, evaluated on `obj` as the API server would."""
+    [policy] = [o for o in compiled.objects if o["kind"] == "ValidatingAdmissionPolicy"
+                and o["spec"]["matchConstraints"]["resourceRules"][0]["resources"] == [resource]]
+    values = {"object": obj, "request": {"resource": {"resource": resource}},
+              "namespaceObject": {"metadata": {"name": namespace}}}
+    variables = {}
+    for variable in policy["spec"].get("variables", []):
+        program = cel.compile_program(variable["expression"], frozenset(values))
+        variables[variable["name"]] = cel.run_program(program, values)
+    names = frozenset({*values, "variables"})
+    return [cel.run_program(cel.compile_program(v["expression"], names, "bool"), {**values, "variables": variables})
+            for v in policy["spec"]["validations"]]
+
+
+def claim(*requests):
+    return {"spec": {"devices": {"requests": list(requests)}}}
+
+
+def exactly(count=1, cls="gpu.nvidia.com", **extra):
+    return {"name": "r", "exactly": {"deviceClassName": cls, "count": count, **extra}}
+
+
+def test_each_field_is_enforced_by_the_api_server_or_said_to_stay_the_webhooks():
+    found = rule("  maxDevicesPerClaim: 4\n  maxDevicesPerPod: 4\n  allowedDevices: 'true'\n")
+    assert found.compiled == ["maxDevicesPerClaim"]
+    assert found.webhook_only == ["maxDevicesPerPod: needs the claims a pod names",
+                                  "allowedDevices: needs the inventory's devices",
+                                  "allocationMode All: the devices it takes are the inventory's"]
+    kinds = sorted(o["spec"]["matchConstraints"]["resourceRules"][0]["resources"][0] for o in found.objects
+                   if o["kind"] == "ValidatingAdmissionPolicy")
+    assert kinds == ["resourceclaims", "resourceclaimtemplates"]  # one policy per kind: each typed alone
+    only_webhook = rule("  maxDevicesPerPod: 4\n")
+    assert only_webhook.objects == [] and only_webhook.compiled == []
+
+
+def test_claim_counts_add_up_requests_and_the_largest_alternative():
+    found = rule("  maxDevicesPerClaim: 4\n  maxDevicesPerRequest: 3\n")
+    assert verdicts(found, claim(exactly(2), exactly(2))) == [True, True]
+    assert verdicts(found, claim(exactly(4))) == [False, True]  # a request of 4 > 3, the claim 4 <= 4
+    assert verdicts(found, claim(exactly(3), exactly(2))) == [True, False]
+    split = {"name": "r", "firstAvailable": [{"name": "a", "deviceClassName": "g", "count": 8},
+                                             {"name": "b", "deviceClassName": "g", "count": 1}]}
+    assert verdicts(found, claim(split)) == [False, False]
+    every = {"name": "r", "exactly": {"deviceClassName": "g", "allocationMode": "All"}}
+    assert verdicts(found, claim(every)) == [True, True]  # All: the webhook counts it against the inventory
+    template = {"spec": {"spec": claim(exactly(8))["spec"]}}
+    assert verdicts(found, template, resource="resourceclaimtemplates") == [False, False]
+
+
+def test_classes_and_admin_access():
+    found = rule("  allowedDeviceClasses: [gpu.nvidia.com]\n  allowAdminAccess: false\n")
+    assert verdicts(found, claim(exactly())) == [True, True]
+    assert verdicts(found, claim(exactly(cls="l4.nvidia.com"))) == [False, True]
+    assert verdicts(found, claim(exactly(adminAccess=True))) == [True, False]
+    named = rule("  adminAccessNamespaces: [ops]\n")
+    assert verdicts(named, claim(exactly(adminAccess=True)), namespace="ops") == [True]
+    assert verdicts(named, claim(exactly(adminAccess=True)), namespace="team-a") == [False]
+
+
+@pytest.mark.parametrize("limits, allowed", [({"nvidia.com/gpu": "1"}, False), ({"cpu": "1"}, True),
+                                             ({"nvidia.com/mig-1g.10gb": "1"}, False)])
+def test_legacy_asks_on_pods(limits, allowed):
+    found = rule("  forbidLegacy: true\n")
+    pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
+    assert verdicts(found, pod, resource="pods") == [allowed]
+
+
+def test_exclusions_and_match_become_match_conditions_and_the_binding():
+    found = rule("  match: {namespaces: [team-a], objectSelector: {matchLabels: {tier: gpu}}}\n"
+                 "  exclude: {users: [alice], serviceAccounts: [ci/runner], groups: [ops], namespaces: [team-a-ci]}\n"
+                 "  validationActions: [Warn, Audit]\n  maxDevicesPerClaim: 4\n")
+    policy, binding = found.objects[:2]
+    conditions = {c["name"]: c["expression"] for c in policy["spec"]["matchConditions"]}
+    assert conditions["not-an-excluded-user"] == '!(request.userInfo.username in ["alice", ' \
+                                                '"system:serviceaccount:ci:runner"])'
+    assert binding["spec"]["validationActions"] == ["Warn", "Audit"]
+    assert binding["spec"]["matchResources"] == {
+        "namespaceSelector": {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a"]},
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["team-a-ci"]}]},
+        "objectSelector": {"matchLabels": {"tier": "gpu"}}}
+    by_label = rule("  exclude: {namespaceSelector: {matchLabels: {x: y}}}\n  maxDevicesPerClaim: 4\n")
+    assert by_label.objects == [] and by_label.webhook_only[0].startswith("exclude.namespaceSelector")
+
+
+def test_require_all_refuses_a_rule_part_that_stays_the_webhooks(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("rules:\n- name: c\n  maxDevicesPerClaim: 4\n- name: pp\n  maxDevicesPerPod: 4\n")
+    run = [sys.executable, "-m", "app", "policy", "compile", "--policy", str(policy)]
+    written = subprocess.run(run, cwd=ROOT, capture_output=True, text=True)
+    assert written.returncode == 0 and "dra-bridge.c.resourceclaims" in written.stdout
+    assert "rule pp: enforced by the API server: nothing; webhook only: maxDevicesPerPod" in written.stderr
+    refused = subprocess.run(run + ["--require-all"], cwd=ROOT, capture_output=True, text=True)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "rules[1].maxDevicesPerPod: rule pp: cannot be a ValidatingAdmissionPolicy" in refused.stderr
