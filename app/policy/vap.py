@@ -68,8 +68,10 @@ def compile_rule(rule: Rule) -> Compiled:
         out.objects += _pair(rule, "pods", [], [{"expression": f"!{asks}", "message": (
             f"rule {rule.name}: legacy GPU requests are not allowed; ask through a ResourceClaim")}])
         out.compiled.append("forbidLegacy")
-    if rule.maxDevicesPerRequest or rule.maxDevicesPerClaim:
-        out.webhook_only.append("allocationMode All: the devices it takes are the inventory's")
+    for name in ("maxDevicesPerRequest", "maxDevicesPerClaim"):
+        if getattr(rule, name):
+            out.webhook_only.append(f"{name}: for allocationMode All requests (the devices they take are the "
+                                    "inventory's)")
     return out
 
 

@@ -41,7 +41,8 @@ def test_each_field_is_enforced_by_the_api_server_or_said_to_stay_the_webhooks()
     assert found.compiled == ["maxDevicesPerClaim"]
     assert found.webhook_only == ["maxDevicesPerPod: needs the claims a pod names",
                                   "allowedDevices: needs the inventory's devices",
-                                  "allocationMode All: the devices it takes are the inventory's"]
+                                  "maxDevicesPerClaim: for allocationMode All requests (the devices they take are "
+                                  "the inventory's)"]
     kinds = sorted(o["spec"]["matchConstraints"]["resourceRules"][0]["resources"][0] for o in found.objects
                    if o["kind"] == "ValidatingAdmissionPolicy")
     assert kinds == ["resourceclaims", "resourceclaimtemplates"]  # one policy per kind: each typed alone
@@ -105,7 +106,8 @@ def test_require_all_refuses_a_rule_part_that_stays_the_webhooks(tmp_path):
 
     from tests.conftest import ROOT
     policy = tmp_path / "policy.yaml"
-    policy.write_text("rules:\n- name: c\n  maxDevicesPerClaim: 4\n- name: pp\n  maxDevicesPerPod: 4\n")
+    policy.write_text("rules:\n- name: c\n  allowedDeviceClasses: [gpu.nvidia.com]\n- name: pp\n"
+                      "  maxDevicesPerPod: 4\n")
     run = [sys.executable, "-m", "app", "policy", "compile", "--policy", str(policy)]
     written = subprocess.run(run, cwd=ROOT, capture_output=True, text=True)
     assert written.returncode == 0 and "dra-bridge.c.resourceclaims" in written.stdout
