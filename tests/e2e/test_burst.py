@@ -137,5 +137,7 @@ def test_a_deployment_scaled_from_zero_to_32_comes_up_migrated(cluster, webhook,
         return all((p.get("status") or {}).get("resourceClaimStatuses") for p in pods)
 
     wait_for(claims_stamped, 120, "the resourceclaim controller made each pod's claim")
-    # Those claims are copies of a template validated when it was written: no call per pod.
-    assert webhook_metric(webhook, claims_validated) == validated_before
+    # Each claim the controller stamps from the template is judged like any claim (issue 45): a
+    # claim rule must hold for them too (the controller retries a create the API server did not
+    # finish under the burst, so a claim may be judged more than once).
+    assert webhook_metric(webhook, claims_validated) >= validated_before + 32
