@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app.cel import build
 from app.common import vocabulary
 
 from .inventory import Inventory
@@ -61,6 +62,16 @@ def _device_class(name: str, resource: str, expression: str) -> dict:
             "spec": {"extendedResourceName": resource, "selectors": [{"cel": {"expression": expression}}]}}
 
 
+def _selects(driver: str, **attributes: str) -> str:
+    """`device.driver == D && device.attributes[D].k == v ...`, built as a tree: a profile name a
+    slice publishes can never change the expression's shape."""
+    device = build.ident("device")
+    published = build.index(build.field(device, "attributes"), build.string(driver))
+    return build.text(build.all_of([build.compare("==", build.field(device, "driver"), build.string(driver)),
+                                    *(build.compare("==", build.field(published, k), build.string(v))
+                                      for k, v in attributes.items())]))
+
+
 def generate(inventory: Inventory, driver: str = vocabulary.NVIDIA_DRIVER) -> Generated:
     """The classes to create; ClassConflict when the inventory's own classes already claim one
     name twice (fix that first: the scheduler would pick one of them)."""
@@ -70,12 +81,10 @@ def generate(inventory: Inventory, driver: str = vocabulary.NVIDIA_DRIVER) -> Ge
         resource, names = sorted(twice.items())[0]
         raise ClassConflict(f"DeviceClasses {', '.join(names)} all set extendedResourceName {resource}: "
                             "keep one")
-    base = f"device.driver == '{driver}'"
-    wanted = [("nvidia.com/gpu", f"gpu.{SUFFIX}", f"{base} && device.attributes['{driver}'].type == 'gpu'")]
+    wanted = [("nvidia.com/gpu", f"gpu.{SUFFIX}", _selects(driver, type="gpu"))]
     for profile in _profiles(inventory, driver):
-        wanted.append((f"nvidia.com/mig-{profile}", f"mig-{profile}.{SUFFIX}",
-                       f"{base} && device.attributes['{driver}'].type == 'mig' && "
-                       f"device.attributes['{driver}'].profile == '{profile}'"))
+        wanted.append((f"nvidia.com/mig-{profile}", f"mig-{profile}.{SUFFIX}", _selects(driver, type="mig",
+                                                                                       profile=profile)))
     out = Generated()
     for resource, name, expression in wanted:
         if resource in existing:

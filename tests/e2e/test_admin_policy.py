@@ -167,6 +167,9 @@ def test_a_claim_stamped_from_a_template_is_held_to_claim_rules(guarded):
                                 if "claims-max-4" in e.get("message", "")], 60, "the stamped claim refused")
     assert "8 devices exceed the limit of 4 per claim" in refused[0], refused
     assert not guarded.json("resourceclaims", "-n", "claims-capped")["items"]
+    # Gone before the policy is put back: the controller retries the claim, and without the rule
+    # its 8 GPUs would be allocated from the shared cluster later tests use.
+    guarded.kubectl("delete", "pod", "big", "-n", "claims-capped")
 
 
 def test_a_policy_that_does_not_type_check_is_refused_by_the_documented_update(guarded):
