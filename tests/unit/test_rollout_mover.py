@@ -400,3 +400,24 @@ def test_an_undo_evicts_only_once_the_webhook_can_have_seen_the_cordon():
                     and entry[2].get("spec", {}).get("unschedulable") is True)
     first_eviction = next(i for i, entry in enumerate(fake.log) if entry[0] == "evict" and i > cordoned)
     assert any(s == 5.0 and cordoned < at <= first_eviction for _what, s, at in seen), seen
+
+
+def test_an_undo_of_a_node_that_never_flipped_evicts_nothing():
+    """A run stopped before the flip (a budget at the cordon): its pods are on the device plugin
+    still; undo uncordons and restores it and evicts none of them again."""
+    fake = FakeCluster()
+    # A pod bound there that names a claim (no legacy asks): an undo evicts such pods from a node
+    # whose DRA side was switched on, never from one whose labels are as before.
+    waiting = pod("claims-1", "p0", None, claims="c-1")
+    waiting["status"]["resourceClaimStatuses"] = []
+    fake.pod_list.append(waiting)
+    fake.kill_at = 1  # killed right after the cordon and the record
+    with pytest.raises(Killed):
+        mover(fake).move("p0", 1)
+    fake.kill_at = None
+    assert step(fake) == Step.CORDONED
+    before = len(fake.log)
+    m = mover(fake)
+    m.undo("p0")
+    assert not [entry for entry in fake.log[before:] if entry[0] == "evict"]
+    assert m.finish(["p0"]) == {} and not fake.nodes["p0"]["spec"]["unschedulable"]

@@ -117,7 +117,8 @@ class Mover:
     # -- undo -----------------------------------------------------------------------------
     def undo(self, name: str) -> None:
         """DRA -> device plugin, up to UNDO_READY (finish forgets the record)."""
-        record = MoveRecord.of(self._saw(self.api.node(name)))
+        node = self._saw(self.api.node(name))
+        record = MoveRecord.of(node)
         if record is None:
             raise BridgeError(f"node {name}: no wave moved it (annotation {BEFORE} missing)")
         if record.step >= Step.UNDO_READY:
@@ -134,7 +135,7 @@ class Mover:
         else:
             self.say(f"{name}: continuing from step {record.step.label}")
         if record.step < Step.UNDO_EVICTED:
-            if self._flipped(name, record):  # else nothing is on DRA there: nothing to evict
+            if record.switched(view_of(node).labels):  # else nothing is on DRA there: nothing to evict
                 self._evict(name, record, late=False)
             self._advance(name, record, Step.UNDO_EVICTED)
         if record.step < Step.UNDO_RESTORED:
@@ -229,11 +230,6 @@ class Mover:
             daemons = {p.workload for p in pods}
             self._wait(name, lambda: self._back_here(name, daemons),
                        f"the DaemonSet pods to come back on {name}", record)
-
-    def _flipped(self, name: str, record: MoveRecord) -> bool:
-        """Its switch labels are no longer what they were before the move."""
-        labels = view_of(self.api.node(name)).labels
-        return any(labels.get(k) != v for k, v in (record.before.get("labels") or {}).items())
 
     def _pods(self, name: str) -> list[PodView]:
         objects = self.api.judged_on_node(name)

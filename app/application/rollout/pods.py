@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from app.common import ObjectView, held_devices, labels_by_name, metadata_of, view_of
+from app.common import ObjectView, held_devices, labels_by_name, view_of
 from app.migration import DEFAULT_OPT_IN, OptIn, legacy_asks, recreated, tolerates_cordon
 from app.migration import running as live
 from app.policy import Policy
@@ -187,8 +187,7 @@ def _volume_affinity(claims: list[dict], volumes: list[dict]) -> dict[tuple[str,
     for pvc in claims:
         volume = (pvc.get("spec") or {}).get("volumeName")
         if volume in terms:
-            meta = metadata_of(pvc)
-            out[(meta.get("namespace", ""), meta.get("name", ""))] = (volume, terms[volume])
+            out[view_of(pvc).key()] = (volume, terms[volume])
     return out
 
 

@@ -93,6 +93,11 @@ class MoveRecord:
                    {k: v for k, v in data.items() if k not in ("version", "evicted")},
                    {str(k): v for k, v in evicted.items()}, version)
 
+    def switched(self, labels: dict) -> bool:
+        """The node's switch labels (`labels`, as read now) are no longer what they were before
+        the move: its DRA side was switched on."""
+        return any(labels.get(k) != v for k, v in (self.before.get("labels") or {}).items())
+
     def annotations(self) -> dict[str, str | None]:
         body = {**self.before, "version": VERSION, "evicted": dict(sorted(self.evicted.items()))}
         return {WAVE: str(self.wave) if self.wave is not None else None, STEP: self.step.label,

@@ -37,7 +37,7 @@ def plan_undo(number: int, nodes: list[NodeView], pods: list[PodView], records: 
     members = [n for n in nodes if n.wave == number]
     names = sorted(n.name for n in members)
     restored = {n.name: _restored(n, records.get(n.name)) for n in members}
-    flipped = {n for n in names if _flipped(records.get(n))}
+    flipped = {n for n in names if _plugin_turned_off(records.get(n))}
     evicted = [p for p in pods if p.node in flipped and not p.legacy]
     wave = Wave(number, names, sum(n.gpus for n in members), evicted)
     for name in sorted(flipped):
@@ -65,7 +65,9 @@ def _stranded_replacements(number: int, pods: list[PodView], names: set[str]) ->
             if p.node is None and not p.legacy and (p.claims or p.devices) and p.pinned in names]
 
 
-def _flipped(record: MoveRecord | None) -> bool:
+def _plugin_turned_off(record: MoveRecord | None) -> bool:
+    """The move got as far as switching the device plugin off (an undo under way counts: its
+    device plugin must start again), so its DaemonSet must take the node back."""
     return record is not None and record.step >= Step.FLIPPED
 
 
