@@ -1,5 +1,6 @@
 """Command line: `dra-bridge serve | certs | plan | check | audit | reporter` (also `python -m app`,
-`kubectl dra-bridge`): flags, logging, dispatch, and the one-line error every command ends with."""
+`kubectl dra-bridge`): the command tree (each parser names the module that runs it; flags are
+declared as `flags` says), logging, dispatch, and the one-line error every command ends with."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import sys
 from app import __version__
 from app.common import BridgeError, InputError, PolicyError, vocabulary
 from app.migration import OPT_IN_LABEL
+
+from .flags import EXITS, OFFLINE, VARIABLES, kube_flags, opt, opt_in
 
 EXIT_BAD_INPUT = 2
 log = logging.getLogger("dra_bridge")
@@ -48,102 +51,59 @@ DESCRIPTION = """Moves Kubernetes GPU workloads from the device plugin onto DRA 
   reporter  publish a node's GPUs (NVML) as ResourceSlices in NVIDIA's DRA driver schema
 
 Also installed as kubectl-dra_bridge: `kubectl dra-bridge audit --context prod` works the same."""
-EXITS = "exit codes: 0 done; 2 bad input or configuration (one line naming the flag, file or field)"
-# The offline commands read no DRA_BRIDGE_* variable (those configure the serve and reporter
-# daemons): a variable exported for `serve` must not change what `plan` prints.
-OFFLINE = "; no DRA_BRIDGE_* variable applies to this command"
-VARIABLES = "; variables: DRA_BRIDGE_KUBECONFIG and DRA_BRIDGE_CONTEXT only (as serve reads them)"
-_TRUE = ("1", "true", "yes", "on")
-
-
-def _opt(p, *names: str, env: str | None = None, default=None, shown: str | None = None, **kw) -> None:
-    """A flag whose help says its default and, for `env`, the DRA_BRIDGE_* variable that sets it."""
-    var = f"DRA_BRIDGE_{env.upper().replace('-', '_')}" if env else None
-    raw = os.environ.get(var) if var else None
-    flag = kw.get("action") == "store_true"
-    if raw is not None:
-        if flag:
-            default = raw.lower() in _TRUE
-        else:
-            try:
-                default = kw.get("type", str)(raw)
-            except ValueError:
-                raise InputError(var, f"{raw!r} is not a valid value for {names[-1]}") from None
-            if kw.get("choices") and default not in kw["choices"]:
-                raise InputError(var, f"{raw!r}: choose from {', '.join(map(str, kw['choices']))}")
-    elif flag:
-        default = False
-    text = shown if shown is not None else ("off" if flag else "none" if default is None else str(default))
-    extra = f"default: {text}" + (f"; env {var}" if var else "")
-    p.add_argument(*names, default=default, help=f"{kw.pop('help', '')} ({extra})".lstrip(), **kw)
-
-
-def _opt_in(p, elsewhere: str) -> None:
-    _opt(p, "--opt-in-label", default=OPT_IN_LABEL,
-         help="KEY=VALUE: the namespace label the mutating webhook's namespaceSelector selects (serve's "
-              f"--template-namespace-label); {elsewhere}; '' for every namespace")
-
-
-def _kube_flags(p) -> None:
-    _opt(p, "--kubeconfig", env="kubeconfig",
-         help="kubeconfig file; else $KUBECONFIG (several paths merged), ~/.kube/config, the in-cluster "
-              "service account", shown="as kubectl finds it")
-    _opt(p, "--context", env="context", help="kubeconfig context", shown="the current context")
-
-
 def _add_serve(sub) -> None:
     p = sub.add_parser("serve", help="run the admission webhook over TLS", epilog=
                        EXITS.replace("0 done", "0 stopped by SIGTERM after draining") +
                        "; every flag is also read from its DRA_BRIDGE_* variable",
                        description="The admission webhook: /mutate migrates legacy GPU pods, /validate judges "
                                    "claims, templates and pods against the device inventory.")
-    _opt(p, "--host", env="host", default="0.0.0.0", help="address to listen on")
-    _opt(p, "--port", env="port", default=8443, type=int, help="HTTPS port for reviews (0: any free port)")
-    _opt(p, "--tls-cert", env="tls_cert", default="certs/tls.crt",
-         help="serving certificate (with --tls-key: development certificates are generated when both are absent)")
-    _opt(p, "--tls-key", env="tls_key", default="certs/tls.key", help="its private key")
-    _opt(p, "--client-ca", env="client_ca", help="require client certificates signed by this CA")
-    _opt(p, "--policy", env="policy", help="policy file (YAML or JSON), watched for changes",
-         shown="the bundled policy")
-    _opt(p, "--policy-configmap", env="policy_configmap", default="",
-         help="NAMESPACE/NAME of the ConfigMap the policy file comes from: a reload it refuses (or takes again) "
-              "is an Event there", shown="no Events")
-    _opt(p, "--inventory", env="inventory", help="'live' (list and watch the cluster) or a file of ResourceSlices "
-                                                 "and DeviceClasses", shown="the bundled example inventory")
-    _kube_flags(p)
-    _opt(p, "--log-format", env="log_format", default="text", choices=["json", "text"], help="log lines as")
-    _opt(p, "--log-level", env="log_level", default="info", choices=["debug", "info", "warning", "error"],
-         help="least severe level logged")
-    _opt(p, "--api-timeout", env="api_timeout", default=2.0, type=float, help="seconds for one Kubernetes API call")
-    _opt(p, "--review-deadline", env="review_deadline", default=4.0, type=float,
-         help="seconds a review may take before the policy's onInternalError answers it (keep below the "
-              "webhooks' timeoutSeconds)")
-    _opt(p, "--template-namespace-label", env="template_namespace_label", default=OPT_IN_LABEL,
-         help="write templates only in namespaces with this label (the mutating webhook's namespaceSelector); "
-              "'' for any")
-    _opt(p, "--template-gc-grace", env="template_gc_grace", default=0.0, type=float,
-         help="delete generated templates no pod has named for this many seconds (one replica at a time, by a "
-              "Lease in $POD_NAMESPACE); 0: never")
-    _opt(p, "--template-gc-interval", env="template_gc_interval", default=300.0, type=float,
-         help="seconds between template collection rounds")
-    _opt(p, "--unmigrated-interval", env="unmigrated_interval", default=120.0, type=float,
-         help="seconds between counts of running pods in opted-in namespaces still on device-plugin GPUs the "
-              "webhook would rewrite (metric dra_bridge_unmigrated_pods; 0: off)")
-    _opt(p, "--health-port", env="health_port", default=0, type=int,
-         help="also serve /healthz, /readyz and /metrics over plain HTTP on this port (0: off)")
-    _opt(p, "--read-timeout", env="read_timeout", default=10.0, type=float,
-         help="seconds a client may take to send a request's headers, and then its body")
-    _opt(p, "--max-connections", env="max_connections", default=1000, type=int,
-         help="open connections and requests in flight; more are answered 503")
-    _opt(p, "--reload-interval", env="reload_interval", default=5.0, type=float,
-         help="seconds between checks for rotated certificates and a changed policy file")
-    _opt(p, "--drain-seconds", env="drain_seconds", default=100.0, type=float,
-         help="on SIGTERM, keep answering (not ready, each answer closing its connection) until the API server "
-              "has closed every connection, at most this long: longer than its 90 s idle timeout, inside "
-              "terminationGracePeriodSeconds; 0: stop at once")
-    _opt(p, "--drain-min-seconds", env="drain_min_seconds", default=5.0, type=float,
-         help="on SIGTERM, serve at least this long, connections or not: the Service's endpoints take this long "
-              "to drop the replica, and a connection opened meanwhile must find it listening")
+    opt(p, "--host", env="host", default="0.0.0.0", help="address to listen on")
+    opt(p, "--port", env="port", default=8443, type=int, help="HTTPS port for reviews (0: any free port)")
+    opt(p, "--tls-cert", env="tls_cert", default="certs/tls.crt",
+        help="serving certificate (with --tls-key: development certificates are generated when both are absent)")
+    opt(p, "--tls-key", env="tls_key", default="certs/tls.key", help="its private key")
+    opt(p, "--client-ca", env="client_ca", help="require client certificates signed by this CA")
+    opt(p, "--policy", env="policy", help="policy file (YAML or JSON), watched for changes",
+        shown="the bundled policy")
+    opt(p, "--policy-configmap", env="policy_configmap", default="",
+        help="NAMESPACE/NAME of the ConfigMap the policy file comes from: a reload it refuses (or takes again) "
+             "is an Event there", shown="no Events")
+    opt(p, "--inventory", env="inventory", help="'live' (list and watch the cluster) or a file of ResourceSlices "
+                                                "and DeviceClasses", shown="the bundled example inventory")
+    kube_flags(p)
+    opt(p, "--log-format", env="log_format", default="text", choices=["json", "text"], help="log lines as")
+    opt(p, "--log-level", env="log_level", default="info", choices=["debug", "info", "warning", "error"],
+        help="least severe level logged")
+    opt(p, "--api-timeout", env="api_timeout", default=2.0, type=float, help="seconds for one Kubernetes API call")
+    opt(p, "--review-deadline", env="review_deadline", default=4.0, type=float,
+        help="seconds a review may take before the policy's onInternalError answers it (keep below the "
+             "webhooks' timeoutSeconds)")
+    opt(p, "--template-namespace-label", env="template_namespace_label", default=OPT_IN_LABEL,
+        help="write templates only in namespaces with this label (the mutating webhook's namespaceSelector); "
+             "'' for any")
+    opt(p, "--template-gc-grace", env="template_gc_grace", default=0.0, type=float,
+        help="delete generated templates no pod has named for this many seconds (one replica at a time, by a "
+             "Lease in $POD_NAMESPACE); 0: never")
+    opt(p, "--template-gc-interval", env="template_gc_interval", default=300.0, type=float,
+        help="seconds between template collection rounds")
+    opt(p, "--unmigrated-interval", env="unmigrated_interval", default=120.0, type=float,
+        help="seconds between counts of running pods in opted-in namespaces still on device-plugin GPUs the "
+             "webhook would rewrite (metric dra_bridge_unmigrated_pods; 0: off)")
+    opt(p, "--health-port", env="health_port", default=0, type=int,
+        help="also serve /healthz, /readyz and /metrics over plain HTTP on this port (0: off)")
+    opt(p, "--read-timeout", env="read_timeout", default=10.0, type=float,
+        help="seconds a client may take to send a request's headers, and then its body")
+    opt(p, "--max-connections", env="max_connections", default=1000, type=int,
+        help="open connections and requests in flight; more are answered 503")
+    opt(p, "--reload-interval", env="reload_interval", default=5.0, type=float,
+        help="seconds between checks for rotated certificates and a changed policy file")
+    opt(p, "--drain-seconds", env="drain_seconds", default=100.0, type=float,
+        help="on SIGTERM, keep answering (not ready, each answer closing its connection) until the API server "
+             "has closed every connection, at most this long: longer than its 90 s idle timeout, inside "
+             "terminationGracePeriodSeconds; 0: stop at once")
+    opt(p, "--drain-min-seconds", env="drain_min_seconds", default=5.0, type=float,
+        help="on SIGTERM, serve at least this long, connections or not: the Service's endpoints take this long "
+             "to drop the replica, and a connection opened meanwhile must find it listening")
 
 
 def _add_certs(sub) -> None:
@@ -152,19 +112,19 @@ def _add_certs(sub) -> None:
                        description="Write ca.crt, tls.crt and tls.key for the webhook Service into --out; with "
                                    "--inject, also a kustomize overlay there that deploys that base with them "
                                    "(`kubectl apply -k OUT`). The base is never edited.")
-    _opt(p, "--service", default="dra-bridge", help="the webhook Service's name")
-    _opt(p, "--namespace", default="dra-bridge", help="its namespace")
+    opt(p, "--service", default="dra-bridge", help="the webhook Service's name")
+    opt(p, "--namespace", default="dra-bridge", help="its namespace")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="folder for the files, created when missing; keep it outside the repository "
                         "(`certs/` holds the development certificates of `make run`) (required)")
-    _opt(p, "--force", action="store_true", help="replace certificates already in --out")
-    _opt(p, "--days", default=365, type=int, help="validity in days")
-    _opt(p, "--host", action="append", default=[], shown="none", help="extra DNS name or IP (repeatable)")
-    _opt(p, "--inject", metavar="BASE",
-         help="a kustomize base (manifests/): write OUT/kustomization.yaml deploying it with this CA in its "
-              "webhook configurations and the Secret dra-bridge-tls from these files")
-    _opt(p, "--image", help="with --inject: the image to deploy (REPO:TAG or REPO@sha256:DIGEST)",
-         shown="the base's placeholder registry.example.com/dra-bridge")
+    opt(p, "--force", action="store_true", help="replace certificates already in --out")
+    opt(p, "--days", default=365, type=int, help="validity in days")
+    opt(p, "--host", action="append", default=[], shown="none", help="extra DNS name or IP (repeatable)")
+    opt(p, "--inject", metavar="BASE",
+        help="a kustomize base (manifests/): write OUT/kustomization.yaml deploying it with this CA in its "
+             "webhook configurations and the Secret dra-bridge-tls from these files")
+    opt(p, "--image", help="with --inject: the image to deploy (REPO:TAG or REPO@sha256:DIGEST)",
+        shown="the base's placeholder registry.example.com/dra-bridge")
 
 
 def _inputs(p) -> None:
@@ -178,13 +138,14 @@ def _add_plan(sub) -> None:
                        "stdout, a summary table on stderr.", epilog=
                        "exit codes: 0 every object migrated or unchanged; 1 an object is unsatisfiable on "
                        "--inventory or needs attention; 2 bad input (file and line named)" + OFFLINE)
+    p.set_defaults(runner=("plancli", "run_plan"))
     _inputs(p)
-    _opt(p, "--policy", help="policy file", shown="the bundled policy")
-    _opt(p, "--inventory", help="ResourceSlices + DeviceClasses file: check each migration against it",
-         shown="not checked")
-    _opt(p, "-n", "--namespace", help="namespace for objects that name none (where their templates go)",
-         shown="none")
-    _opt(p, "-o", "--output", choices=["yaml", "json", "diff"], default="yaml", help="stdout format")
+    opt(p, "--policy", help="policy file", shown="the bundled policy")
+    opt(p, "--inventory", help="ResourceSlices + DeviceClasses file: check each migration against it",
+        shown="not checked")
+    opt(p, "-n", "--namespace", help="namespace for objects that name none (where their templates go)",
+        shown="none")
+    opt(p, "-o", "--output", choices=["yaml", "json", "diff"], default="yaml", help="stdout format")
     p.add_argument("--wide", action="store_true", help="the summary table with every reason, uncut (default: cut at 160)")
 
 
@@ -192,47 +153,51 @@ def _add_check(sub) -> None:
     p = sub.add_parser("check", help="validate ResourceClaims/Templates against an inventory offline", epilog=
                        "exit codes: 0 every claim satisfiable; 1 one is not (never, not now, invalid); 2 bad "
                        "input, or no ResourceClaim or ResourceClaimTemplate in the input" + OFFLINE)
+    p.set_defaults(runner=("checkcli", "run_check"))
     _inputs(p)
-    _opt(p, "--inventory", help="ResourceSlices + DeviceClasses file", shown="the bundled example inventory")
-    _opt(p, "--policy", help="policy file: also judge claims, templates and pods by its rules, as the webhooks "
-                             "would (exit 1 when one is denied)", shown="rules not judged")
-    _opt(p, "-o", "--output", choices=["text", "json"], default="text", help="stdout format")
+    opt(p, "--inventory", help="ResourceSlices + DeviceClasses file", shown="the bundled example inventory")
+    opt(p, "--policy", help="policy file: also judge claims, templates and pods by its rules, as the webhooks "
+                            "would (exit 1 when one is denied)", shown="rules not judged")
+    opt(p, "-o", "--output", choices=["text", "json"], default="text", help="stdout format")
 
 
 def _add_classes(sub) -> None:
     p = sub.add_parser("classes", help="DeviceClasses serving nvidia.com/gpu and MIG resources through DRA "
                                        "(native path)", epilog=EXITS + OFFLINE)
-    _opt(p, "--inventory", help="ResourceSlices + DeviceClasses file", shown="the bundled example inventory")
-    _opt(p, "--driver", default=vocabulary.NVIDIA_DRIVER, help="the DRA driver whose devices the classes select")
+    p.set_defaults(runner=("classescli", "run_classes"))
+    opt(p, "--inventory", help="ResourceSlices + DeviceClasses file", shown="the bundled example inventory")
+    opt(p, "--driver", default=vocabulary.NVIDIA_DRIVER, help="the DRA driver whose devices the classes select")
 
 
 def _add_audit(sub) -> None:
     p = sub.add_parser("audit", help="list pods and workloads still on legacy GPU resources", epilog=
                        "exit codes: 0 nothing needs attention; 1 an object is unsatisfiable on --inventory or "
                        "needs attention; 2 bad input, or the cluster could not be read" + VARIABLES)
+    p.set_defaults(runner=("auditcli", "run_audit"))
     p.add_argument("-f", "--filename", action="append",
                    help="audit these files instead of the cluster (repeatable) (default: the cluster)")
-    _kube_flags(p)
-    _opt(p, "-n", "--namespace", help="only this namespace of the cluster; with -f, the namespace of objects "
-                                      "that name none", shown="all namespaces / default")
-    _opt(p, "--inventory", help="'live' or a file: check each migration against it", shown="not checked")
-    _opt(p, "--policy", help="policy file", shown="the bundled policy")
-    _opt(p, "-o", "--output", choices=["table", "wide", "json", "policyreport"], default="table",
-         help="stdout format (wide: every reason, uncut)")
-    _opt_in(p, "pods of namespaces without it are left as written")
+    kube_flags(p)
+    opt(p, "-n", "--namespace", help="only this namespace of the cluster; with -f, the namespace of objects "
+                                     "that name none", shown="all namespaces / default")
+    opt(p, "--inventory", help="'live' or a file: check each migration against it", shown="not checked")
+    opt(p, "--policy", help="policy file", shown="the bundled policy")
+    opt(p, "-o", "--output", choices=["table", "wide", "json", "policyreport"], default="table",
+        help="stdout format (wide: every reason, uncut)")
+    opt_in(p, "pods of namespaces without it are left as written")
 
 
 def _add_quota(sub) -> None:
     p = sub.add_parser("quota", help="GPU quotas and Kueue queues: the DRA keys that make migrated pods count "
                        "against the same budgets (printed, never written)", epilog="exit codes: 0 every budget counts "
                        "them already; 1 changes proposed; 2 bad input, or no cluster to read" + VARIABLES)
+    p.set_defaults(runner=("quotacli", "run_quota"))
     p.add_argument("-f", "--filename", action="append", help="ResourceQuotas, DeviceClasses, ClusterQueues, Kueue's "
                    "ConfigMap from these files (repeatable) (default: the cluster)")
-    _kube_flags(p)
-    _opt(p, "--policy", help="policy file (the planner's resource -> DeviceClass rules)", shown="the bundled policy")
-    _opt(p, "-o", "--output", choices=["yaml", "diff"], default="yaml", help="the objects to apply, or their diffs")
-    _opt(p, "--budget", choices=["split", "one"], default="split", help="split: a DeviceClass quota key beside each "
-         "limit (1.34+); one: the class declares the resource: one limit over both sides (1.37, KEP-5004)")
+    kube_flags(p)
+    opt(p, "--policy", help="policy file (the planner's resource -> DeviceClass rules)", shown="the bundled policy")
+    opt(p, "-o", "--output", choices=["yaml", "diff"], default="yaml", help="the objects to apply, or their diffs")
+    opt(p, "--budget", choices=["split", "one"], default="split", help="split: a DeviceClass quota key beside each "
+        "limit (1.34+); one: the class declares the resource: one limit over both sides (1.37, KEP-5004)")
 
 
 def _add_reporter(sub) -> None:
@@ -240,32 +205,32 @@ def _add_reporter(sub) -> None:
                        "exit codes: 0 done; 2 bad input or configuration; 3 no NVML library; 4 NVML without a "
                        "driver; 5 no GPUs; 6 NVIDIA's kubelet plugin already publishes for this node (use "
                        "--mode=shadow); every flag is also read from its DRA_BRIDGE_* variable")
-    _opt(p, "--backend", env="backend", default="nvml", help="'nvml' or 'fake:FILE' (a GPU description YAML)")
-    _opt(p, "--node-name", env="node_name", default=os.environ.get("NODE_NAME") or None,
-         help="this node; also $NODE_NAME (required)", shown=os.environ.get("NODE_NAME") or "$NODE_NAME")
-    _opt(p, "--mode", env="mode", choices=["publish", "shadow"],
-         help="shadow: slices only the validator reads, safe beside the device plugin; publish: for the "
-              "scheduler, only on nodes the device plugin no longer serves",
-         shown="shadow (as the DaemonSet); --once prints NVIDIA's own schema, publish, as it writes nothing")
-    _opt(p, "--driver-name", env="driver_name", help="driver in published slices",
-         shown="gpu.nvidia.com; shadow.gpu.dra-bridge.io in shadow mode")
-    _opt(p, "--interval", env="interval", default=30.0, type=float, help="seconds between refreshes")
-    _opt(p, "--cleanup-on-exit", env="cleanup_on_exit", action="store_true", help="delete our slices on shutdown")
-    _opt(p, "--shareable", env="shareable", action="store_true",
-         help="publish whole GPUs as shareable (allowMultipleAllocations with memory and dra-bridge.io/cores "
-              "capacities): for GPUs time-sliced or MPS-shared")
-    _opt(p, "--partitionable", env="partitionable", action="store_true",
-         help="publish GPUs that list MIG profiles as NVIDIA's dynamic MIG does: the full GPU and every possible "
-              "MIG placement drawing on shared counters (Kubernetes 1.35+)")
-    _opt(p, "--once", action="store_true", help="print the slices and exit")
+    opt(p, "--backend", env="backend", default="nvml", help="'nvml' or 'fake:FILE' (a GPU description YAML)")
+    opt(p, "--node-name", env="node_name", default=os.environ.get("NODE_NAME") or None,
+        help="this node; also $NODE_NAME (required)", shown=os.environ.get("NODE_NAME") or "$NODE_NAME")
+    opt(p, "--mode", env="mode", choices=["publish", "shadow"],
+        help="shadow: slices only the validator reads, safe beside the device plugin; publish: for the "
+             "scheduler, only on nodes the device plugin no longer serves",
+        shown="shadow (as the DaemonSet); --once prints NVIDIA's own schema, publish, as it writes nothing")
+    opt(p, "--driver-name", env="driver_name", help="driver in published slices",
+        shown="gpu.nvidia.com; shadow.gpu.dra-bridge.io in shadow mode")
+    opt(p, "--interval", env="interval", default=30.0, type=float, help="seconds between refreshes")
+    opt(p, "--cleanup-on-exit", env="cleanup_on_exit", action="store_true", help="delete our slices on shutdown")
+    opt(p, "--shareable", env="shareable", action="store_true",
+        help="publish whole GPUs as shareable (allowMultipleAllocations with memory and dra-bridge.io/cores "
+             "capacities): for GPUs time-sliced or MPS-shared")
+    opt(p, "--partitionable", env="partitionable", action="store_true",
+        help="publish GPUs that list MIG profiles as NVIDIA's dynamic MIG does: the full GPU and every possible "
+             "MIG placement drawing on shared counters (Kubernetes 1.35+)")
+    opt(p, "--once", action="store_true", help="print the slices and exit")
     p.add_argument("--with-classes", action=argparse.BooleanOptionalAction, default=True,
                    help="with --once, also print the DeviceClasses the slices need (NVIDIA's gpu/mig classes) "
                         "(default: on)")
-    _opt(p, "-o", "--output", choices=["yaml"], default="yaml", help="--once output format")
-    _kube_flags(p)
-    _opt(p, "--health-port", env="health_port", default=8081, type=int, help="/healthz and /metrics port (0: off)")
+    opt(p, "-o", "--output", choices=["yaml"], default="yaml", help="--once output format")
+    kube_flags(p)
+    opt(p, "--health-port", env="health_port", default=8081, type=int, help="/healthz and /metrics port (0: off)")
     p.add_argument("--max-rounds", type=int, default=0, help=argparse.SUPPRESS)
-    _opt(p, "--log-format", env="log_format", default="text", choices=["json", "text"], help="log lines as")
+    opt(p, "--log-format", env="log_format", default="text", choices=["json", "text"], help="log lines as")
 
 
 def _add_rollout(sub) -> None:
@@ -276,52 +241,53 @@ def _add_rollout(sub) -> None:
                                    "what the device plugin advertised. Every step is recorded on the node: a "
                                    "stopped wave continues when run again.",
                        epilog="exit codes: each action's (`dra-bridge rollout ACTION --help`)" + VARIABLES)
+    p.set_defaults(runner=("rolloutcli", "run_rollout"))
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     common = argparse.ArgumentParser(add_help=False)
-    _kube_flags(common)
-    _opt(common, "--policy", help="the webhook's policy file (which pods it would rewrite)", shown="the bundled policy")
-    _opt(common, "--plugin-label", default=f"{vocabulary.DEVICE_PLUGIN_SWITCH}=true,false",
-         help="KEY=ON,OFF: the node label that runs the device plugin (the GPU Operator's)")
-    _opt(common, "--dra-label", default=f"{vocabulary.DRA_PLUGIN_SWITCH}=true",
-         help="KEY=VALUE: the node label that runs NVIDIA's DRA kubelet plugin (its chart's kubeletPlugin.nodeSelector)")
-    _opt(common, "--driver", default=vocabulary.NVIDIA_DRIVER, help="the DRA driver whose slices a moved node must publish")
-    _opt(common, "--nodes", help="only nodes matching this label selector (k=v, k!=v, k, !k; comma-separated)",
-         shown="every GPU node")
-    _opt_in(common, "pods elsewhere are recreated as written")
+    kube_flags(common)
+    opt(common, "--policy", help="the webhook's policy file (which pods it would rewrite)", shown="the bundled policy")
+    opt(common, "--plugin-label", default=f"{vocabulary.DEVICE_PLUGIN_SWITCH}=true,false",
+        help="KEY=ON,OFF: the node label that runs the device plugin (the GPU Operator's)")
+    opt(common, "--dra-label", default=f"{vocabulary.DRA_PLUGIN_SWITCH}=true",
+        help="KEY=VALUE: the node label that runs NVIDIA's DRA kubelet plugin (its chart's kubeletPlugin.nodeSelector)")
+    opt(common, "--driver", default=vocabulary.NVIDIA_DRIVER, help="the DRA driver whose slices a moved node must publish")
+    opt(common, "--nodes", help="only nodes matching this label selector (k=v, k!=v, k, !k; comma-separated)",
+        shown="every GPU node")
+    opt_in(common, "pods elsewhere are recreated as written")
     waves = argparse.ArgumentParser(add_help=False)
     size = waves.add_mutually_exclusive_group()
-    _opt(size, "--wave-size", type=int, default=1, help="nodes per wave")
-    _opt(size, "--max-unavailable-gpus", type=int, help="GPUs per wave at most (instead of --wave-size)",
-         shown="none")
-    _opt(waves, "--force", action="store_true",
-         help="evict bare pods too (nothing recreates them: they are lost), as `kubectl drain --force`")
-    _opt(waves, "--delete-emptydir-data", action="store_true",
-         help="evict pods with emptyDir volumes (their data is deleted), as `kubectl drain --delete-emptydir-data`")
+    opt(size, "--wave-size", type=int, default=1, help="nodes per wave")
+    opt(size, "--max-unavailable-gpus", type=int, help="GPUs per wave at most (instead of --wave-size)",
+        shown="none")
+    opt(waves, "--force", action="store_true",
+        help="evict bare pods too (nothing recreates them: they are lost), as `kubectl drain --force`")
+    opt(waves, "--delete-emptydir-data", action="store_true",
+        help="evict pods with emptyDir volumes (their data is deleted), as `kubectl drain --delete-emptydir-data`")
     exits = ("exit codes: 0 done; 1 {what}; 2 bad input, or the cluster could not be read" + VARIABLES)
     plan = actions.add_parser("plan", parents=[common, waves], help="the waves, their pods and what blocks them",
                               epilog=exits.format(what="a wave is blocked"))
     plan.add_argument("-f", "--filename", action="append",
                       help="an export instead of the cluster (repeatable) (default: the cluster)")
-    _opt(plan, "-o", "--output", choices=["table", "json"], default="table", help="stdout format")
-    _opt(plan, "--undo", type=int, metavar="WAVE", help="plan taking this wave back instead, as `rollout undo` "
-                                                        "judges it before acting", shown="the waves forward")
+    opt(plan, "-o", "--output", choices=["table", "json"], default="table", help="stdout format")
+    opt(plan, "--undo", type=int, metavar="WAVE", help="plan taking this wave back instead, as `rollout undo` "
+                                                       "judges it before acting", shown="the waves forward")
     for name, text in (("run", "move the nodes of one wave"), ("undo", "move a wave's nodes back")):
         action = actions.add_parser(name, parents=[common, waves], help=text, epilog=exits.format(
             what="the wave is blocked, or stopped (a budget refused an eviction, a wait timed out): run it again"))
         action.add_argument("--wave", type=int, required=True, help="the wave's number, as `rollout plan` lists it (required)")
-        _opt(action, "--dry-run", choices=["none", "server"], default="none",
-             help="server: every write a server-side dry run, no waiting")
-        _opt(action, "--timeout", type=float, default=600.0, help="seconds to wait for an eviction a budget "
-                                                                   "refuses, for pods to leave, for slices")
-        _opt(action, "--lease-namespace", default="dra-bridge",
-             help="where the Lease that allows one rollout at a time lives (dra-bridge-rollout)")
-        _opt(action, "--force-takeover", action="store_true",
-             help="take the rollout Lease an expired holder left (a command that died); never one still renewed")
+        opt(action, "--dry-run", choices=["none", "server"], default="none",
+            help="server: every write a server-side dry run, no waiting")
+        opt(action, "--timeout", type=float, default=600.0, help="seconds to wait for an eviction a budget "
+                                                                  "refuses, for pods to leave, for slices")
+        opt(action, "--lease-namespace", default="dra-bridge",
+            help="where the Lease that allows one rollout at a time lives (dra-bridge-rollout)")
+        opt(action, "--force-takeover", action="store_true",
+            help="take the rollout Lease an expired holder left (a command that died); never one still renewed")
     status = actions.add_parser("status", parents=[common], help="nodes and GPUs per side, pods per path",
                                 epilog=EXITS + VARIABLES)
     status.add_argument("-f", "--filename", action="append",
                         help="an export instead of the cluster (repeatable) (default: the cluster)")
-    _opt(status, "-o", "--output", choices=["table", "json"], default="table", help="stdout format")
+    opt(status, "-o", "--output", choices=["table", "json"], default="table", help="stdout format")
     status.epilog = ("exit codes: 0 every GPU pod bound where it asks; 1 a GPU pod is Pending, on a node that no "
                      "longer advertises what it holds, or a GPU workload is short of pods (each named); 2 bad "
                      "input, or the cluster could not be read" + VARIABLES)
@@ -347,10 +313,12 @@ def _add_policy(sub) -> None:
                "dra-bridge is down. What needs the inventory or other objects stays the webhook's, said per rule "
                "on stderr. exit codes: 0 written; 2 bad input, or with --require-all a part that cannot be "
                "compiled (field named, nothing written)" + OFFLINE)
-    _opt(compiled, "--policy", help="the policy file", shown="the bundled default policy")
-    _opt(compiled, "-o", "--output", choices=["yaml", "json"], default="yaml", help="stdout format")
-    compiled.add_argument("--require-all", action="store_true",
-                          help="fail (exit 2) when any part of a rule stays the webhook's (default: off)")
+    opt(compiled, "--policy", help="the policy file", shown="the bundled default policy")
+    opt(compiled, "-o", "--output", choices=["yaml", "json"], default="yaml", help="stdout format")
+    opt(compiled, "--require-all", action="store_true",
+        help="fail (exit 2) when any part of a rule stays the webhook's")
+    test.set_defaults(runner=("policytestcli", "run_policy_test"))
+    compiled.set_defaults(runner=("policycompilecli", "run_policy_compile"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -363,12 +331,6 @@ def build_parser() -> argparse.ArgumentParser:
                 _add_rollout, _add_policy, _add_quota):
         add(sub)
     return parser
-
-
-_RUNNERS = {"audit": ("auditcli", "run_audit"), "check": ("checkcli", "run_check"),
-            "classes": ("classescli", "run_classes"), "plan": ("plancli", "run_plan"),
-            "rollout": ("rolloutcli", "run_rollout"), "policy": ("policytestcli", "run_policy_test"),
-            "quota": ("quotacli", "run_quota")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -392,10 +354,8 @@ def main(argv: list[str] | None = None) -> int:
             if not args.node_name:
                 raise InputError("--node-name", "required (or set NODE_NAME)")
             return run_reporter(args)
-        if args.command in _RUNNERS:  # imported when run: `dra-bridge plan` never loads the server
-            module, function = _RUNNERS[args.command]
-            if args.command == "policy" and args.action == "compile":
-                module, function = "policycompilecli", "run_policy_compile"
+        if getattr(args, "runner", None):  # set by its parser; imported when run: `plan` never loads the server
+            module, function = args.runner
             return getattr(importlib.import_module(f"app.cli.{module}"), function)(args)
     except (BridgeError, InputError, PolicyError) as exc:
         print(f"dra-bridge: error: {exc}", file=sys.stderr)

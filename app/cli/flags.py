@@ -1,0 +1,51 @@
+"""How a command's flags are declared: each help says its default and, where one applies, the
+DRA_BRIDGE_* variable that sets it; the shared exit-code and variable sentences of the epilogs."""
+
+from __future__ import annotations
+
+import os
+
+from app.common import InputError
+from app.migration import OPT_IN_LABEL
+
+EXITS = "exit codes: 0 done; 2 bad input or configuration (one line naming the flag, file or field)"
+# The offline commands read no DRA_BRIDGE_* variable (those configure the serve and reporter
+# daemons): a variable exported for `serve` must not change what `plan` prints.
+OFFLINE = "; no DRA_BRIDGE_* variable applies to this command"
+VARIABLES = "; variables: DRA_BRIDGE_KUBECONFIG and DRA_BRIDGE_CONTEXT only (as serve reads them)"
+_TRUE = ("1", "true", "yes", "on")
+
+
+def opt(p, *names: str, env: str | None = None, default=None, shown: str | None = None, **kw) -> None:
+    """A flag whose help says its default and, for `env`, the DRA_BRIDGE_* variable that sets it."""
+    var = f"DRA_BRIDGE_{env.upper().replace('-', '_')}" if env else None
+    raw = os.environ.get(var) if var else None
+    flag = kw.get("action") == "store_true"
+    if raw is not None:
+        if flag:
+            default = raw.lower() in _TRUE
+        else:
+            try:
+                default = kw.get("type", str)(raw)
+            except ValueError:
+                raise InputError(var, f"{raw!r} is not a valid value for {names[-1]}") from None
+            if kw.get("choices") and default not in kw["choices"]:
+                raise InputError(var, f"{raw!r}: choose from {', '.join(map(str, kw['choices']))}")
+    elif flag:
+        default = False
+    text = shown if shown is not None else ("off" if flag else "none" if default is None else str(default))
+    extra = f"default: {text}" + (f"; env {var}" if var else "")
+    p.add_argument(*names, default=default, help=f"{kw.pop('help', '')} ({extra})".lstrip(), **kw)
+
+
+def opt_in(p, elsewhere: str) -> None:
+    opt(p, "--opt-in-label", default=OPT_IN_LABEL,
+        help="KEY=VALUE: the namespace label the mutating webhook's namespaceSelector selects (serve's "
+             f"--template-namespace-label); {elsewhere}; '' for every namespace")
+
+
+def kube_flags(p) -> None:
+    opt(p, "--kubeconfig", env="kubeconfig",
+        help="kubeconfig file; else $KUBECONFIG (several paths merged), ~/.kube/config, the in-cluster "
+             "service account", shown="as kubectl finds it")
+    opt(p, "--context", env="context", help="kubeconfig context", shown="the current context")
