@@ -18,15 +18,15 @@ def run_policy_compile(args) -> int:
     sys.stderr.write(f"compiled from {source}: {len(policy.rules)} rule(s)\n")
     for each in found:
         enforced = ", ".join(each.compiled) or "nothing"
+        left = "; ".join(f"{name}: {why}" for name, why in each.webhook_only)
         sys.stderr.write(f"rule {each.rule}: enforced by the API server: {enforced}"
-                         + (f"; webhook only: {'; '.join(each.webhook_only)}" if each.webhook_only else "") + "\n")
+                         + (f"; webhook only: {left}" if left else "") + "\n")
     if args.require_all:
-        short = [(each.rule, why) for each in found for why in each.webhook_only]
+        short = [(i, each.rule, name, why) for i, each in enumerate(found) for name, why in each.webhook_only]
         if short:
-            rule, why = short[0]
-            raise InputError(f"rules[{[r.name for r in policy.rules].index(rule)}].{why.split(':')[0]}",
-                             f"rule {rule}: cannot be a ValidatingAdmissionPolicy ({why.split(': ', 1)[1]}); "
-                             "nothing written")
+            i, rule, name, why = short[0]
+            raise InputError(f"rules[{i}].{name}", f"rule {rule}: cannot be a ValidatingAdmissionPolicy ({why}); "
+                                                   "nothing written")
     objects = [obj for each in found for obj in each.objects]
     if args.output == "json":
         sys.stdout.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2) + "\n")

@@ -37,15 +37,15 @@ class Compiled:
     rule: str
     objects: list[dict] = field(default_factory=list)  # policies and bindings (none: nothing compiled)
     compiled: list[str] = field(default_factory=list)  # the rule's fields the API server enforces
-    webhook_only: list[str] = field(default_factory=list)  # "field: why"
+    webhook_only: list[tuple[str, str]] = field(default_factory=list)  # (the rule's field, why)
 
 
 def compile_rule(rule: Rule) -> Compiled:
     out = Compiled(rule.name)
-    out.webhook_only = [f"{name}: {why}" for name, why in WEBHOOK_ONLY.items() if getattr(rule, name)]
+    out.webhook_only = [(name, why) for name, why in WEBHOOK_ONLY.items() if getattr(rule, name)]
     ex = rule.exclude
     if ex is not None and (ex.namespaceSelector is not None or ex.objectSelector is not None):
-        out.webhook_only.insert(0, "exclude.namespaceSelector/objectSelector: a binding cannot exempt by them")
+        out.webhook_only.insert(0, ("exclude.namespaceSelector/objectSelector", "a binding cannot exempt by them"))
         return out
     kinds = set(rule.match.kinds or ("Pod", *REQUESTS)) - set(ex.kinds if ex is not None else ())
     claim_checks = _claim_checks(rule)
@@ -70,8 +70,8 @@ def compile_rule(rule: Rule) -> Compiled:
         out.compiled.append("forbidLegacy")
     for name in ("maxDevicesPerRequest", "maxDevicesPerClaim"):
         if getattr(rule, name):
-            out.webhook_only.append(f"{name}: for allocationMode All requests (the devices they take are the "
-                                    "inventory's)")
+            out.webhook_only.append((name, "for allocationMode All requests (the devices they take are the "
+                                           "inventory's)"))
     return out
 
 

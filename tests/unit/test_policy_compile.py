@@ -39,10 +39,10 @@ def exactly(count=1, cls="gpu.nvidia.com", **extra):
 def test_each_field_is_enforced_by_the_api_server_or_said_to_stay_the_webhooks():
     found = rule("  maxDevicesPerClaim: 4\n  maxDevicesPerPod: 4\n  allowedDevices: 'true'\n")
     assert found.compiled == ["maxDevicesPerClaim"]
-    assert found.webhook_only == ["maxDevicesPerPod: needs the claims a pod names",
-                                  "allowedDevices: needs the inventory's devices",
-                                  "maxDevicesPerClaim: for allocationMode All requests (the devices they take are "
-                                  "the inventory's)"]
+    assert found.webhook_only == [("maxDevicesPerPod", "needs the claims a pod names"),
+                                  ("allowedDevices", "needs the inventory's devices"),
+                                  ("maxDevicesPerClaim", "for allocationMode All requests (the devices they take are "
+                                                         "the inventory's)")]
     kinds = sorted(o["spec"]["matchConstraints"]["resourceRules"][0]["resources"][0] for o in found.objects
                    if o["kind"] == "ValidatingAdmissionPolicy")
     assert kinds == ["resourceclaims", "resourceclaimtemplates"]  # one policy per kind: each typed alone
@@ -97,7 +97,7 @@ def test_exclusions_and_match_become_match_conditions_and_the_binding():
             {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["team-a-ci"]}]},
         "objectSelector": {"matchLabels": {"tier": "gpu"}}}
     by_label = rule("  exclude: {namespaceSelector: {matchLabels: {x: y}}}\n  maxDevicesPerClaim: 4\n")
-    assert by_label.objects == [] and by_label.webhook_only[0].startswith("exclude.namespaceSelector")
+    assert by_label.objects == [] and by_label.webhook_only[0][0] == "exclude.namespaceSelector/objectSelector"
 
 
 def test_require_all_refuses_a_rule_part_that_stays_the_webhooks(tmp_path):
