@@ -136,8 +136,26 @@ def claim_devices(plane, pod) -> list[dict]:
     return results
 
 
+def waiting(plane) -> list[str]:
+    """What a failed wait prints: each unbound pod and why the scheduler or a controller holds it."""
+    out = []
+    for p in pods(plane):
+        if not p["spec"].get("nodeName"):
+            why = [f"{c.get('type')}={c.get('status')} {c.get('reason', '')}: {c.get('message', '')}"
+                   for c in p.get("status", {}).get("conditions") or []]
+            out.append(f"{p['metadata']['namespace']}/{p['metadata']['name']} {why}")
+    for namespace in ("brown", "quota-ns"):
+        for rs in plane.json("replicasets", "-n", namespace)["items"]:
+            for c in rs.get("status", {}).get("conditions") or []:
+                out.append(f"{namespace}/{rs['metadata']['name']} {c.get('type')}: {c.get('message', '')}")
+    return out
+
+
 def check_invariants(plane, phase: str) -> list[dict]:
-    current = wait_for(lambda: all_bound(plane), 120, f"phase {phase}: every pod bound again")
+    try:
+        current = wait_for(lambda: all_bound(plane), 120, f"phase {phase}: every pod bound again")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; waiting: {waiting(plane)}") from None
     in_use = 0
     for p in current:
         limits = p["spec"]["containers"][0]["resources"].get("limits") or {}
@@ -162,18 +180,22 @@ def drain(plane, nodes) -> None:
             plane.kubectl("delete", "pod", p["metadata"]["name"], "-n", p["metadata"]["namespace"], "--wait=false")
 
 
-def flip(plane, nodes) -> None:
-    """A wave of the move: the device plugin leaves, NVIDIA's driver publishes, pods are drained."""
+def rewritten(plane, namespace, limits) -> bool:
+    """A dry run of a pod asking `limits` comes back rewritten: what the webhook sees serves it."""
+    probe = deployment("probe", namespace, 1, limits)["spec"]["template"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": namespace}, "spec": probe["spec"]}
+    out = plane.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(pod))
+    return bool(json.loads(out.stdout)["spec"].get("resourceClaims"))
+
+
+def flip(plane, nodes, only_these_serve: dict) -> None:
+    """A wave of the move: the device plugin leaves, NVIDIA's driver publishes, pods are drained
+    once the webhook sees the new slices (probed with an ask only this wave's nodes can serve:
+    a drain racing the webhook's watch would strand the pods it re-creates)."""
     for node in nodes:
         set_allocatable(plane, node, {})
         assert report(plane, node, "publish").returncode == 0
-    probe = deployment("probe", "brown", 1, {"nvidia.com/gpu": "1"})["spec"]["template"]
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": "brown"}, "spec": probe["spec"]}
-
-    def dra_serves():  # the webhook's inventory has the new slices: a dry run is rewritten
-        out = plane.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(pod))
-        return bool(json.loads(out.stdout)["spec"].get("resourceClaims"))
-    wait_for(dra_serves, 60, "the webhook seeing NVIDIA's slices")
+    wait_for(lambda: rewritten(plane, "brown", only_these_serve), 60, f"the webhook seeing {nodes}' slices")
     drain(plane, nodes)
 
 
@@ -198,20 +220,22 @@ def test_a_cluster_moves_off_the_device_plugin_without_losing_a_workload(brown):
 
     # (b) Half the nodes on NVIDIA's driver: their pods come back rewritten onto them, except
     # those whose quota would not count a claim and the shares.
-    flip(plane, FIRST_WAVE)
+    flip(plane, FIRST_WAVE, {"nvidia.com/gpu": "1"})
     current = check_invariants(plane, "b")
     for p in current:
         on_dra = p["spec"]["nodeName"] in FIRST_WAVE
         assert on_dra == bool(p["spec"].get("resourceClaims")), f"{p['metadata']['name']} on {p['spec']['nodeName']}"
         if p["metadata"]["namespace"] == "quota-ns" or owner(p) in SHARES:
             assert not on_dra
+    assert not rewritten(plane, "brown", {"nvidia.com/gpu.shared": "1"})  # so the next wave's probe can tell
     quota = audit(plane, "quota-ns")["ResourceQuota/gpus"]
     assert any(QUOTA_KEY in r for r in quota["reasons"])
     plane.kubectl("patch", "resourcequota", "gpus", "-n", "quota-ns", "--type=merge", "-p",
                   json.dumps({"spec": {"hard": {QUOTA_KEY: "4"}}}))  # what audit said to add
+    wait_for(lambda: rewritten(plane, "quota-ns", {"nvidia.com/gpu": "1"}), 60, "the webhook seeing the quota key")
 
     # (c) Every node on NVIDIA's driver (shareable devices where the time-sliced GPUs were).
-    flip(plane, SECOND_WAVE)
+    flip(plane, SECOND_WAVE, {"nvidia.com/gpu.shared": "1"})  # only bf-3's shareable devices serve a share
     current = check_invariants(plane, "c")
     for p in current:
         assert p["spec"].get("resourceClaims"), f"{p['metadata']['name']} still on the device plugin"
