@@ -65,6 +65,13 @@ def _add_serve(sub) -> None:
     opt(p, "--client-ca", env="client_ca", help="require client certificates signed by this CA")
     opt(p, "--policy", env="policy", help="policy file (YAML or JSON), watched for changes",
         shown="the bundled policy")
+    opt(p, "--policy-optional", env="policy_optional", action="store_true",
+        help="a missing --policy file means the bundled default, until it appears (the admin's ConfigMap, mounted "
+             "optional: an upgrade that ships no policy never replaces it)")
+    opt(p, "--admission-policies", env="admission_policies", default="off", choices=["sync", "off"],
+        help="sync: keep the policy's compiled ValidatingAdmissionPolicies and bindings in the cluster (one replica "
+             "at a time, by a Lease in $POD_NAMESPACE), so their part of each rule holds while dra-bridge is down; "
+             "off: leave them alone")
     opt(p, "--policy-configmap", env="policy_configmap", default="",
         help="NAMESPACE/NAME of the ConfigMap the policy file comes from: a reload it refuses (or takes again) "
              "is an Event there", shown="no Events")

@@ -19,6 +19,7 @@ from app import certs
 from app import __version__, dra, kube
 from app.common import BridgeError, InputError
 from app.migration import OptIn, kueue_view_of
+from app.policy import vap_changes
 from app.server import (BudgetWatch, DeadlineHttpProtocol, KueueWatch, Metrics, PolicyHolder, QueueBudgetWatch,
                         ServiceState, UnmigratedCount, create_app, create_health_app, small_tls_buffers, tls)
 
@@ -48,7 +49,7 @@ def run_serve(args) -> int:
     if args.health_port:
         _check_port(args.host, args.health_port, "--health-port", "DRA_BRIDGE_HEALTH_PORT")
     metrics = Metrics()
-    holder = PolicyHolder(args.policy, metrics)
+    holder = PolicyHolder(args.policy, metrics, optional=args.policy_optional)
     configmap = _configmap(args.policy_configmap)
     live = None
     if args.inventory == "live":
@@ -93,6 +94,10 @@ def run_serve(args) -> int:
         review_deadline_s=args.review_deadline)
     if live is None:
         state.index()  # build the device index before the first review, not during it
+    if args.admission_policies == "sync":
+        if api is None:
+            raise InputError("--admission-policies", "sync writes to a Kubernetes API: pass --kubeconfig or run in-cluster")
+        _admission_policy_sync(args, holder, metrics, api)
     if api is not None:
         _template_lifecycle(args, state)
         _background_rounds(args, state)
@@ -290,3 +295,15 @@ def _template_lifecycle(args, state: ServiceState) -> None:
                            on_leader=lambda held: metrics.template_gc_leader.set(1 if held else 0)).start()
     log.info("template collection: unreferenced templates deleted after %.0fs (lease %s/dra-bridge-template-gc as %s)",
              args.template_gc_grace, namespace, identity)
+
+
+def _admission_policy_sync(args, holder: PolicyHolder, metrics: Metrics, api) -> None:
+    """The lease holder keeps the compiled ValidatingAdmissionPolicies in step with the policy in force."""
+    namespace = os.environ.get("POD_NAMESPACE", "dra-bridge")
+    identity = os.environ.get("POD_NAME") or socket.gethostname()
+    lease = kube.Lease(api, namespace, "dra-bridge-admission-policies", identity, duration_s=60)
+    holder.vap_sync = kube.AdmissionPolicySync(
+        api, lease, lambda: (holder.digest, holder.vap_objects), vap_changes, interval_s=max(5.0, 3 * args.reload_interval),
+        on_round=lambda ok: metrics.admission_policies_failing.set(0 if ok else 1)).start()
+    log.info("compiled admission policies: kept in step with the policy in force (lease %s/dra-bridge-admission-"
+             "policies as %s)", namespace, identity)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from app.common import vocabulary
+from app.common import view_of, vocabulary
 
 from .rules import Rule
 
@@ -173,3 +173,29 @@ def _binding(rule: Rule, name: str) -> dict:
     if match:
         spec["matchResources"] = match
     return spec
+
+
+def compile_policy(rules) -> tuple[list[Compiled], list[dict]]:
+    """Every rule compiled, and all the objects they make."""
+    found = [compile_rule(rule) for rule in rules]
+    return found, [obj for each in found for obj in each.objects]
+
+
+def vap_changes(desired: list[dict], existing: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]:
+    """What to write (missing, or not what we would write: someone edited it) and what to delete
+    ((kind, name) of ours no rule compiles to any more: bindings before their policies, so none
+    dangles). The API server fills defaults in, so what we write need only be found within."""
+    # Only names compile_rule makes: the shipped reporter policy, or anyone else's, is never touched.
+    have = {(o.get("kind"), view_of(o).name): o for o in existing if view_of(o).name.startswith(PREFIX)}
+    write = [o for o in desired if not _within(o["spec"], (have.get((o["kind"], o["metadata"]["name"])) or {}).get("spec"))]
+    wanted = {(o["kind"], o["metadata"]["name"]) for o in desired}
+    delete = sorted((k for k in have if k not in wanted), key=lambda k: (k[0] != "ValidatingAdmissionPolicyBinding", k))
+    return write, delete
+
+
+def _within(want, have) -> bool:
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(k in have and _within(v, have[k]) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(have, list) and len(want) == len(have) and all(map(_within, want, have))
+    return want == have

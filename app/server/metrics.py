@@ -58,6 +58,10 @@ class Metrics:
                                  "the value when it was loaded (Unix time)", ["digest"], registry=self.registry)
         self.policy_rejected = Gauge("dra_bridge_policy_rejected", "1 while the policy file on disk is refused "
                                      "(the last good policy stays in force)", registry=self.registry)
+        self.admission_policies_failing = Gauge(
+            "dra_bridge_admission_policies_failing", "1 while this replica, holding the lease, cannot write the "
+            "policy's compiled ValidatingAdmissionPolicies (nothing enforces them while the webhook is down)",
+            registry=self.registry)
         self.rejected_devices = Gauge("dra_bridge_inventory_rejected_devices",
                                       "Devices left out of the inventory index for a value they cannot be used with",
                                       registry=self.registry)

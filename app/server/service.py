@@ -2,93 +2,24 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
-from app.common import PolicyError
 from app import dra
 from app.dra import Inventory, build_index
 from app.kube import ClaimReader, NamespaceLabels, TemplateStore
 from app.application import ClusterFacts, cluster_facts, index_facts, rollout
 from app.migration import UNKNOWN_FACTS
-from app.policy import Policy, default_policy, parse_policy, read_policy_text
 
 from .metrics import Metrics
+from .policyholder import PolicyHolder
 from .decisions import Decisions
 from .tls import CertReloader
 
 log = logging.getLogger("dra_bridge.service")
-
-
-class PolicyHolder:
-    """The policy in force, and which: its digest is on /readyz and a metric, so each replica
-    says what it enforces. A bad file on reload is refused (the last good policy stays), said by
-    a log line, a metric, /readyz detail and an Event on the policy's ConfigMap."""
-
-    def __init__(self, path: str | None, metrics: Metrics | None = None, events=None):
-        self.path, self.metrics, self.events = path, metrics, events
-        self.last_error: str | None = None
-        self.policy: Policy = self._load()  # bad initial file: raise
-        self._stamp = self._current_stamp()
-        self._show()
-
-    def _load(self) -> Policy:
-        text = read_policy_text(self.path) if self.path else None
-        policy = parse_policy(text, self.path) if text is not None else default_policy()
-        self.digest = hashlib.sha256((text or "(bundled default)").encode()).hexdigest()[:16]
-        self.loaded_at = time.time()
-        return policy
-
-    def _current_stamp(self):
-        if not self.path:
-            return None
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return (st.st_mtime_ns, st.st_size)
-
-    def check(self) -> bool:
-        """Reload when the file changed; True when a new policy took effect."""
-        stamp = self._current_stamp()
-        if not self.path or stamp == self._stamp:
-            return False
-        self._stamp = stamp
-        kept = self.digest
-        try:
-            self.policy = self._load()
-        except PolicyError as exc:
-            self.digest, self.last_error = kept, str(exc)
-            if self.metrics:
-                self.metrics.policy_reload_errors.inc()
-                self.metrics.policy_rejected.set(1)
-            log.error("policy reload rejected, keeping the last good policy (%s): %s", kept, exc)
-            if self.events is not None:
-                self.events.post("Warning", "PolicyRejected", f"policy not taken, still enforcing {kept}: {exc}")
-            return False
-        if self.last_error is not None and self.events is not None:
-            self.events.post("Normal", "PolicyLoaded", f"policy {self.digest} in force again")
-        self.last_error = None
-        self._show()
-        log.info("policy %s reloaded from %s", self.digest, self.path)
-        return True
-
-    def _show(self) -> None:
-        if self.metrics:
-            self.metrics.policy_info.clear()
-            self.metrics.policy_info.labels(self.digest).set(self.loaded_at)
-            self.metrics.policy_rejected.set(0)
-
-    def status(self) -> dict:
-        out = {"digest": self.digest, "source": self.path or "(bundled default)", "rules": len(self.policy.rules)}
-        if self.last_error:
-            out["rejected"] = self.last_error[:1000]
-        return out
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from app.policy import default_policy, load_policy
 from tests.conftest import ROOT
 
 KUBECTL = shutil.which("kubectl")
+LEASES = ("dra-bridge-template-gc", "dra-bridge-admission-policies")  # serve's two, by name
 # Each verb we grant, per ClusterRole, and the call in app/ that needs it.
 GRANTED = {
     "dra-bridge": {
@@ -39,6 +40,10 @@ GRANTED = {
         ("apps", "deployments", "get"): "kube.read_kueue (Kueue's --feature-gates; kueue-controller-manager only)",
         **{("kueue.x-k8s.io", r, "list"): "kube.read_queues (serve: dra_bridge_queue_budget_escaped_devices)"
            for r in ("clusterqueues", "localqueues", "workloads")},
+        **{("admissionregistration.k8s.io", r, v): "kube.AdmissionPolicySync.run_once (list ours; apply: create or "
+                                                   "patch; delete what no rule compiles to)"
+           for r in ("validatingadmissionpolicies", "validatingadmissionpolicybindings")
+           for v in ("list", "create", "patch", "delete")},
     },
     "dra-bridge-reporter": {
         ("resource.k8s.io", "resourceslices", "list"): "publish.SlicePublisher._ours",
@@ -98,7 +103,7 @@ def by_kind(objects, kind):
 
 def test_renders_every_component(objects):
     kinds = sorted(o["kind"] for o in objects)
-    assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
+    assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
                             "Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service", "MutatingWebhookConfiguration",
                             "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "Role", "RoleBinding",
                             "ClusterRole",
@@ -136,8 +141,6 @@ def test_validating_webhook_contract(objects):
     assert "objectSelector" not in policy and policy["matchConditions"] == [
         {"name": "the-policy-configmap", "expression": "object.metadata.name == 'dra-bridge-policy'"}]
     assert policy["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "dra-bridge"}}
-    [configmap] = [o for o in by_kind(objects, "ConfigMap") if o["metadata"]["name"] == "dra-bridge-policy"]
-    assert configmap["metadata"]["labels"]["dra-bridge.io/policy"] == "true"
     assert hook["admissionReviewVersions"] == ["v1"] and hook["sideEffects"] == "NoneOnDryRun"
     assert hook["clientConfig"]["service"]["path"] == "/validate"
     resources = {r for rule in hook["rules"] for r in rule["resources"]}
@@ -177,11 +180,11 @@ def test_rbac_grants_only_what_the_code_uses(objects):
         granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"]
                    for r in rule["resources"] for v in rule["verbs"]}
         assert granted == set(GRANTED[name]), f"{name}: unexplained grants {granted - set(GRANTED[name])}"
-    [role] = by_kind(objects, "Role")  # the collector's lease, in our namespace only
+    [role] = by_kind(objects, "Role")  # the collector's and the admission policies' leases, ours only
     assert role["metadata"]["namespace"] == "dra-bridge"
     assert {(r["resources"][0], v, tuple(r.get("resourceNames", ()))) for r in role["rules"] for v in r["verbs"]} == {
-        ("leases", "create", ()), ("leases", "get", ("dra-bridge-template-gc",)),
-        ("leases", "update", ("dra-bridge-template-gc",)), ("events", "create", ())}  # kube.EventSink
+        ("leases", "create", ()), ("leases", "get", LEASES), ("leases", "update", LEASES),
+        ("events", "create", ())}  # kube.EventSink
     [rb] = by_kind(objects, "RoleBinding")
     assert rb["roleRef"]["name"] == "dra-bridge-template-gc" and rb["subjects"][0]["name"] == "dra-bridge"
     bindings = {b["roleRef"]["name"]: b["subjects"][0]["name"] for b in by_kind(objects, "ClusterRoleBinding")}
@@ -267,11 +270,16 @@ def test_monitoring_scrapes_the_metrics_port_of_the_webhook_service(objects):
     kubernetes_validate.validate(dashboard, "1.34.0", strict=True)
 
 
-def test_shipped_policy_configmap_is_a_valid_policy(objects, tmp_path):
-    [cm] = by_kind(objects, "ConfigMap")
-    path = tmp_path / "policy.yaml"
-    path.write_text(cm["data"]["policy.yaml"])
-    load_policy(str(path))
+def test_no_manifest_ships_the_admins_policy(objects):
+    """The admin's ConfigMap is theirs: the base ships none (a re-apply of a newer base would put
+    the default back over it), mounts it optional and serves the bundled default while absent."""
+    assert not [o for o in by_kind(objects, "ConfigMap") if o["metadata"]["name"] == "dra-bridge-policy"]
+    [deploy] = by_kind(objects, "Deployment")
+    spec = deploy["spec"]["template"]["spec"]
+    [volume] = [v for v in spec["volumes"] if v["name"] == "policy"]
+    assert volume["configMap"] == {"name": "dra-bridge-policy", "optional": True}
+    args = spec["containers"][0]["args"]
+    assert {"--policy=/etc/dra-bridge/policy/policy.yaml", "--policy-optional", "--admission-policies=sync"} <= set(args)
 
 
 def test_cert_manager_overlay_injects_ca(objects):

@@ -113,7 +113,9 @@ def test_allowed_classes_hold_for_a_pod_left_on_the_device_plugin(guarded):
 
 
 def test_a_malformed_policy_is_refused_when_applied(guarded):
-    configmap = guarded.json("configmap", "dra-bridge-policy", "-n", "dra-bridge")
+    # No manifest ships it (the admin's): the first apply creates it.
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dra-bridge-policy",
+                                                                       "namespace": "dra-bridge"}}
     bad = {**configmap, "data": {"policy.yaml": yaml.safe_dump(
         {"rules": [{"name": "x", "validations": [{"expression": "request.count <"}]}]})}}
     refused = guarded.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)

@@ -131,6 +131,29 @@ def test_the_policy_value_is_a_policy_the_service_loads(helm, tmp_path):
     assert policy.defaults.mode == "enforce" and policy.for_namespace("research", {}).mode == "audit"
 
 
+def test_the_admins_policy_is_never_replaced_and_compiled_policies_are_a_value(helm):
+    """Defaults ship no policy (the bundled default serves until the admin writes one); one from
+    values is kept by an uninstall or a release without it; admissionPolicies.sync=false turns
+    the compiled ValidatingAdmissionPolicies off, with their RBAC."""
+    def webhook_args(docs):
+        [deploy] = [d for d in docs if d["kind"] == "Deployment"]
+        return deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+
+    def vap_grants(docs):
+        [role] = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "dra-bridge"]
+        return [r for r in role["rules"] if r["apiGroups"] == ["admissionregistration.k8s.io"]]
+
+    defaults = rendered(helm)
+    assert not [d for d in defaults if d["kind"] == "ConfigMap"]
+    assert "--policy-optional" in webhook_args(defaults) and "--admission-policies=sync" in webhook_args(defaults)
+    assert vap_grants(defaults)
+    [cm] = [d for d in rendered(helm, "--set", "policy.defaults.mode=enforce") if d["kind"] == "ConfigMap"]
+    assert cm["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert yaml.safe_load(cm["data"]["policy.yaml"]) == {"defaults": {"mode": "enforce"}}
+    off = rendered(helm, "--set", "admissionPolicies.sync=false")
+    assert "--admission-policies=off" in webhook_args(off) and not vap_grants(off)
+
+
 def test_the_image_must_be_named(helm):
     """No image is published: an install without image.repository says so instead of rendering an
     image nobody can pull."""

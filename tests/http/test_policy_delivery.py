@@ -73,7 +73,11 @@ def test_a_good_policy_is_admitted_with_its_digest(served):
 def test_each_replica_says_its_policy_and_a_refused_reload(served):
     client, path, holder, events = served
     first = client.get("/readyz").json()["detail"]["policy"]
-    assert first == {"digest": hashlib.sha256(GOOD.encode()).hexdigest()[:16], "source": str(path), "rules": 1}
+    assert first["digest"] == hashlib.sha256(GOOD.encode()).hexdigest()[:16]
+    assert first["source"] == str(path) and first["rules"] == 1
+    # Where the rule is enforced: a per-pod count needs the claims a pod names, so only here.
+    assert first["enforcement"] == {"at-most-4": {"apiServer": [],
+                                                  "webhookOnly": ["maxDevicesPerPod: needs the claims a pod names"]}}
     assert f'dra_bridge_policy_info{{digest="{first["digest"]}"}}' in client.get("/metrics").text
     path.write_text("defaults: {mode: sometimes}\n")
     assert holder.check() is False
@@ -92,3 +96,24 @@ def test_each_replica_says_its_policy_and_a_refused_reload(served):
     text = client.get("/metrics").text
     assert "dra_bridge_policy_rejected 0.0" in text and first["digest"] not in text
     assert events.posted[-1][:2] == ("Normal", "PolicyLoaded")
+
+
+def test_an_absent_admin_policy_is_the_bundled_default_and_its_arrival_is_taken(tmp_path, caplog):
+    """The overlay and chart mount the admin's ConfigMap optional: absent, the default is in
+    force (said); written, it is taken at the next check; deleted, the default again, loudly."""
+    path = tmp_path / "policy.yaml"
+    with pytest.raises(Exception, match="cannot read"):
+        PolicyHolder(str(path))  # not optional: a missing file is an error
+    holder = PolicyHolder(str(path), Metrics(), optional=True)
+    assert holder.status()["source"] == f"(bundled default): {path} absent" and holder.policy.rules == []
+    default = holder.digest
+    path.write_text("rules:\n- name: only-gpus\n  match: {kinds: [ResourceClaim]}\n  allowedDeviceClasses: [gpu.nvidia.com]\n")
+    assert holder.check() is True
+    status = holder.status()
+    assert status["source"] == str(path) and status["digest"] != default
+    assert status["enforcement"]["only-gpus"] == {"apiServer": ["allowedDeviceClasses"], "webhookOnly": []}
+    assert [o["kind"] for o in holder.vap_objects] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    path.unlink()
+    assert holder.check() is True
+    assert holder.digest == default and holder.policy.rules == [] and "absent" in holder.status()["source"]
+    assert "is gone" in caplog.text

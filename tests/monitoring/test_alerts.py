@@ -158,6 +158,14 @@ SCENARIOS = [
         ("1m", "DraBridgePolicyRejected", [fired(
             "DraBridgePolicyRejected", "warning", "dra-bridge replica dra-bridge-a refuses the policy file it was given.",
             namespace="dra-bridge", pod="dra-bridge-a")])]),
+    ("compiled admission policies not written", [
+        ("dra_bridge_admission_policies_failing{namespace='dra-bridge', pod='dra-bridge-a'}", "0 1x15"),
+        ("dra_bridge_admission_policies_failing{namespace='dra-bridge', pod='dra-bridge-b'}", "0x15")], [
+        ("5m", "DraBridgeAdmissionPoliciesNotWritten", []),
+        ("12m", "DraBridgeAdmissionPoliciesNotWritten", [fired(
+            "DraBridgeAdmissionPoliciesNotWritten", "warning",
+            "dra-bridge replica dra-bridge-a cannot write the policy's compiled admission policies.",
+            namespace="dra-bridge", pod="dra-bridge-a")])]),
     ("replicas enforce different policies", [("dra_bridge_policy_info{namespace='dra-bridge', pod='a', digest='1111'}", "1x15"),
                                              ("dra_bridge_policy_info{namespace='dra-bridge', pod='b', digest='2222'}", "1x15")], [
         ("5m", "DraBridgePoliciesDiffer", []),

@@ -115,3 +115,40 @@ def test_require_all_refuses_a_rule_part_that_stays_the_webhooks(tmp_path):
     refused = subprocess.run(run + ["--require-all"], cwd=ROOT, capture_output=True, text=True)
     assert refused.returncode == 2 and refused.stdout == ""
     assert "rules[1].maxDevicesPerPod: rule pp: cannot be a ValidatingAdmissionPolicy" in refused.stderr
+
+
+def test_serve_writes_what_changed_and_deletes_what_no_rule_compiles_to():
+    """What serve's lease holder does each round, decided purely: missing or changed objects are
+    written, ours no rule makes any more deleted (bindings first), unchanged ones left alone though
+    the API server filled defaults into them."""
+    from app.policy import compile_policy, vap_changes
+    text = ("rules:\n- name: a\n  maxDevicesPerRequest: 2\n  match: {kinds: [ResourceClaim]}\n"
+            "- name: b\n  allowAdminAccess: false\n  match: {kinds: [ResourceClaim]}\n")
+    compiled, objects = compile_policy(parse_policy(text).rules)
+    assert [c.rule for c in compiled] == ["a", "b"] and len(objects) == 4
+    assert vap_changes(objects, []) == (objects, [])
+    in_cluster = []
+    for obj in objects:  # as listed back: defaults filled in, status, no change of ours
+        listed = {**obj, "metadata": {**obj["metadata"], "resourceVersion": "7"},
+                  "spec": {**obj["spec"], "matchPolicy": "Equivalent"}, "status": {"observedGeneration": 1}}
+        in_cluster.append(listed)
+    assert vap_changes(objects, in_cluster) == ([], [])
+    # Someone else's policy carrying our label (the shipped reporter policy's name is like ours) stays.
+    foreign = {"kind": "ValidatingAdmissionPolicy", "metadata": {"name": "dra-bridge-reporter-own-node",
+                                                                "labels": {"app.kubernetes.io/managed-by": "dra-bridge"}}}
+    assert vap_changes(objects, [*in_cluster, foreign]) == ([], [])
+    # Rule a's cap changes and rule b goes: a's two objects are rewritten, b's deleted.
+    _, changed = compile_policy(parse_policy("rules:\n- name: a\n  maxDevicesPerRequest: 4\n"
+                                             "  match: {kinds: [ResourceClaim]}\n").rules)
+    write, delete = vap_changes(changed, in_cluster)
+    assert [(o["kind"], o["metadata"]["name"]) for o in write] == [  # its binding is unchanged
+        ("ValidatingAdmissionPolicy", "dra-bridge.a.resourceclaims")]
+    assert delete == [("ValidatingAdmissionPolicyBinding", "dra-bridge.b.resourceclaims"),
+                      ("ValidatingAdmissionPolicy", "dra-bridge.b.resourceclaims")]
+    # An object of ours someone edited by hand is written back: a binding switched to Audit, a
+    # validation dropped.
+    in_cluster[1]["spec"] = {**in_cluster[1]["spec"], "validationActions": ["Audit"]}
+    in_cluster[2]["spec"] = {**in_cluster[2]["spec"], "validations": []}
+    assert [(o["kind"], o["metadata"]["name"]) for o in vap_changes(objects, in_cluster)[0]] == [
+        ("ValidatingAdmissionPolicyBinding", "dra-bridge.a.resourceclaims"),
+        ("ValidatingAdmissionPolicy", "dra-bridge.b.resourceclaims")]

@@ -1,0 +1,129 @@
+"""Issue 45 on a control plane of its own: a tenant whose RBAC lets her label only her own
+namespace, acting through impersonated requests, cannot switch an admin's Deny rule off, neither
+while dra-bridge serves nor while it is stopped (serve keeps the policy's compiled
+ValidatingAdmissionPolicies in step, and the API server enforces them alone); a policy change is
+carried to them; what only the webhook can judge is said on /readyz."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.e2e.cluster import ControlPlane
+from tests.e2e.conftest import INSTALLED_KINDS, NVIDIA_CLASSES, Webhook, rendered_manifests, wait_for
+
+pytestmark = pytest.mark.timeout(900)
+TENANT = ("--as", "alice", "--as-group", "tenants")
+POLICY = {"rules": [
+    {"name": "claims-max-4", "match": {"namespaces": ["tenant-a"], "kinds": ["ResourceClaim"]},
+     "maxDevicesPerClaim": 4},
+    {"name": "admin-access-in-ops-only", "match": {"kinds": ["ResourceClaim"]}, "adminAccessNamespaces": ["ops"]},
+    {"name": "pods-max-4", "match": {"namespaces": ["tenant-a"], "kinds": ["Pod"]}, "maxDevicesPerPod": 4}]}
+OURS = "app.kubernetes.io/managed-by=dra-bridge"
+# Alice may label her own namespace (get/patch it, by name) and work with claims and pods in it.
+TENANT_RBAC = [
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "label-tenant-a"},
+     "rules": [{"apiGroups": [""], "resources": ["namespaces"], "resourceNames": ["tenant-a"],
+                "verbs": ["get", "patch"]}]},
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "label-tenant-a"},
+     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "label-tenant-a"},
+     "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]},
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "work", "namespace": "tenant-a"},
+     "rules": [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"],
+                "verbs": ["create", "get", "list", "delete"]},
+               {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "delete"]}]},
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "work", "namespace": "tenant-a"},
+     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "work"},
+     "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "tenants"}]}]
+
+
+@pytest.fixture(scope="module")
+def served(binaries, tmp_path_factory):
+    plane = ControlPlane(tmp_path_factory.mktemp("tenant"), binaries).start()
+    webhook = None
+    try:
+        plane.apply([d for d in rendered_manifests(plane) if d["kind"] in INSTALLED_KINDS])
+        plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
+                     for n in ("tenant-a", "tenant-b", "ops")])
+        plane.apply(NVIDIA_CLASSES + TENANT_RBAC)
+        webhook = Webhook(plane, "--admission-policies", "sync", "--reload-interval", "1",
+                          "--template-gc-grace", "0")
+        (plane.dir / "policy.yaml").write_text(yaml.safe_dump(POLICY))
+        webhook.start()
+        plane.apply(webhook.configurations())
+        yield plane, webhook
+    finally:
+        if webhook is not None:
+            webhook.stop()
+        plane.stop()
+
+
+def claim(name, count, admin=False):
+    request = {"deviceClassName": "gpu.nvidia.com", "count": count, **({"adminAccess": True} if admin else {})}
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "gpus", "exactly": request}]}}}
+
+
+def as_tenant(plane, obj, *extra):
+    return plane.kubectl("create", "-n", "tenant-a", "-f", "-", *TENANT, *extra, input=json.dumps(obj), check=False)
+
+
+def policy_status(webhook) -> dict:
+    return json.loads(webhook.get("/readyz")[1])["detail"]["policy"]
+
+
+def ours(plane) -> dict:
+    return {d["metadata"]["name"]: d for d in plane.json("validatingadmissionpolicies", "-l", OURS)["items"]}
+
+
+def test_a_tenant_cannot_switch_an_admins_rule_off_up_or_down(served):
+    plane, webhook = served
+    # serve wrote the compiled part of each rule; /readyz says what stays the webhook's.
+    synced = wait_for(lambda: (s := policy_status(webhook)).get("compiledPolicies", {}).get("syncedPolicy")
+                      == s["digest"] and s, 60, "the compiled admission policies written")
+    assert synced["enforcement"]["pods-max-4"] == {
+        "apiServer": [], "webhookOnly": ["maxDevicesPerPod: needs the claims a pod names"]}
+    assert synced["enforcement"]["claims-max-4"]["apiServer"] == ["maxDevicesPerClaim"]
+    assert set(ours(plane)) == {"dra-bridge.claims-max-4.resourceclaims",
+                                "dra-bridge.admin-access-in-ops-only.resourceclaims"}
+    # Her RBAC: her own namespace's labels, nobody else's.
+    plane.kubectl("label", "namespace", "tenant-a", *TENANT, "dra-bridge.io/validate=disabled",
+                  "resource.kubernetes.io/admin-access=true")
+    other = plane.kubectl("label", "namespace", "tenant-b", *TENANT, "x=y", check=False)
+    assert other.returncode != 0 and "forbidden" in other.stderr.lower()
+
+    def refused_both_ways():
+        for obj, rule in ((claim("eight", 8), "rule claims-max-4"),
+                          (claim("peek", 1, admin=True), "rule admin-access-in-ops-only")):
+            # The API server loads a new admission policy on its own time; until then the webhook
+            # alone answers (in its own words): the real request and its dry run are compared once
+            # the policy answers first, as it does from then on.
+            real = wait_for(lambda: "ValidatingAdmissionPolicy" in (r := as_tenant(plane, obj)).stderr and r, 60,
+                            f"the API server enforcing {rule}")
+            assert real.returncode != 0 and rule in real.stderr, real.stderr
+            dry = as_tenant(plane, obj, "--dry-run=server")
+            assert dry.returncode != 0 and dry.stderr == real.stderr
+
+    refused_both_ways()  # dra-bridge serving
+    webhook.stop()
+    try:
+        refused_both_ways()  # dra-bridge stopped: the API server alone
+        assert as_tenant(plane, claim("two", 2)).returncode == 0  # within the rule: admitted
+    finally:
+        webhook.start()
+    # An admin's change reaches the API server: the cap goes to 2, the admin-access rule goes.
+    tighter = {"rules": [{**POLICY["rules"][0], "maxDevicesPerClaim": 2}, POLICY["rules"][2]]}
+    (plane.dir / "policy.yaml").write_text(yaml.safe_dump(tighter))
+    wait_for(lambda: set(ours(plane)) == {"dra-bridge.claims-max-4.resourceclaims"}, 60,
+             "the admin-access rule's policy deleted")
+    wait_for(lambda: "<= 2" in json.dumps(ours(plane)["dra-bridge.claims-max-4.resourceclaims"]["spec"]), 60,
+             "the new cap written")
+    webhook.stop()
+    try:
+        three = wait_for(lambda: (r := as_tenant(plane, claim("three", 3))).returncode != 0 and r, 60,
+                         "the new cap enforced by the API server")
+        assert "rule claims-max-4" in three.stderr
+    finally:
+        webhook.start()
