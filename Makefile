@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 run: $(VENV)/.installed-run
-	$(VENV)/bin/dra-bridge serve
+	$(VENV)/bin/dra-bridge serve --demo
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q

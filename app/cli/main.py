@@ -75,6 +75,9 @@ def _add_serve(sub) -> None:
     opt(p, "--policy-configmap", env="policy_configmap", default="",
         help="NAMESPACE/NAME of the ConfigMap the policy file comes from: a reload it refuses (or takes again) "
              "is an Event there", shown="no Events")
+    opt(p, "--demo", env="demo", action="store_true",
+        help="no Kubernetes API and the bundled example inventory, whatever kubeconfig is around (`make run`); "
+             "without it, serve talks to a cluster only when in-cluster or given --kubeconfig/--context")
     opt(p, "--inventory", env="inventory", help="'live' (list and watch the cluster) or a file of ResourceSlices "
                                                 "and DeviceClasses", shown="the bundled example inventory")
     kube_flags(p)

@@ -52,6 +52,9 @@ def run_serve(args) -> int:
     holder = PolicyHolder(args.policy, metrics, optional=args.policy_optional)
     configmap = _configmap(args.policy_configmap)
     live = None
+    if args.demo and (args.kubeconfig or args.context or args.inventory):
+        raise InputError("--demo", "serves the bundled example inventory with no Kubernetes API: leave out "
+                                   "--kubeconfig, --context and --inventory")
     if args.inventory == "live":
         inv = None
     else:
@@ -61,13 +64,15 @@ def run_serve(args) -> int:
     reloader = tls.CertReloader(context, args.tls_cert, args.tls_key, args.client_ca)
     if not reloader.check():
         raise BridgeError(f"--tls-cert/--tls-key: {reloader.last_error}")
-    found = kube.connect(args.kubeconfig, args.context)
+    found = None if args.demo else kube.connect(args.kubeconfig, args.context, ambient=False)
     api, api_down = (found[0] if found else None), None
     if api is None:
         if args.inventory == "live":
             raise BridgeError("--inventory live needs a Kubernetes API: run in-cluster or pass --kubeconfig")
-        log.warning("demo mode: no Kubernetes API configured (no --kubeconfig, $KUBECONFIG, ~/.kube/config "
-                    "or in-cluster account): templates are kept in memory, nothing is written anywhere")
+        lying = kube.kubeconfig_paths(None)
+        log.warning("demo mode: %s: templates are kept in memory, nothing is written anywhere%s",
+                    "--demo" if args.demo else "no --kubeconfig, --context or in-cluster account",
+                    f" ({lying} is not used unless named: --kubeconfig {lying})" if lying and not args.demo else "")
     else:
         log.info("kubernetes API: %s: generated ResourceClaimTemplates are created there", found[1])
         api_down = kube.probe(api)
@@ -76,7 +81,7 @@ def run_serve(args) -> int:
                         "template are refused or admitted unmigrated (policy onTemplateError) until it does", found[1].server, api_down)
     if args.inventory == "live":
         # Watches need their own client: long reads must not share the admission path's pool.
-        live = kube.LiveInventory(kube.api_client(args.kubeconfig, True, args.context), dra.LiveIndex).start()
+        live = kube.LiveInventory(_own_client(args), dra.LiveIndex).start()
     elif inv.device_count == 0:
         log.warning("inventory %s holds no devices: every claim is judged 'never' and no pod takes the native "
                     "path (expected ResourceSlices, as `kubectl get resourceslices,deviceclasses -o yaml` prints)",
@@ -263,7 +268,7 @@ def _background_rounds(args, state: ServiceState) -> None:
     if args.unmigrated_interval <= 0:
         return
     opt_in = OptIn.parse(args.template_namespace_label, "--template-namespace-label")
-    api = kube.api_client(args.kubeconfig, True, args.context)  # long lists: their own pool
+    api = _own_client(args)  # long lists: their own pool
     UnmigratedCount(state, lambda: kube.opted_in_pods(api, str(opt_in) if opt_in else None), opt_in,
                     args.unmigrated_interval).start()
     if state.live is not None:  # quotas and claims come from its watch: no read of its own
@@ -279,14 +284,14 @@ def _kueue_rounds(state: ServiceState, api) -> None:
 def _template_lifecycle(args, state: ServiceState) -> None:
     """Every replica knows our templates from a list and watch; the lease holder collects unused ones."""
     metrics = state.metrics
-    watch_api = kube.api_client(args.kubeconfig, True, args.context)  # long reads: their own pool
+    watch_api = _own_client(args)  # long reads: their own pool
     state.template_watch = kube.TemplateWatch(watch_api, state.templates,
                                               on_forgot=metrics.template_forgets.inc).start()
     if args.template_gc_grace <= 0:
         return
     namespace = os.environ.get("POD_NAMESPACE", "dra-bridge")
     identity = os.environ.get("POD_NAME") or socket.gethostname()
-    api = kube.api_client(args.kubeconfig, True, args.context)
+    api = _own_client(args)
     # Renewed once a round: the lease outlives two rounds, so the holder keeps it between them.
     lease = kube.Lease(api, namespace, "dra-bridge-template-gc", identity,
                        duration_s=int(max(60, 2 * args.template_gc_interval)))
@@ -307,3 +312,8 @@ def _admission_policy_sync(args, holder: PolicyHolder, metrics: Metrics, api) ->
         on_round=lambda ok: metrics.admission_policies_failing.set(0 if ok else 1)).start()
     log.info("compiled admission policies: kept in step with the policy in force (lease %s/dra-bridge-admission-"
              "policies as %s)", namespace, identity)
+
+
+def _own_client(args):
+    """Another client to the API serve chose (its own connection pool: long reads, leases)."""
+    return kube.connect(args.kubeconfig, args.context, True, ambient=False)[0]

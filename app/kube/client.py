@@ -30,15 +30,17 @@ class ApiTarget:
         return f"{self.server} ({self.source}{context})"
 
 
-def kubeconfig_paths(kubeconfig: str | None, environ=os.environ) -> str | None:
+def kubeconfig_paths(kubeconfig: str | None, environ=os.environ, ambient: bool = True) -> str | None:
     """The kubeconfig to read, as kubectl chooses it: --kubeconfig (which must exist), else the
     files of $KUBECONFIG that exist (several, merged; `:`-separated), else ~/.kube/config when
-    present; None when there is none (in-cluster or demo mode)."""
+    present; None when there is none (in-cluster or demo mode). `ambient` False: only --kubeconfig."""
     if kubeconfig:
         path = os.path.expanduser(kubeconfig)
         if not os.path.isfile(path):
             raise BridgeError(f"--kubeconfig: {kubeconfig}: no such file")
         return path
+    if not ambient:
+        return None
     listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
     if listed:
         present = [os.path.expanduser(p) for p in listed if os.path.isfile(os.path.expanduser(p))]
@@ -48,12 +50,14 @@ def kubeconfig_paths(kubeconfig: str | None, environ=os.environ) -> str | None:
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None, timeout_retries: bool = False,
-            environ=os.environ) -> tuple[client.ApiClient, ApiTarget] | None:
+            environ=os.environ, ambient: bool = True) -> tuple[client.ApiClient, ApiTarget] | None:
     """(ApiClient, where it points) from --kubeconfig, $KUBECONFIG, ~/.kube/config or the in-cluster
-    service account, in kubectl's order; None when there is none of them."""
+    service account, in kubectl's order; None when there is none of them. `ambient` False (serve):
+    $KUBECONFIG and ~/.kube/config only when a --context names one, so a kubeconfig lying around
+    never turns a demo into writes to a cluster."""
     configuration = client.Configuration()
     try:
-        path = kubeconfig_paths(kubeconfig, environ)
+        path = kubeconfig_paths(kubeconfig, environ, ambient or bool(context))
         if path is None and environ.get("KUBERNETES_SERVICE_HOST"):
             if context:
                 raise BridgeError(f"--context {context}: no kubeconfig to take it from (running in-cluster)")

@@ -2,6 +2,7 @@
 example, run in a fresh copy of the repository (its own `make install`, the service from `make
 run`), prints exactly what the page shows, and every link leads somewhere."""
 
+import json
 import os
 import re
 import shutil
@@ -109,9 +110,24 @@ def test_quick_start_in_a_fresh_clone(tmp_path):
     clone.mkdir()
     home.mkdir()
     _fresh_copy(clone)
-    env = clean_env(home, "VIRTUAL_ENV")  # no ~/.kube/config: demo mode, as on a new machine
+    env = clean_env(home, "VIRTUAL_ENV")
     installed = subprocess.run(["make", "install"], cwd=clone, env=env, capture_output=True, text=True, timeout=900)
     assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
+    # Issue 46: byte-identical on a machine with a kubeconfig (its cluster down) and without one.
+    dead = _free_port()
+    (home / ".kube").mkdir()
+    (home / ".kube" / "config").write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "dev",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{dead}"}}],
+        "contexts": [{"name": "dev", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}]}))
+    for kubeconfig in (True, False):
+        if not kubeconfig:
+            (home / ".kube" / "config").unlink()
+        _quick_start_answers_as_written(tmp_path, clone, env)
+
+
+def _quick_start_answers_as_written(tmp_path, clone, env) -> None:
     port = _free_port()  # the README's 8443 may be taken on this machine; nothing else changes
     log = open(tmp_path / "run.log", "w")
     service = subprocess.Popen(["make", "run"], cwd=clone, env={**env, "DRA_BRIDGE_PORT": str(port)},

@@ -54,7 +54,7 @@ class RunningServer:
             self.proc.kill()
 
 
-def start(tmp_path, *args: str, certs: bool = True) -> RunningServer:
+def start(tmp_path, *args: str, certs: bool = True, env: dict | None = None) -> RunningServer:
     cert_dir = str(tmp_path / "certs")
     if certs:
         write_bundle(cert_dir, ["localhost", "127.0.0.1"])
@@ -63,7 +63,7 @@ def start(tmp_path, *args: str, certs: bool = True) -> RunningServer:
     cmd = [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port),
            "--tls-cert", f"{cert_dir}/tls.crt", "--tls-key", f"{cert_dir}/tls.key",
            "--reload-interval", "0.2", *(() if "--drain-seconds" in args else ("--drain-seconds", "0")), *args]
-    env = clean_env(tmp_path)
+    env = {**clean_env(tmp_path), **(env or {})}
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))

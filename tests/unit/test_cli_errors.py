@@ -196,16 +196,29 @@ def test_an_inventory_without_devices_warns_and_readyz_says_so(tmp_path, content
         server.stop()
 
 
-def test_serve_with_a_kubeconfig_says_where_templates_go(tmp_path, kube):
+def test_serve_uses_a_cluster_only_when_told(tmp_path, kube):
+    """Issue 46: a kubeconfig lying around (~/.kube/config, $KUBECONFIG) never turns `make run`
+    into writes to that cluster: serve says demo mode and how to use it; --kubeconfig (or
+    --context) is the explicit choice, and the start line names the server and context."""
     (tmp_path / ".kube").mkdir()
-    kube.kubeconfig(tmp_path / ".kube" / "config")  # as `make run` finds ~/.kube/config
-    server = srv.start(tmp_path)
+    kube.kubeconfig(tmp_path / ".kube" / "config")
+    server = srv.start(tmp_path, env={"KUBECONFIG": str(tmp_path / ".kube" / "config")})
     try:
-        line = next(l for l in server.log().splitlines() if "kubernetes API:" in l)
-        assert kube.url in line and "context fake" in line and ".kube/config" in line
-        assert "demo mode" not in server.log()
+        log = server.log()
+        assert "demo mode" in log and f"--kubeconfig {tmp_path / '.kube' / 'config'}" in log
+        assert "kubernetes API:" not in log and not kube.requests
     finally:
         server.stop()
+    for explicit in (("--kubeconfig", str(tmp_path / ".kube" / "config")), ("--context", "fake")):
+        server = srv.start(tmp_path, *explicit)
+        try:
+            line = next(l for l in server.log().splitlines() if "kubernetes API:" in l)
+            assert kube.url in line and "context fake" in line and ".kube/config" in line
+            assert "demo mode" not in server.log()
+        finally:
+            server.stop()
+    line = one_line_error(run(tmp_path, "serve", "--demo", "--kubeconfig", str(tmp_path / ".kube" / "config")),
+                          "--demo", "leave out --kubeconfig")
 
 
 # --- exit codes ---------------------------------------------------------------------------------
