@@ -20,6 +20,8 @@ def run_certs(args) -> int:
     from app import certs  # not at import: the other commands need no cryptography
 
     out = args.out
+    if args.image and not args.inject:
+        raise InputError("--image", "only with --inject: it is the image the overlay deploys (nothing else uses it)")
     webhooks = webhook_configurations(args.inject) if args.inject else []  # checked before anything is written
     _check_out_folder(out, args.force)
     hosts = certs.service_hosts(args.service, args.namespace) + list(args.host)

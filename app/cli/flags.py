@@ -8,6 +8,8 @@ import os
 from app.common import InputError
 from app.migration import OPT_IN_LABEL
 
+from .parser import BadValue
+
 EXITS = "exit codes: 0 done; 2 bad input or configuration (one line naming the flag, file or field)"
 # The offline commands read no DRA_BRIDGE_* variable (those configure the serve and reporter
 # daemons): a variable exported for `serve` must not change what `plan` prints.
@@ -27,8 +29,9 @@ def opt(p, *names: str, env: str | None = None, default=None, shown: str | None 
         else:
             try:
                 default = kw.get("type", str)(raw)
-            except ValueError:
-                raise InputError(var, f"{raw!r} is not a valid value for {names[-1]}") from None
+            except ValueError as exc:
+                said = str(exc) if isinstance(exc, BadValue) else f"{raw!r} is not a valid value"
+                raise InputError(var, f"{said} (for {names[-1]})") from None
             if kw.get("choices") and default not in kw["choices"]:
                 raise InputError(var, f"{raw!r}: choose from {', '.join(map(str, kw['choices']))}")
     elif flag:

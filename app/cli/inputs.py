@@ -8,9 +8,11 @@ import sys
 from importlib import resources
 
 from app import dra
-from app.common import InputError, parse_objects, read_objects
+from app.common import InputError, parse_objects, parse_quantity, read_objects
+from app.migration import pod_templates
 
 EXAMPLE_INVENTORY = "data/example-inventory.yaml"
+INVENTORY_KINDS = ("ResourceSlice", "DeviceClass")
 
 
 def read_inputs(paths: list[str]) -> list[tuple[str, list[tuple[int, dict]]]]:
@@ -34,16 +36,43 @@ def read_inputs(paths: list[str]) -> list[tuple[str, list[tuple[int, dict]]]]:
 
 
 def read_some_inputs(paths: list[str]) -> list[tuple[str, list[tuple[int, dict]]]]:
-    """read_inputs, refusing inputs that hold no object at all (an empty file is a mistake)."""
+    """read_inputs, refusing inputs that hold no object at all (an empty file is a mistake) and
+    quantities the API server would refuse."""
     inputs = read_inputs(paths)
     if not any(objects for _source, objects in inputs):
         raise InputError(" ".join(paths), "no Kubernetes objects in the input (an empty file or folder?)")
+    refuse_bad_quantities(inputs)
     return inputs
+
+
+def refuse_bad_quantities(inputs) -> None:
+    """The API server refuses a resource quantity it cannot parse (`nvidia.com/gpu: "two"`) before
+    any webhook sees it: in a file, it is bad input, named by file, line and field."""
+    for source, objects in inputs:
+        for line, obj in objects:
+            for path, holder in pod_templates(obj):
+                spec = holder.get("spec") or {}
+                for group in ("initContainers", "containers"):
+                    for i, container in enumerate(spec.get(group) or []):
+                        resources = container.get("resources") if isinstance(container, dict) else None
+                        for kind in ("limits", "requests"):
+                            for key, value in ((resources or {}).get(kind) or {}).items():
+                                try:
+                                    parse_quantity(value)
+                                except (ValueError, TypeError) as exc:
+                                    field = f"{path + '.' if path else ''}spec.{group}[{i}].resources.{kind}[{key}]"
+                                    raise InputError(f"{source}:{line}", f"{field}: {exc}") from None
 
 
 def load_inventory(path: str | None) -> dra.Inventory:
     """The inventory in a file, or the bundled example inventory when `path` is None."""
     if path:
-        return dra.inventory_from_objects(read_objects(path), path)
+        objects = read_objects(path)
+        if not any(obj.get("kind") in INVENTORY_KINDS for _line, obj in objects):
+            kinds = sorted({str(obj.get("kind")) for _line, obj in objects})
+            raise InputError(path, f"not an inventory: no ResourceSlice or DeviceClass in it (found "
+                                   f"{', '.join(kinds[:5]) or 'nothing'}); export one with `kubectl get "
+                                   "resourceslices,deviceclasses,resourceclaims,nodes -A -o yaml`")
+        return dra.inventory_from_objects(objects, path)
     text = resources.files("app").joinpath(EXAMPLE_INVENTORY).read_text("utf-8")
     return dra.inventory_from_objects(parse_objects(text, "example-inventory.yaml"), "bundled example inventory")

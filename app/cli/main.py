@@ -16,6 +16,7 @@ from app.common import BridgeError, InputError, PolicyError, vocabulary
 from app.migration import OPT_IN_LABEL
 
 from .flags import EXITS, OFFLINE, VARIABLES, kube_flags, opt, opt_in
+from .parser import Parser, at_least, port, positive_seconds, seconds
 
 EXIT_BAD_INPUT = 2
 log = logging.getLogger("dra_bridge")
@@ -43,13 +44,6 @@ def setup_logging(fmt: str, level: str = "info") -> None:
 
 DESCRIPTION = """Moves Kubernetes GPU workloads from the device plugin onto DRA (resource.k8s.io/v1).
 
-  serve     the admission webhook (/mutate migrates legacy GPU pods, /validate judges claims)
-  plan      migrate manifests offline;  check: judge claims against an inventory offline
-  audit     what in a cluster (or files) still uses legacy GPU resources, and what it would get
-  classes   DeviceClasses that serve nvidia.com/gpu and MIG resources natively (KEP-5004)
-  certs     certificates for the webhook, and a kustomize overlay that deploys them
-  reporter  publish a node's GPUs (NVML) as ResourceSlices in NVIDIA's DRA driver schema
-
 Also installed as kubectl-dra_bridge: `kubectl dra-bridge audit --context prod` works the same."""
 def _add_serve(sub) -> None:
     p = sub.add_parser("serve", help="run the admission webhook over TLS", epilog=
@@ -58,7 +52,7 @@ def _add_serve(sub) -> None:
                        description="The admission webhook: /mutate migrates legacy GPU pods, /validate judges "
                                    "claims, templates and pods against the device inventory.")
     opt(p, "--host", env="host", default="0.0.0.0", help="address to listen on")
-    opt(p, "--port", env="port", default=8443, type=int, help="HTTPS port for reviews (0: any free port)")
+    opt(p, "--port", env="port", default=8443, type=port, help="HTTPS port for reviews (0: any free port)")
     opt(p, "--tls-cert", env="tls_cert", default="certs/tls.crt",
         help="serving certificate (with --tls-key: development certificates are generated when both are absent)")
     opt(p, "--tls-key", env="tls_key", default="certs/tls.key", help="its private key")
@@ -84,34 +78,34 @@ def _add_serve(sub) -> None:
     opt(p, "--log-format", env="log_format", default="text", choices=["json", "text"], help="log lines as")
     opt(p, "--log-level", env="log_level", default="info", choices=["debug", "info", "warning", "error"],
         help="least severe level logged")
-    opt(p, "--api-timeout", env="api_timeout", default=2.0, type=float, help="seconds for one Kubernetes API call")
-    opt(p, "--review-deadline", env="review_deadline", default=4.0, type=float,
+    opt(p, "--api-timeout", env="api_timeout", default=2.0, type=positive_seconds, help="seconds for one Kubernetes API call")
+    opt(p, "--review-deadline", env="review_deadline", default=4.0, type=positive_seconds,
         help="seconds a review may take before the policy's onInternalError answers it (keep below the "
              "webhooks' timeoutSeconds)")
     opt(p, "--template-namespace-label", env="template_namespace_label", default=OPT_IN_LABEL,
         help="write templates only in namespaces with this label (the mutating webhook's namespaceSelector); "
              "'' for any")
-    opt(p, "--template-gc-grace", env="template_gc_grace", default=0.0, type=float,
+    opt(p, "--template-gc-grace", env="template_gc_grace", default=0.0, type=seconds,
         help="delete generated templates no pod has named for this many seconds (one replica at a time, by a "
              "Lease in $POD_NAMESPACE); 0: never")
-    opt(p, "--template-gc-interval", env="template_gc_interval", default=300.0, type=float,
+    opt(p, "--template-gc-interval", env="template_gc_interval", default=300.0, type=positive_seconds,
         help="seconds between template collection rounds")
-    opt(p, "--unmigrated-interval", env="unmigrated_interval", default=120.0, type=float,
+    opt(p, "--unmigrated-interval", env="unmigrated_interval", default=120.0, type=seconds,
         help="seconds between counts of running pods in opted-in namespaces still on device-plugin GPUs the "
              "webhook would rewrite (metric dra_bridge_unmigrated_pods; 0: off)")
-    opt(p, "--health-port", env="health_port", default=0, type=int,
+    opt(p, "--health-port", env="health_port", default=0, type=port,
         help="also serve /healthz, /readyz and /metrics over plain HTTP on this port (0: off)")
-    opt(p, "--read-timeout", env="read_timeout", default=10.0, type=float,
+    opt(p, "--read-timeout", env="read_timeout", default=10.0, type=positive_seconds,
         help="seconds a client may take to send a request's headers, and then its body")
-    opt(p, "--max-connections", env="max_connections", default=1000, type=int,
+    opt(p, "--max-connections", env="max_connections", default=1000, type=at_least(1),
         help="open connections and requests in flight; more are answered 503")
-    opt(p, "--reload-interval", env="reload_interval", default=5.0, type=float,
+    opt(p, "--reload-interval", env="reload_interval", default=5.0, type=positive_seconds,
         help="seconds between checks for rotated certificates and a changed policy file")
-    opt(p, "--drain-seconds", env="drain_seconds", default=100.0, type=float,
+    opt(p, "--drain-seconds", env="drain_seconds", default=100.0, type=seconds,
         help="on SIGTERM, keep answering (not ready, each answer closing its connection) until the API server "
              "has closed every connection, at most this long: longer than its 90 s idle timeout, inside "
              "terminationGracePeriodSeconds; 0: stop at once")
-    opt(p, "--drain-min-seconds", env="drain_min_seconds", default=5.0, type=float,
+    opt(p, "--drain-min-seconds", env="drain_min_seconds", default=5.0, type=seconds,
         help="on SIGTERM, serve at least this long, connections or not: the Service's endpoints take this long "
              "to drop the replica, and a connection opened meanwhile must find it listening")
 
@@ -128,7 +122,7 @@ def _add_certs(sub) -> None:
                    help="folder for the files, created when missing; keep it outside the repository "
                         "(`certs/` holds the development certificates of `make run`) (required)")
     opt(p, "--force", action="store_true", help="replace certificates already in --out")
-    opt(p, "--days", default=365, type=int, help="validity in days")
+    opt(p, "--days", default=365, type=at_least(1), help="validity in days")
     opt(p, "--host", action="append", default=[], shown="none", help="extra DNS name or IP (repeatable)")
     opt(p, "--inject", metavar="BASE",
         help="a kustomize base (manifests/): write OUT/kustomization.yaml deploying it with this CA in its "
@@ -224,7 +218,7 @@ def _add_reporter(sub) -> None:
         shown="shadow (as the DaemonSet); --once prints NVIDIA's own schema, publish, as it writes nothing")
     opt(p, "--driver-name", env="driver_name", help="driver in published slices",
         shown="gpu.nvidia.com; shadow.gpu.dra-bridge.io in shadow mode")
-    opt(p, "--interval", env="interval", default=30.0, type=float, help="seconds between refreshes")
+    opt(p, "--interval", env="interval", default=30.0, type=positive_seconds, help="seconds between refreshes")
     opt(p, "--cleanup-on-exit", env="cleanup_on_exit", action="store_true", help="delete our slices on shutdown")
     opt(p, "--shareable", env="shareable", action="store_true",
         help="publish whole GPUs as shareable (allowMultipleAllocations with memory and dra-bridge.io/cores "
@@ -238,7 +232,7 @@ def _add_reporter(sub) -> None:
                         "(default: on)")
     opt(p, "-o", "--output", choices=["yaml"], default="yaml", help="--once output format")
     kube_flags(p)
-    opt(p, "--health-port", env="health_port", default=8081, type=int, help="/healthz and /metrics port (0: off)")
+    opt(p, "--health-port", env="health_port", default=8081, type=port, help="/healthz and /metrics port (0: off)")
     p.add_argument("--max-rounds", type=int, default=0, help=argparse.SUPPRESS)
     opt(p, "--log-format", env="log_format", default="text", choices=["json", "text"], help="log lines as")
 
@@ -266,8 +260,8 @@ def _add_rollout(sub) -> None:
     opt_in(common, "pods elsewhere are recreated as written")
     waves = argparse.ArgumentParser(add_help=False)
     size = waves.add_mutually_exclusive_group()
-    opt(size, "--wave-size", type=int, default=1, help="nodes per wave")
-    opt(size, "--max-unavailable-gpus", type=int, help="GPUs per wave at most (instead of --wave-size)",
+    opt(size, "--wave-size", type=at_least(1), default=1, help="nodes per wave")
+    opt(size, "--max-unavailable-gpus", type=at_least(1), help="GPUs per wave at most (instead of --wave-size)",
         shown="none")
     opt(waves, "--force", action="store_true",
         help="evict bare pods too (nothing recreates them: they are lost), as `kubectl drain --force`")
@@ -279,15 +273,15 @@ def _add_rollout(sub) -> None:
     plan.add_argument("-f", "--filename", action="append",
                       help="an export instead of the cluster (repeatable) (default: the cluster)")
     opt(plan, "-o", "--output", choices=["table", "json"], default="table", help="stdout format")
-    opt(plan, "--undo", type=int, metavar="WAVE", help="plan taking this wave back instead, as `rollout undo` "
+    opt(plan, "--undo", type=at_least(1), metavar="WAVE", help="plan taking this wave back instead, as `rollout undo` "
                                                        "judges it before acting", shown="the waves forward")
     for name, text in (("run", "move the nodes of one wave"), ("undo", "move a wave's nodes back")):
         action = actions.add_parser(name, parents=[common, waves], help=text, epilog=exits.format(
             what="the wave is blocked, or stopped (a budget refused an eviction, a wait timed out): run it again"))
-        action.add_argument("--wave", type=int, required=True, help="the wave's number, as `rollout plan` lists it (required)")
+        action.add_argument("--wave", type=at_least(1), required=True, help="the wave's number, as `rollout plan` lists it (required)")
         opt(action, "--dry-run", choices=["none", "server"], default="none",
             help="server: every write a server-side dry run, no waiting")
-        opt(action, "--timeout", type=float, default=600.0, help="seconds to wait for an eviction a budget "
+        opt(action, "--timeout", type=positive_seconds, default=600.0, help="seconds to wait for an eviction a budget "
                                                                   "refuses, for pods to leave, for slices")
         opt(action, "--lease-namespace", default="dra-bridge",
             help="where the Lease that allows one rollout at a time lives (dra-bridge-rollout)")
@@ -332,7 +326,7 @@ def _add_policy(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="dra-bridge", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="`dra-bridge COMMAND --help` lists each command's flags, defaults, variables and exit codes.")
     parser.add_argument("--version", action="version", version=f"dra-bridge {__version__}")

@@ -184,8 +184,21 @@ def test_a_variable_no_flag_accepts_is_named(tmp_path):
 
 @pytest.mark.parametrize("content", ["", yaml.safe_dump({"apiVersion": "apps/v1", "kind": "Deployment",
                                                           "metadata": {"name": "d"}})])
-def test_an_inventory_without_devices_warns_and_readyz_says_so(tmp_path, content):
+@pytest.mark.parametrize("command", [["check", "-f", "{claims}"], ["plan", "-f", "{claims}"], ["classes"],
+                                     ["audit", "-f", "{claims}"], ["serve", "--port", "0"]])
+def test_a_file_that_is_not_an_inventory_is_refused_naming_it(tmp_path, content, command):
+    """Issue 46: a pod file (or an empty one) given as --inventory is not an empty inventory."""
     (tmp_path / "inventory.yaml").write_text(content)
+    (tmp_path / "claims.yaml").write_text(yaml.safe_dump(GPU_POD))
+    args = [a.format(claims=tmp_path / "claims.yaml") for a in command]
+    one_line_error(run(tmp_path, *args, "--inventory", str(tmp_path / "inventory.yaml")),
+                   "inventory.yaml", "not an inventory: no ResourceSlice or DeviceClass")
+
+
+def test_an_inventory_without_devices_warns_and_readyz_says_so(tmp_path):
+    (tmp_path / "inventory.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}))
     server = srv.start(tmp_path, "--inventory", str(tmp_path / "inventory.yaml"))
     try:
         with server.client() as client:
@@ -194,6 +207,35 @@ def test_an_inventory_without_devices_warns_and_readyz_says_so(tmp_path, content
         assert "holds no devices" in server.log()
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["serve", "--port", "70000"], ["serve: argument --port", "70000 is not a port (0-65535)"]),
+    (["reporter", "--health-port", "-1", "--node-name", "n"], ["--health-port", "-1 is not a port"]),
+    (["certs", "--out", "out", "--days", "-5"], ["--days", "-5: at least 1"]),
+    (["certs", "--out", "out", "--days", "0"], ["--days", "0: at least 1"]),
+    (["certs", "--out", "out", "--image", "repo/x:1"], ["--image", "only with --inject"]),
+    (["serve", "--reload-interval", "0"], ["--reload-interval", "more than 0 seconds"]),
+    (["serve", "--api-timeout", "nan"], ["--api-timeout", "finite"]),
+    (["rollout", "run", "--wave", "0"], ["rollout run: argument --wave", "at least 1"]),
+    (["audit", "--inventroy", "live"], ["audit: unrecognized arguments: --inventroy", "did you mean --inventory?"]),
+    (["audti"], ["invalid choice: 'audti'", "did you mean audit?"]),
+    (["plan", "-f", "{two}"], ["two.yaml:1", "spec.containers[0].resources.limits[nvidia.com/gpu]",
+                               "'two' is not a valid quantity"]),
+    (["audit", "-f", "{two}"], ["two.yaml:1", "'two' is not a valid quantity"]),
+])
+def test_bad_numbers_and_flags_are_one_line_exit_2(tmp_path, args, words):
+    """Issue 46: ports, days, durations, counts and quantities; a flag or command misspelt gets the
+    command's usage and the nearest one; nothing is written."""
+    pod = json.loads(json.dumps(GPU_POD))
+    pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "two"
+    (tmp_path / "two.yaml").write_text(yaml.safe_dump(pod))
+    result = run(tmp_path, *[a.format(two=tmp_path / "two.yaml") for a in args])
+    line = one_line_error(result, *words)
+    assert line.startswith("dra-bridge: error: ")
+    assert not (tmp_path / "out").exists()
+    if "unrecognized" in line:
+        assert result.stderr.startswith(f"usage: dra-bridge {args[0]}")  # the command's usage, not the top's
 
 
 def test_serve_uses_a_cluster_only_when_told(tmp_path, kube):

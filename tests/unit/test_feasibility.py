@@ -231,7 +231,8 @@ def test_node_objects_in_an_inventory_file_are_read(tmp_path):
     from app.cli import load_inventory
 
     path = tmp_path / "inventory.yaml"
-    path.write_text("apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n  labels:\n    region: east\n")
+    path.write_text("apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n  labels:\n    region: east\n---\n"
+                    "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata:\n  name: gpu.nvidia.com\n")
     assert load_inventory(str(path)).nodes == {"n1": {"region": "east"}}
 
 
