@@ -117,7 +117,8 @@ def run_audit(args) -> int:
     opt_in = OptIn.parse(args.opt_in_label, "--opt-in-label")
     found = None
     if not args.filename or args.inventory == "live":
-        found = kube.connect(args.kubeconfig, args.context, timeout_retries=False)
+        found = kube.connect(args.kubeconfig, args.context, timeout_retries=False,
+                             request_timeout=args.request_timeout)
         if found is None:
             raise BridgeError("audit needs -f FILE or a cluster: --kubeconfig, $KUBECONFIG, ~/.kube/config "
                               "or in-cluster; none was found")

@@ -8,7 +8,7 @@ import os
 from app.common import InputError
 from app.migration import OPT_IN_LABEL
 
-from .parser import BadValue
+from .parser import BadValue, positive_seconds
 
 EXITS = "exit codes: 0 done; 2 bad input or configuration (one line naming the flag, file or field)"
 # The offline commands read no DRA_BRIDGE_* variable (those configure the serve and reporter
@@ -47,8 +47,12 @@ def opt_in(p, elsewhere: str) -> None:
              f"--template-namespace-label); {elsewhere}; '' for every namespace")
 
 
-def kube_flags(p) -> None:
+def kube_flags(p, request_timeout: bool = True) -> None:
     opt(p, "--kubeconfig", env="kubeconfig",
         help="kubeconfig file; else $KUBECONFIG (several paths merged), ~/.kube/config, the in-cluster "
              "service account", shown="as kubectl finds it")
     opt(p, "--context", env="context", help="kubeconfig context", shown="the current context")
+    if request_timeout:  # the CLI's; the daemons bound each call by their own --api-timeout
+        opt(p, "--request-timeout", type=positive_seconds, default=30.0,
+            help="seconds a single request to the API server may take before the command gives up (exit 3), "
+                 "as kubectl's")

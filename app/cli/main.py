@@ -12,13 +12,14 @@ import os
 import sys
 
 from app import __version__
-from app.common import BridgeError, InputError, PolicyError, vocabulary
+from app.common import BridgeError, ClusterUnreachable, InputError, PolicyError, vocabulary
 from app.migration import OPT_IN_LABEL
 
 from .flags import EXITS, OFFLINE, VARIABLES, kube_flags, opt, opt_in
 from .parser import Parser, at_least, port, positive_seconds, seconds
 
 EXIT_BAD_INPUT = 2
+EXIT_UNREACHABLE = 3  # could not ask the cluster: never read as an answer
 log = logging.getLogger("dra_bridge")
 
 
@@ -74,7 +75,7 @@ def _add_serve(sub) -> None:
              "without it, serve talks to a cluster only when in-cluster or given --kubeconfig/--context")
     opt(p, "--inventory", env="inventory", help="'live' (list and watch the cluster) or a file of ResourceSlices "
                                                 "and DeviceClasses", shown="the bundled example inventory")
-    kube_flags(p)
+    kube_flags(p, request_timeout=False)
     opt(p, "--log-format", env="log_format", default="text", choices=["json", "text"], help="log lines as")
     opt(p, "--log-level", env="log_level", default="info", choices=["debug", "info", "warning", "error"],
         help="least severe level logged")
@@ -176,7 +177,7 @@ def _add_classes(sub) -> None:
 def _add_audit(sub) -> None:
     p = sub.add_parser("audit", help="list pods and workloads still on legacy GPU resources", epilog=
                        "exit codes: 0 nothing needs attention; 1 an object is unsatisfiable on --inventory or "
-                       "needs attention; 2 bad input, or the cluster could not be read" + VARIABLES)
+                       "needs attention; 2 bad input, or no cluster configured; 3 could not ask the cluster" + VARIABLES)
     p.set_defaults(runner=("auditcli", "run_audit"))
     p.add_argument("-f", "--filename", action="append",
                    help="audit these files instead of the cluster (repeatable) (default: the cluster)")
@@ -193,7 +194,7 @@ def _add_audit(sub) -> None:
 def _add_quota(sub) -> None:
     p = sub.add_parser("quota", help="GPU quotas and Kueue queues: the DRA keys that make migrated pods count "
                        "against the same budgets (printed, never written)", epilog="exit codes: 0 every budget counts "
-                       "them already; 1 changes proposed; 2 bad input, or no cluster to read" + VARIABLES)
+                       "them already; 1 changes proposed; 2 bad input, or no cluster configured; 3 could not ask the cluster" + VARIABLES)
     p.set_defaults(runner=("quotacli", "run_quota"))
     p.add_argument("-f", "--filename", action="append", help="ResourceQuotas, DeviceClasses, ClusterQueues, Kueue's "
                    "ConfigMap from these files (repeatable) (default: the cluster)")
@@ -231,7 +232,7 @@ def _add_reporter(sub) -> None:
                    help="with --once, also print the DeviceClasses the slices need (NVIDIA's gpu/mig classes) "
                         "(default: on)")
     opt(p, "-o", "--output", choices=["yaml"], default="yaml", help="--once output format")
-    kube_flags(p)
+    kube_flags(p, request_timeout=False)
     opt(p, "--health-port", env="health_port", default=8081, type=port, help="/healthz and /metrics port (0: off)")
     p.add_argument("--max-rounds", type=int, default=0, help=argparse.SUPPRESS)
     opt(p, "--log-format", env="log_format", default="text", choices=["json", "text"], help="log lines as")
@@ -267,7 +268,7 @@ def _add_rollout(sub) -> None:
         help="evict bare pods too (nothing recreates them: they are lost), as `kubectl drain --force`")
     opt(waves, "--delete-emptydir-data", action="store_true",
         help="evict pods with emptyDir volumes (their data is deleted), as `kubectl drain --delete-emptydir-data`")
-    exits = ("exit codes: 0 done; 1 {what}; 2 bad input, or the cluster could not be read" + VARIABLES)
+    exits = ("exit codes: 0 done; 1 {what}; 2 bad input; 3 could not ask the cluster" + VARIABLES)
     plan = actions.add_parser("plan", parents=[common, waves], help="the waves, their pods and what blocks them",
                               epilog=exits.format(what="a wave is blocked"))
     plan.add_argument("-f", "--filename", action="append",
@@ -294,7 +295,7 @@ def _add_rollout(sub) -> None:
     opt(status, "-o", "--output", choices=["table", "json"], default="table", help="stdout format")
     status.epilog = ("exit codes: 0 every GPU pod bound where it asks; 1 a GPU pod is Pending, on a node that no "
                      "longer advertises what it holds, or a GPU workload is short of pods (each named); 2 bad "
-                     "input, or the cluster could not be read" + VARIABLES)
+                     "input; 3 could not ask the cluster" + VARIABLES)
     status.set_defaults(wave_size=1, max_unavailable_gpus=None)
 
 
@@ -361,12 +362,27 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "runner", None):  # set by its parser; imported when run: `plan` never loads the server
             module, function = args.runner
             return getattr(importlib.import_module(f"app.cli.{module}"), function)(args)
+    except ClusterUnreachable as exc:
+        print(f"dra-bridge: error: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     except (BridgeError, InputError, PolicyError) as exc:
         print(f"dra-bridge: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Exception as exc:
+        if not _from_the_api(exc):
+            raise
+        from app.kube import last_target, unreachable
+        print(f"dra-bridge: error: {unreachable(last_target(), exc)}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `| head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     return EXIT_BAD_INPUT
+
+
+def _from_the_api(exc: Exception) -> bool:
+    """A failure talking to the API server that no command turned into its own line."""
+    return type(exc).__module__.startswith(("urllib3", "kubernetes")) or isinstance(exc, (TimeoutError,
+                                                                                          ConnectionError))

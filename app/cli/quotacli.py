@@ -30,7 +30,8 @@ def _from_files(paths: list[str]) -> tuple[dict[str, list[dict]], KueueView | No
 
 
 def _from_cluster(args) -> tuple[dict[str, list[dict]], KueueView | None]:
-    connected = kube.connect(args.kubeconfig, args.context, timeout_retries=False)
+    connected = kube.connect(args.kubeconfig, args.context, timeout_retries=False,
+                             request_timeout=args.request_timeout)
     if connected is None:
         raise BridgeError("quota needs -f FILE or a cluster: --kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster; "
                           "none was found")

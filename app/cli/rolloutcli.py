@@ -34,7 +34,7 @@ def run_rollout(args) -> int:
     if getattr(args, "filename", None):
         objects = _from_files(args.filename)
     else:
-        found = kube.connect(args.kubeconfig, args.context)
+        found = kube.connect(args.kubeconfig, args.context, request_timeout=args.request_timeout)
         if found is None:
             raise BridgeError("rollout needs a cluster (--kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster)"
                               " or, for plan and status, -f FILE (an export)")

@@ -5,6 +5,11 @@ class BridgeError(Exception):
     """Base class: every error we raise on purpose."""
 
 
+class ClusterUnreachable(BridgeError):
+    """The command could not ask the cluster (refused, timed out, TLS, forbidden): exit 3, never
+    read as an answer."""
+
+
 class InputError(BridgeError):
     """Bad user input; `field` names where (dotted / indexed path)."""
 

@@ -1,7 +1,7 @@
 """The only package that talks to the Kubernetes API: clients, raw list/watch reads, the live
 inventory (ResourceSlices, DeviceClasses, ResourceClaims), templates and namespace labels."""
 
-from .client import (ApiTarget, api_client, api_client_for_host, api_message, connect, kubeconfig_paths, list_items,
+from .client import (ApiTarget, api_client, api_client_for_host, api_message, connect, kubeconfig_paths, last_target, list_items,
                      list_pages, probe, raw_get, raw_send, unreachable)
 from .admission_policies import AdmissionPolicySync
 from .claimreader import ClaimReader
@@ -15,6 +15,6 @@ from .namespaces import NamespaceLabels, NamespaceLookupError, opted_in_pods
 from .template_gc import Lease, TemplateCollector, TemplateWatch
 from .templates import TemplateConflict, TemplateStore
 
-__all__ = ["AdmissionPolicySync", "list_kueue", "list_queues", "read_queues", "read_kueue", "ClaimReader", "EventSink", "NodeWrites", "LeaseStore", "rollout_snapshot", "Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "opted_in_pods", "TemplateConflict", "TemplateStore", "ApiTarget", "api_client", "connect", "kubeconfig_paths", "unreachable", "api_client_for_host", "api_message", "probe", "raw_send",
+__all__ = ["AdmissionPolicySync", "list_kueue", "list_queues", "read_queues", "read_kueue", "ClaimReader", "EventSink", "NodeWrites", "LeaseStore", "rollout_snapshot", "Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "opted_in_pods", "TemplateConflict", "TemplateStore", "ApiTarget", "api_client", "connect", "kubeconfig_paths", "last_target", "unreachable", "api_client_for_host", "api_message", "probe", "raw_send",
            "list_items", "list_pages",
            "raw_get"]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 import concurrent.futures
+import logging
 import os
+import re
+import warnings
 from dataclasses import dataclass
 
 import orjson
@@ -14,7 +15,9 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from app.common import BridgeError
+from app.common import BridgeError, ClusterUnreachable
+
+log = logging.getLogger("dra_bridge.kube")
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,8 @@ def kubeconfig_paths(kubeconfig: str | None, environ=os.environ, ambient: bool =
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None, timeout_retries: bool = False,
-            environ=os.environ, ambient: bool = True) -> tuple[client.ApiClient, ApiTarget] | None:
+            environ=os.environ, ambient: bool = True,
+            request_timeout: float | None = None) -> tuple[client.ApiClient, ApiTarget] | None:
     """(ApiClient, where it points) from --kubeconfig, $KUBECONFIG, ~/.kube/config or the in-cluster
     service account, in kubectl's order; None when there is none of them. `ambient` False (serve):
     $KUBECONFIG and ~/.kube/config only when a --context names one, so a kubeconfig lying around
@@ -86,7 +90,16 @@ def connect(kubeconfig: str | None = None, context: str | None = None, timeout_r
                           "see `kubectl config view`") from None
     # Retrying inside an admission call would blow the webhook timeout; callers decide.
     configuration.retries = urllib3.Retry(total=0, connect=0, read=0) if not timeout_retries else None
-    return client.ApiClient(configuration), target
+    if not configuration.verify_ssl:  # said once, in our words, instead of urllib3's warning per request
+        warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+        if target not in _CONNECTED:
+            log.warning("TLS verification is off for %s (insecure-skip-tls-verify): anyone on the path can "
+                        "answer as the API server", target)
+    api = client.ApiClient(configuration)
+    if request_timeout:
+        _cap_requests(api, request_timeout)
+    _CONNECTED.append(target)
+    return api, target
 
 
 def api_client(kubeconfig: str | None = None, timeout_retries: bool = False,
@@ -96,10 +109,29 @@ def api_client(kubeconfig: str | None = None, timeout_retries: bool = False,
     return found[0] if found else None
 
 
-def unreachable(target, exc: Exception) -> BridgeError:
-    """One line for an API the command could not reach (refused, TLS, DNS, timeout)."""
-    return BridgeError(f"cannot use the Kubernetes API at {target}: {why_failed(exc)} "
-                       "(check --kubeconfig/--context, or that the cluster is up)")
+def unreachable(target, exc: Exception) -> ClusterUnreachable:
+    """One line for an API the command could not ask (refused, TLS, DNS, timeout, an error status)."""
+    return ClusterUnreachable(f"cannot use the Kubernetes API at {target or 'the configured server'}: "
+                              f"{why_failed(exc)} (check --kubeconfig/--context, or that the cluster is up)")
+
+
+def last_target() -> ApiTarget | None:
+    """Where the last `connect` of this process points: what a CLI command's failure names."""
+    return _CONNECTED[-1] if _CONNECTED else None
+
+
+_CONNECTED: list[ApiTarget] = []
+
+
+def _cap_requests(api: client.ApiClient, seconds: float) -> None:
+    """kubectl's --request-timeout: no single request waits longer (the caller's own bound, when
+    shorter, stays)."""
+    call = api.call_api
+
+    def capped(*args, _request_timeout=None, **kwargs):
+        bound = seconds if not isinstance(_request_timeout, (int, float)) else min(_request_timeout, seconds)
+        return call(*args, _request_timeout=bound, **kwargs)
+    api.call_api = capped
 
 
 def probe(api: client.ApiClient, timeout_s: float = 3.0) -> str | None:

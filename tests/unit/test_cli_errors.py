@@ -31,8 +31,8 @@ def run(tmp_path, *args, env=None, timeout=60):
                           env=env or clean_env(tmp_path), timeout=timeout)
 
 
-def one_line_error(result, *words) -> str:
-    assert result.returncode == 2, (result.returncode, result.stderr)
+def one_line_error(result, *words, code=2) -> str:
+    assert result.returncode == code, (result.returncode, result.stderr)
     assert "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1, result.stderr
@@ -100,18 +100,33 @@ def test_certs_inject_writes_an_overlay_not_the_base(tmp_path):
 
 # --- clusters ---------------------------------------------------------------------------------
 
-def test_audit_against_an_unreachable_cluster(tmp_path):
+def kubeconfig_at(path, server):
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}]}))
+
+
+@pytest.mark.parametrize("command", [["audit"], ["quota"], ["rollout", "status"], ["rollout", "plan"]])
+def test_a_cluster_that_does_not_answer_is_one_line_and_exit_3(tmp_path, command):
+    """Issue 46: refused, or accepting and never answering (--request-timeout bounds each
+    request): one line naming the server and context, exit 3 (never 1, "found something")."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
-    (tmp_path / "kc").write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "c", "user": "u"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}]}))
-    line = one_line_error(run(tmp_path, "audit", "--kubeconfig", "kc"), f"127.0.0.1:{port}", "refused",
-                          "context fake")
+    kubeconfig_at(tmp_path / "kc", f"http://127.0.0.1:{port}")
+    line = one_line_error(run(tmp_path, *command, "--kubeconfig", "kc"), f"127.0.0.1:{port}", "refused",
+                          "context fake", code=3)
     assert "urllib3" not in line
+    with socket.socket() as hanging:
+        hanging.bind(("127.0.0.1", 0))
+        hanging.listen(8)  # accepts, never answers
+        kubeconfig_at(tmp_path / "kc", f"http://127.0.0.1:{hanging.getsockname()[1]}")
+        started = time.monotonic()
+        result = run(tmp_path, *command, "--kubeconfig", "kc", "--request-timeout", "1")
+        assert time.monotonic() - started < 20
+        one_line_error(result, f"127.0.0.1:{hanging.getsockname()[1]}", "context fake", code=3)
 
 
 def test_kubeconfig_naming_a_missing_file(tmp_path):
