@@ -15,14 +15,14 @@ import urllib3
 from app import dra, kube
 from app.application.engine import report as policy_report
 from app.application import (ClusterFacts, admin_access, claim_objects, rollout, cluster_facts, inventory_source,
-                             live_inventory, read_kueue_view, scan, unmigrated)
+                             read_kueue_view, scan, unmigrated)
 from app.application.manifests import ObjectReport, exit_status, kueue_of_inputs, namespace_labels, objects_of, \
     plan_objects
 from app.common import BridgeError, by_kind, controller_ref, dump_documents, labels_by_name, view_of
 from app.migration import OptIn, extended_resources, queue_use, quota_use
 from app.policy import load_policy
 
-from .inputs import load_inventory, read_some_inputs
+from .inputs import choose_inventory, read_some_inputs
 from .output import clip
 
 # Workloads whose pod templates we read; bare pods are audited, pods owned by these are not.
@@ -129,11 +129,9 @@ def run_audit(args) -> int:
     else:
         inputs, controlled = _from_cluster(found, live_objects, args.namespace)
         namespaces = _from_cluster(found, lambda api: labels_by_name(kube.list_items(api, "/api/v1/namespaces")))
-    ix = None
-    if args.inventory == "live":
-        ix = dra.build_index(_from_cluster(found, live_inventory))
-    elif args.inventory:
-        ix = dra.build_index(load_inventory(args.inventory))
+    inventory, where = choose_inventory(args.inventory, lambda: found)
+    ix = dra.build_index(inventory) if inventory is not None else None
+    sys.stderr.write(f"judged against: {inventory_source(ix, where)}\n")
     # Objects that name no namespace land in the default one, as kubectl would put them.
     if args.filename:
         kueue = kueue_of_inputs(inputs)
@@ -147,7 +145,6 @@ def run_audit(args) -> int:
     if not args.filename:
         existing += _from_cluster(found, claim_objects, args.namespace)
     _default_namespace(existing, args.namespace or "default")
-    where = "live cluster" if args.inventory == "live" else f"inventory {args.inventory}"
     facts = cluster_facts(policy, ix, source=inventory_source(ix, where), objects=existing, kueue=kueue,
                           classes=classes, namespaces=namespaces, claims_known=True if not args.filename else None)
     result = plan_objects(inputs, policy, args.namespace or "default", facts, opt_in)

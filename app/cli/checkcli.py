@@ -11,7 +11,7 @@ from app.policy import load_policy
 from app.application import EveryNamespace, admin_label_rule, chain, cluster_facts, inventory_source
 from app.application.manifests import objects_of
 
-from .inputs import load_inventory, read_inputs
+from .inputs import INVENTORY_HELP, ambient_cluster, choose_inventory, read_inputs
 
 
 def check_object(obj: dict, ix: dra.Index, namespaces: dict | None = None) -> dra.Verdict:
@@ -29,12 +29,11 @@ def check_object(obj: dict, ix: dra.Index, namespaces: dict | None = None) -> dr
 
 
 def run_check(args) -> int:
-    inventory = load_inventory(args.inventory)
-    if not args.inventory:
-        sys.stderr.write("judging against the bundled example inventory (8×H100, an A100 node with MIG, 4×L4), "
-                         "not your cluster: pass --inventory FILE (kubectl get resourceslices,deviceclasses,"
-                         "resourceclaims,devicetaintrules,nodes,namespaces -A -o yaml)\n")
+    inventory, where = choose_inventory(args.inventory, ambient_cluster)
+    if inventory is None:
+        raise InputError("--inventory", f"check judges claims against devices: name them ({INVENTORY_HELP})")
     ix = dra.build_index(inventory)
+    sys.stderr.write(f"judged against: {inventory_source(ix, where)}\n")
     inputs = read_inputs(args.filename)
     judge = _policy_judge(args.policy, ix, inputs, inventory.namespaces or {}) if args.policy else None
     rows = []

@@ -9,13 +9,14 @@ from app import dra
 from app.application import inventory_source
 from app.common import InputError, dump_documents
 
-from .inputs import load_inventory
+from .inputs import INVENTORY_HELP, ambient_cluster, choose_inventory
 
 
 def run_classes(args) -> int:
-    inventory = load_inventory(args.inventory)
+    inventory, where = choose_inventory(args.inventory, ambient_cluster)
+    if inventory is None:
+        raise InputError("--inventory", f"classes are made for the devices you name ({INVENTORY_HELP})")
     # Said first, as every command that judges devices says it: these classes are for this hardware.
-    where = args.inventory or "the bundled EXAMPLE inventory (not your cluster: pass --inventory FILE)"
     sys.stderr.write(f"judged against: {inventory_source(dra.build_index(inventory), where)}\n")
     try:
         generated = dra.generate_classes(inventory, args.driver)

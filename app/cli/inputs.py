@@ -64,6 +64,36 @@ def refuse_bad_quantities(inputs) -> None:
                                     raise InputError(f"{source}:{line}", f"{field}: {exc}") from None
 
 
+INVENTORY_HELP = ("'live' (the cluster's ResourceSlices, DeviceClasses, claims and Nodes), 'example' (the bundled "
+                  "example: 8xH100, an A100 with MIG, 4xL4; not your cluster), 'none', or a FILE of them")
+EXAMPLE_SAID = "the bundled EXAMPLE inventory (not your cluster)"
+
+
+def ambient_cluster():
+    """The cluster kubectl would ask ($KUBECONFIG, ~/.kube/config, in-cluster), for --inventory live
+    in commands without cluster flags; None where none is configured."""
+    from app import kube
+    return kube.connect(timeout_retries=False, request_timeout=30.0)
+
+
+def choose_inventory(value: str | None, connect=None) -> tuple[dra.Inventory | None, str]:
+    """One rule for every command's --inventory: (the inventory, what it is, for "judged against").
+    connect() -> (api, target) for 'live' (None where no cluster is configured)."""
+    chosen = value or "none"
+    if chosen == "none":
+        return None, "no inventory"
+    if chosen == "example":
+        return load_inventory(None), EXAMPLE_SAID
+    if chosen == "live":
+        found = connect() if connect else None
+        if found is None:
+            raise InputError("--inventory", "live needs a cluster: $KUBECONFIG, ~/.kube/config or in-cluster "
+                                            "(none was found)")
+        from app.application import live_inventory
+        return live_inventory(found[0]), f"live cluster {found[1].server} ({found[1].context or found[1].source})"
+    return load_inventory(chosen), f"inventory {chosen}"
+
+
 def load_inventory(path: str | None) -> dra.Inventory:
     """The inventory in a file, or the bundled example inventory when `path` is None."""
     if path:

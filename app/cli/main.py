@@ -16,6 +16,7 @@ from app.common import BridgeError, ClusterUnreachable, InputError, PolicyError,
 from app.migration import OPT_IN_LABEL
 
 from .flags import EXITS, OFFLINE, VARIABLES, kube_flags, opt, opt_in
+from .inputs import INVENTORY_HELP
 from .parser import Parser, at_least, port, positive_seconds, seconds
 
 EXIT_BAD_INPUT = 2
@@ -73,8 +74,8 @@ def _add_serve(sub) -> None:
     opt(p, "--demo", env="demo", action="store_true",
         help="no Kubernetes API and the bundled example inventory, whatever kubeconfig is around (`make run`); "
              "without it, serve talks to a cluster only when in-cluster or given --kubeconfig/--context")
-    opt(p, "--inventory", env="inventory", help="'live' (list and watch the cluster) or a file of ResourceSlices "
-                                                "and DeviceClasses", shown="the bundled example inventory")
+    opt(p, "--inventory", env="inventory", help=INVENTORY_HELP + "; live is watched",
+        shown="live with a cluster; example in demo mode")
     kube_flags(p, request_timeout=False)
     opt(p, "--log-format", env="log_format", default="text", choices=["json", "text"], help="log lines as")
     opt(p, "--log-level", env="log_level", default="info", choices=["debug", "info", "warning", "error"],
@@ -146,8 +147,7 @@ def _add_plan(sub) -> None:
     p.set_defaults(runner=("plancli", "run_plan"))
     _inputs(p)
     opt(p, "--policy", help="policy file", shown="the bundled policy")
-    opt(p, "--inventory", help="ResourceSlices + DeviceClasses file: check each migration against it",
-        shown="not checked")
+    opt(p, "--inventory", help=INVENTORY_HELP + ": check each migration against it", shown="none: not checked")
     opt(p, "-n", "--namespace", help="namespace for objects that name none (where their templates go)",
         shown="none")
     opt(p, "-o", "--output", choices=["yaml", "json", "diff"], default="yaml", help="stdout format")
@@ -160,7 +160,7 @@ def _add_check(sub) -> None:
                        "input, or no ResourceClaim or ResourceClaimTemplate in the input" + OFFLINE)
     p.set_defaults(runner=("checkcli", "run_check"))
     _inputs(p)
-    opt(p, "--inventory", help="ResourceSlices + DeviceClasses file", shown="the bundled example inventory")
+    opt(p, "--inventory", help=INVENTORY_HELP + " (required: none judges nothing)", shown="none")
     opt(p, "--policy", help="policy file: also judge claims, templates and pods by its rules, as the webhooks "
                             "would (exit 1 when one is denied)", shown="rules not judged")
     opt(p, "-o", "--output", choices=["text", "json"], default="text", help="stdout format")
@@ -170,7 +170,7 @@ def _add_classes(sub) -> None:
     p = sub.add_parser("classes", help="DeviceClasses serving nvidia.com/gpu and MIG resources through DRA "
                                        "(native path)", epilog=EXITS + OFFLINE)
     p.set_defaults(runner=("classescli", "run_classes"))
-    opt(p, "--inventory", help="ResourceSlices + DeviceClasses file", shown="the bundled example inventory")
+    opt(p, "--inventory", help=INVENTORY_HELP + " (required: none judges nothing)", shown="none")
     opt(p, "--driver", default=vocabulary.NVIDIA_DRIVER, help="the DRA driver whose devices the classes select")
 
 
@@ -184,7 +184,7 @@ def _add_audit(sub) -> None:
     kube_flags(p)
     opt(p, "-n", "--namespace", help="only this namespace of the cluster; with -f, the namespace of objects "
                                      "that name none", shown="all namespaces / default")
-    opt(p, "--inventory", help="'live' or a file: check each migration against it", shown="not checked")
+    opt(p, "--inventory", help=INVENTORY_HELP + ": check each migration against it", shown="none: not checked")
     opt(p, "--policy", help="policy file", shown="the bundled policy")
     opt(p, "-o", "--output", choices=["table", "wide", "json", "policyreport"], default="table",
         help="stdout format (wide: every reason, uncut)")

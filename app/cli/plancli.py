@@ -9,11 +9,12 @@ import sys
 from dataclasses import asdict
 
 from app import dra
+from app.application import inventory_source
 from app.application.manifests import STATUSES, ObjectReport, exit_status, manifest_facts, plan_objects
 from app.common import dump_document, dump_documents
 from app.policy import load_policy
 
-from .inputs import load_inventory, read_some_inputs
+from .inputs import ambient_cluster, choose_inventory, read_some_inputs
 from .output import clip
 
 _COLOURS = {"migrated": "32", "unchanged": "0", "unsatisfiable": "31", "needs-attention": "33"}
@@ -53,11 +54,13 @@ def summary_table(reports: list[ObjectReport], stream, colour: bool, wide: bool 
 
 def run_plan(args) -> int:
     policy = load_policy(args.policy)
-    ix = dra.build_index(load_inventory(args.inventory)) if args.inventory else None
     inputs = read_some_inputs(args.filename)
+    inventory, where = choose_inventory(args.inventory, ambient_cluster)
+    ix = dra.build_index(inventory) if inventory is not None else None
+    sys.stderr.write(f"judged against: {inventory_source(ix, where)}\n")
     # Manifests are what is proposed: the opt-in label is not judged (audit judges it), but the
     # policy's namespace rules are, with the labels of Namespace objects given.
-    result = plan_objects(inputs, policy, args.namespace, manifest_facts(inputs, policy, ix, f"inventory {args.inventory}"))
+    result = plan_objects(inputs, policy, args.namespace, manifest_facts(inputs, policy, ix, where))
     out = sys.stdout
     if args.output == "yaml":
         docs = list(result.templates.values()) + [applyable(p) for _o, p in result.objects]
@@ -79,8 +82,6 @@ def run_plan(args) -> int:
             out.writelines(difflib.unified_diff(before, after, f"{report.source} (legacy)", f"{report.source} (dra)"))
     colour = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
     summary_table(result.reports, sys.stderr, colour, getattr(args, "wide", False))
-    if ix is None:
-        sys.stderr.write("satisfiability not checked: pass --inventory FILE (e.g. from `dra-bridge reporter --once`)\n")
     return exit_status([r.status for r in result.reports])
 
 

@@ -55,10 +55,8 @@ def run_serve(args) -> int:
     if args.demo and (args.kubeconfig or args.context or args.inventory):
         raise InputError("--demo", "serves the bundled example inventory with no Kubernetes API: leave out "
                                    "--kubeconfig, --context and --inventory")
-    if args.inventory == "live":
-        inv = None
-    else:
-        inv = load_inventory(args.inventory)
+    # A file is read first: a bad one is said before certificates and the cluster.
+    inv = load_inventory(args.inventory) if args.inventory not in (None, "live", "example") else None
     _dev_certs(args.tls_cert, args.tls_key)
     context = tls.server_context(args.client_ca)
     reloader = tls.CertReloader(context, args.tls_cert, args.tls_key, args.client_ca)
@@ -79,7 +77,11 @@ def run_serve(args) -> int:
         if api_down:
             log.warning("kubernetes API at %s does not answer (%s): serving anyway; pods that need a new "
                         "template are refused or admitted unmigrated (policy onTemplateError) until it does", found[1].server, api_down)
-    if args.inventory == "live":
+    # Unsaid, serve judges the cluster it acts on; only demo mode judges the bundled example.
+    chosen = args.inventory or ("live" if api is not None else "example")
+    if chosen == "example":
+        inv = load_inventory(None)
+    if chosen == "live":
         # Watches need their own client: long reads must not share the admission path's pool.
         live = kube.LiveInventory(_own_client(args), dra.LiveIndex).start()
     elif inv.device_count == 0:
@@ -125,7 +127,9 @@ def run_serve(args) -> int:
                             limit_concurrency=args.max_connections, timeout_keep_alive=KEEP_ALIVE_S)
     config.load()
     config.ssl = context  # ours: TLS 1.2+, strong ciphers, reloadable
-    inventory_text = "live watch" if live is not None else f"{inv.source}, {inv.device_count} devices"
+    inventory_text = "live watch of the cluster" if live is not None else \
+        f"{inv.source if chosen != 'example' else 'the bundled EXAMPLE inventory (not your cluster)'}, " \
+        f"{inv.device_count} devices"
     servers = [_Started(config, lambda address: log.info(
         "dra-bridge %s listening on https://%s (policy: %s; inventory: %s; kubernetes: %s)", __version__, address,
         args.policy or "bundled default", inventory_text,

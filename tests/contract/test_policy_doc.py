@@ -74,11 +74,12 @@ def test_check_with_a_policy_judges_claims_and_pods_by_its_rules(tmp_path):
     objects.write_text((EXAMPLES / "max-gpus-per-pod" / "resources.yaml").read_text())
     policy = str(EXAMPLES / "max-gpus-per-pod" / "policy.yaml")
     judged = subprocess.run([sys.executable, "-m", "app", "check", "-f", str(objects), "--policy", policy, "-o",
-                             "json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                             "json", "--inventory", "example"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert judged.returncode == 1, judged.stderr
     rows = {(r["kind"], r["name"], r["source"].rsplit(":", 1)[1]): r["policy"] for r in yaml.safe_load(judged.stdout)}
     assert sorted(rows.values()) == ["allow", "allow", "allow", "allow", "deny", "deny"]
     assert rows[("Pod", "two-claims", "33")] == "deny" and rows[("Pod", "two-legacy", "8")] == "allow"
-    plain = subprocess.run([sys.executable, "-m", "app", "check", "-f", str(objects)], cwd=ROOT, capture_output=True,
+    plain = subprocess.run([sys.executable, "-m", "app", "check", "-f", str(objects), "--inventory", "example"],
+                           cwd=ROOT, capture_output=True,
                            text=True, timeout=120)
     assert plain.returncode == 0 and "Pod/" not in plain.stdout

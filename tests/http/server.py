@@ -60,7 +60,10 @@ def start(tmp_path, *args: str, certs: bool = True, env: dict | None = None) -> 
         write_bundle(cert_dir, ["localhost", "127.0.0.1"])
     port = free_port()
     log_path = str(tmp_path / "server.log")
+    # The example unless a test names one: these tests judge its devices, with a cluster or not.
+    named = any(a in ("--inventory", "--demo") for a in args)
     cmd = [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port),
+           *(() if named else ("--inventory", "example")),
            "--tls-cert", f"{cert_dir}/tls.crt", "--tls-key", f"{cert_dir}/tls.key",
            "--reload-interval", "0.2", *(() if "--drain-seconds" in args else ("--drain-seconds", "0")), *args]
     env = {**clean_env(tmp_path), **(env or {})}

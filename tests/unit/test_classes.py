@@ -60,15 +60,20 @@ def test_two_classes_claiming_one_name_are_refused(tmp_path):
 
 
 def test_cli_prints_classes_to_apply():
-    result = subprocess.run([sys.executable, "-m", "app", "classes"], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "app", "classes", "--inventory", "example"], cwd=ROOT,
+                            capture_output=True, text=True)
     assert result.returncode == 0
     docs = list(yaml.safe_load_all(result.stdout))
     assert {d["kind"] for d in docs} == {"DeviceClass"} and docs[0]["spec"]["extendedResourceName"] == "nvidia.com/gpu"
 
 
 def test_classes_say_what_hardware_they_were_judged_against():
-    """Issue 46: classes of the bundled example's A100s must not look like classes for yours."""
-    result = subprocess.run([sys.executable, "-m", "app", "classes"], cwd=ROOT, capture_output=True, text=True)
+    """Issue 46: classes of the bundled example's A100s must not look like classes for yours:
+    without an inventory named, none are printed; with the example, it is said."""
+    unnamed = subprocess.run([sys.executable, "-m", "app", "classes"], cwd=ROOT, capture_output=True, text=True)
+    assert unnamed.returncode == 2 and not unnamed.stdout and "--inventory" in unnamed.stderr
+    result = subprocess.run([sys.executable, "-m", "app", "classes", "--inventory", "example"], cwd=ROOT,
+                            capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout
-    assert result.stderr.startswith("judged against: the bundled EXAMPLE inventory (not your cluster: pass "
-                                    "--inventory FILE), 3 node(s), 28 device(s)")
+    assert result.stderr.startswith("judged against: the bundled EXAMPLE inventory (not your cluster), "
+                                    "3 node(s), 28 device(s)")

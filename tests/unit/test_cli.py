@@ -46,7 +46,7 @@ def test_serve_with_no_flags_generates_dev_certs_and_starts(tmp_path):
         assert (tmp_path / "certs" / "ca.crt").exists()
         with server.client() as c:
             assert c.get("/readyz").json()["checks"] == {"certificates": True, "inventory": True}
-        assert "bundled example inventory" in server.log()
+        assert "bundled EXAMPLE inventory" in server.log()
     finally:
         server.stop()
 
@@ -92,9 +92,10 @@ def test_plan_bad_input_exits_2_naming_the_source(text, where):
 
 
 def test_check_reports_verdicts_and_exit_codes(tmp_path):
-    ok = run("check", "-f", str(EXAMPLES / "claims" / "one-gpu.yaml"))
+    ok = run("check", "-f", str(EXAMPLES / "claims" / "one-gpu.yaml"), "--inventory", "example")
     assert ok.returncode == 0 and ok.stdout.startswith("satisfiable")
-    bad = run("check", "-f", str(EXAMPLES / "claims" / "four-mig-1g5gb-same-gpu.yaml"), "-o", "json")
+    bad = run("check", "-f", str(EXAMPLES / "claims" / "four-mig-1g5gb-same-gpu.yaml"), "-o", "json",
+              "--inventory", "example")
     assert bad.returncode == 1
     [row] = __import__("json").loads(bad.stdout)
     assert row["status"] == "never" and "mig-1g-5gb" in row["message"] and len(row["closest"]) == 3
@@ -106,7 +107,7 @@ def test_check_reports_verdicts_and_exit_codes(tmp_path):
     on_h100 = run("check", "-f", str(EXAMPLES / "claims" / "a100-gpu.yaml"),
                   "--inventory", str(slices))
     assert on_h100.returncode == 1 and "productName" in on_h100.stdout  # an A100 selector on an H100-only node
-    missing = run("check", "-f", "/nonexistent.yaml")
+    missing = run("check", "-f", "/nonexistent.yaml", "--inventory", "example")
     assert missing.returncode == 2 and "no such file" in missing.stderr
 
 
@@ -176,15 +177,18 @@ def test_issue_25_a_bad_kubeconfig_is_one_line_and_exit_2(tmp_path, shape, comma
 def test_issue_25_empty_inputs_are_an_error_and_check_says_which_inventory(tmp_path):
     empty = tmp_path / "empty.yaml"
     empty.write_text("# nothing here\n")
-    for command in (["plan", "-f", str(empty)], ["audit", "-f", str(empty)], ["check", "-f", str(empty)]):
+    for command in (["plan", "-f", str(empty)], ["audit", "-f", str(empty)],
+                    ["check", "-f", str(empty), "--inventory", "example"]):
         result = run(*command)
         assert result.returncode == 2 and "Traceback" not in result.stderr, (command, result.stderr)
         assert result.stderr.strip().splitlines()[-1].startswith(f"dra-bridge: error: {empty}"), result.stderr
-    bundled = run("check", "-f", str(EXAMPLES / "claims" / "one-gpu.yaml"))
-    assert bundled.returncode == 0 and "judging against the bundled example inventory" in bundled.stderr
+    unnamed = run("check", "-f", str(EXAMPLES / "claims" / "one-gpu.yaml"))
+    assert unnamed.returncode == 2 and "dra-bridge: error: --inventory" in unnamed.stderr  # none judges nothing
+    bundled = run("check", "-f", str(EXAMPLES / "claims" / "one-gpu.yaml"), "--inventory", "example")
+    assert bundled.returncode == 0 and "judged against: the bundled EXAMPLE inventory" in bundled.stderr
     chosen = run("check", "-f", str(EXAMPLES / "claims" / "one-gpu.yaml"), "--inventory",
                  str(ROOT / "app" / "data" / "example-inventory.yaml"))
-    assert chosen.returncode == 0 and "bundled example" not in chosen.stderr
+    assert chosen.returncode == 0 and "judged against: inventory " in chosen.stderr and "EXAMPLE" not in chosen.stderr
 
 
 def test_issue_25_diff_shows_new_templates_and_wide_shows_every_reason(tmp_path):

@@ -294,7 +294,7 @@ def test_plan_and_audit_exit_1_when_an_object_needs_attention(tmp_path):
 
 def test_check_on_a_file_without_claims_says_so_and_exits_2(tmp_path):
     (tmp_path / "pod.yaml").write_text(yaml.safe_dump(GPU_POD))
-    one_line_error(run(tmp_path, "check", "-f", "pod.yaml"), "pod.yaml", "no ResourceClaim or ResourceClaimTemplate")
+    one_line_error(run(tmp_path, "check", "-f", "pod.yaml", "--inventory", "example"), "pod.yaml", "no ResourceClaim or ResourceClaimTemplate")
 
 
 # --- help ---------------------------------------------------------------------------------------

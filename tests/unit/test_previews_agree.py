@@ -98,7 +98,7 @@ def test_a_namespace_budget_denial_is_said_alike_by_webhook_plan_audit_check_and
     [row] = [o for o in json.loads(out)["objects"] if o["kind"] == "Pod"]
     assert row["path"] == "denied" and row["status"] != "migrated" and code == 1, row
 
-    code, out = run(capsys, "check", "-f", export, "--policy", policy, "-o", "json")
+    code, out = run(capsys, "check", "-f", export, "--policy", policy, "-o", "json", "--inventory", "example")
     [checked] = [r for r in json.loads(out) if r["kind"] == "Pod"]
     assert checked["policy"] == "deny" and code == 1, checked
 
