@@ -14,7 +14,7 @@ from app.application import EveryNamespace, cluster_facts, inventory_source
 from app.application.chain import RESULTS, answer
 from app.policy import load_policy
 
-from .inputs import load_inventory
+from .inputs import choose_inventory
 
 TEST_KIND = "PolicyTest"
 # Every field a PolicyTest and one of its results may have: a misspelt one is an error, never a
@@ -72,14 +72,17 @@ def _run_file(path: str, verbose: bool) -> tuple[int, int]:
     test = _read_test(path)
     base = os.path.dirname(path)
     policy = load_policy(_beside(base, test, "policy", path))
-    inventory = load_inventory(_beside(base, test, "inventory", path, required=False))
+    named = _beside(base, test, "inventory", path, required=False)
+    # A test is a fixture: one that names no inventory runs on the bundled example, and says so.
+    inventory, where = choose_inventory(named or "example")
     index = dra.build_index(inventory)
     objects, namespaces = _resources(base, test, path)
-    facts = cluster_facts(policy, index, source=inventory_source(index, "inventory"), objects=objects.values(),
+    facts = cluster_facts(policy, index, source=inventory_source(index, where), objects=objects.values(),
                           claims_known=True, namespaces=EveryNamespace(namespaces))
     passed = 0
     cases = _cases(test, path)
-    print(f"{path}: {test.get('metadata', {}).get('name', '')} ({len(cases)} result(s))")
+    print(f"{path}: {test.get('metadata', {}).get('name', '')} ({len(cases)} result(s); judged against: "
+          f"{inventory_source(index, where)})")
     for case in cases:
         matches = [o for (kind, ns, name), o in objects.items() if kind == case.kind and name == case.name
                    and (case.namespace is None or ns == case.namespace)]
