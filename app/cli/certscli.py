@@ -11,6 +11,8 @@ import yaml
 
 from app.common import InputError, read_objects, view_of
 
+from .namespacemove import namespace_patches
+
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 TLS_SECRET = "dra-bridge-tls"
 BASE_IMAGE = "registry.example.com/dra-bridge"  # the placeholder the manifests name: no image is published
@@ -22,7 +24,8 @@ def run_certs(args) -> int:
     out = args.out
     if args.image and not args.inject:
         raise InputError("--image", "only with --inject: it is the image the overlay deploys (nothing else uses it)")
-    webhooks = webhook_configurations(args.inject) if args.inject else []  # checked before anything is written
+    objects = base_objects(args.inject) if args.inject else []
+    webhooks = webhook_configurations(objects, args.inject) if args.inject else []  # checked before anything is written
     _check_out_folder(out, args.force)
     hosts = certs.service_hosts(args.service, args.namespace) + list(args.host)
     try:
@@ -34,7 +37,10 @@ def run_certs(args) -> int:
         with open(bundle.ca_cert, "rb") as handle:
             ca_b64 = base64.b64encode(handle.read()).decode()
         path = os.path.join(out, "kustomization.yaml")
-        text = overlay(os.path.relpath(args.inject, out), webhooks, ca_b64, args.namespace, args.image)
+        base_namespace = next((view_of(o).name for o in objects if o.get("kind") == "Namespace"), "dra-bridge")
+        moves = namespace_patches(objects, base_namespace, args.namespace) if args.namespace != base_namespace else []
+        text = overlay(os.path.relpath(args.inject, out), webhooks, ca_b64, args.namespace, args.image, moves,
+                       os.path.abspath(args.inject))
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(text)
         names = ", ".join(f"{kind}/{name}" for kind, name, _n in webhooks)
@@ -56,20 +62,23 @@ def _check_out_folder(out: str, force: bool) -> None:
         raise InputError("--out", f"{out}: cannot create it ({exc.strerror or exc})") from None
 
 
-def webhook_configurations(folder: str) -> list[tuple[str, str, int]]:
-    """(kind, name, number of webhooks) of each webhook configuration in a kustomize base."""
+def base_objects(folder: str) -> list[dict]:
+    """The objects of a kustomize base's files (its kustomization files left out)."""
     if not os.path.isdir(folder):
         raise InputError("--inject", f"{folder}: no such folder (name the kustomize base, e.g. manifests/)")
     found = []
     for root, dirs, files in os.walk(folder):
         dirs.sort()
         for name in sorted(files):
-            if not name.endswith((".yaml", ".yml")) or name.startswith("kustomization."):
-                continue
-            for _line, obj in read_objects(os.path.join(root, name)):
-                if obj.get("kind") in WEBHOOK_KINDS:
-                    found.append((obj["kind"], view_of(obj).name,
-                                  len(obj.get("webhooks") or [])))
+            if name.endswith((".yaml", ".yml")) and not name.startswith("kustomization."):
+                found += [obj for _line, obj in read_objects(os.path.join(root, name))]
+    return found
+
+
+def webhook_configurations(objects: list[dict], folder: str) -> list[tuple[str, str, int]]:
+    """(kind, name, number of webhooks) of each webhook configuration in a kustomize base."""
+    found = [(obj["kind"], view_of(obj).name, len(obj.get("webhooks") or [])) for obj in objects
+             if obj.get("kind") in WEBHOOK_KINDS]
     if not found:
         raise InputError("--inject", f"{folder}: no Mutating/ValidatingWebhookConfiguration in it")
     return found
@@ -87,10 +96,12 @@ def _image(image: str) -> dict:
 
 
 def overlay(base: str, webhooks: list[tuple[str, str, int]], ca_b64: str, namespace: str,
-            image: str | None) -> str:
-    """A kustomization: the base, the TLS Secret from the files beside it, every webhook's caBundle."""
+            image: str | None, moves: list[dict] = (), base_at: str = "") -> str:
+    """A kustomization: the base, the TLS Secret from the files beside it, every webhook's caBundle;
+    with moves (namespace_patches), the whole base in `namespace`."""
     doc: dict = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        **({"namespace": namespace} if moves else {}),
         "resources": [base],
         "secretGenerator": [{"name": TLS_SECRET, "namespace": namespace, "type": "kubernetes.io/tls",
                              "files": ["tls.crt", "tls.key"], "options": {"disableNameSuffixHash": True}}],
@@ -99,8 +110,12 @@ def overlay(base: str, webhooks: list[tuple[str, str, int]], ca_b64: str, namesp
                                                "value": ca_b64} for i in range(count)], width=100000)}
                     for kind, name, count in webhooks],
     }
+    doc["patches"] += [{"target": move["target"], "patch": yaml.safe_dump(move["ops"], width=100000)}
+                       for move in moves]
     if image:
         doc["images"] = [{"name": BASE_IMAGE, **_image(image)}]
     header = ("# Written by `dra-bridge certs --inject`: deploy with `kubectl apply -k` on this folder.\n"
-              "# tls.key is beside this file: keep the folder out of version control.\n")
+              "# tls.key is beside this file: keep the folder out of version control.\n"
+              f"# The base is {base_at or base} (`resources` names it relative to this folder): after moving\n"
+              "# either, or to take a newer release's base, point `resources` at it; the image is `images`.\n")
     return header + yaml.safe_dump(doc, sort_keys=False, width=100000)

@@ -173,6 +173,44 @@ def test_ca_bundle_overlay_reaches_both_webhooks_and_leaves_the_base_alone(tmp_p
         kubernetes_validate.validate(doc, "1.34.0", strict=True)
 
 
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
+                  "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+
+
+def test_certs_namespace_moves_every_object_and_every_reference(tmp_path):
+    """Issue 46: `certs --namespace gpu-system --inject manifests/` once moved only the Secret. Now
+    every namespaced object, the Service references, the subjects, the webhooks' namespace
+    selectors, the policy ConfigMap flag and the reporter policy's service account all move."""
+    from app.cli import main
+
+    out = tmp_path / "deploy"
+    assert main(["certs", "--out", str(out), "--namespace", "gpu-system", "--inject", str(ROOT / "manifests"),
+                 "--image", "registry.example/dra-bridge:dev"]) == 0
+    rendered = [d for d in yaml.safe_load_all(kustomize(out)) if d]
+    assert len(rendered) == len(render("manifests")) + 1  # the Secret
+    for doc in rendered:
+        if doc["kind"] == "Namespace":
+            assert doc["metadata"]["name"] == "gpu-system"
+        elif doc["kind"] not in CLUSTER_SCOPED:
+            assert doc["metadata"]["namespace"] == "gpu-system", (doc["kind"], doc["metadata"]["name"])
+        for subject in doc.get("subjects") or []:
+            assert subject["namespace"] == "gpu-system"
+        for hook in doc.get("webhooks") or []:
+            assert hook["clientConfig"]["service"]["namespace"] == "gpu-system"
+        # No namespace name of the base is left anywhere a namespace is named.
+        text = json.dumps({k: v for k, v in doc.items() if k != "metadata"})
+        for named in ('"namespace": "dra-bridge"', '"kubernetes.io/metadata.name": "dra-bridge"', "=dra-bridge/",
+                      "serviceaccount:dra-bridge:"):
+            assert named not in text, (doc["kind"], doc["metadata"]["name"], named)
+    hooks = {d["kind"]: d for d in rendered if d["kind"].endswith("WebhookConfiguration")}
+    [_mutate, validate, policy] = hooks["MutatingWebhookConfiguration"]["webhooks"] + \
+        hooks["ValidatingWebhookConfiguration"]["webhooks"]
+    assert validate["namespaceSelector"]["matchExpressions"][0]["values"] == ["gpu-system", "kube-system"]
+    assert policy["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "gpu-system"}}
+    header = (out / "kustomization.yaml").read_text()
+    assert f"# The base is {ROOT / 'manifests'}" in header  # where it comes from, and how to update
+
+
 def test_rbac_grants_only_what_the_code_uses(objects):
     roles = {r["metadata"]["name"]: r for r in by_kind(objects, "ClusterRole")}
     assert set(roles) == set(GRANTED)
