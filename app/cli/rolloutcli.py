@@ -12,10 +12,12 @@ import threading
 
 from app import kube
 from app.application import read_kueue_view, rollout, snapshot_facts
-from app.common import BridgeError, InputError, read_objects, view_of
+from app.common import BridgeError, InputError, view_of
 from app.kube import LeaseStore, NodeWrites, rollout_snapshot
 from app.migration import OptIn
 from app.policy import load_policy
+
+from .inputs import read_inputs
 
 KINDS = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "ResourceQuota": "resourcequotas",
          "PodDisruptionBudget": "poddisruptionbudgets", "ResourceSlice": "resourceslices",
@@ -305,8 +307,8 @@ def _selector(text: str | None):
 def _from_files(paths: list[str]) -> dict[str, list[dict]]:
     """An export (`kubectl get nodes,pods,... -A -o yaml`) as the snapshot a cluster gives."""
     objects: dict[str, list[dict]] = {kind: [] for kind in KINDS.values()}
-    for path in paths:
-        for _line, obj in read_objects(path):  # a `kind: List` comes as its items
+    for _source, found in read_inputs(paths):  # files, folders, `-`; a `kind: List` comes as its items
+        for _line, obj in found:
             kind = KINDS.get(obj.get("kind", ""))
             if kind:
                 objects[kind].append(obj)

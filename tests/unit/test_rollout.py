@@ -219,3 +219,15 @@ def test_plan_and_status_from_an_export(tmp_path):
     assert status.splitlines()[0].split() == ["device", "plugin", "2", "node(s)", "16", "GPU(s)", "p0,", "p1"]
     bad = run("plan", "--nodes", "a=b=c")
     assert bad.returncode == 2 and bad.stderr.startswith("dra-bridge: error: --nodes:")
+
+
+def test_the_shipped_example_export_plans_offline_from_a_folder(capsys):
+    """Issue 46: `rollout plan -f` can be tried without a cluster: examples/cluster/ is an export
+    (Nodes, shadow slices, NVIDIA's classes, pods, a budget), read as a folder."""
+    from app.cli.main import main
+
+    assert main(["rollout", "plan", "-f", str(ROOT / "examples" / "cluster"), "-o", "json"]) == 1  # blocked
+    planned = json.loads(capsys.readouterr().out)
+    waves = planned["waves"]
+    assert [w["nodes"] for w in waves] == [["gpu-2"], ["gpu-0"], ["gpu-1"]]
+    assert any("research/notebook is a bare pod" in b for b in waves[2]["blockers"])
