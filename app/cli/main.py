@@ -299,6 +299,14 @@ def _add_rollout(sub) -> None:
     status.set_defaults(wave_size=1, max_unavailable_gpus=None)
 
 
+def _add_completion(sub) -> None:
+    p = sub.add_parser("completion", help="shell completion: `source <(dra-bridge completion bash)`",
+                       epilog=EXITS + OFFLINE, description="Print a completion script for bash, zsh or fish. "
+                       "kubectl completes `kubectl dra-bridge` through the installed kubectl_complete-dra_bridge.")
+    p.set_defaults(runner=("completion", "run_completion"))
+    p.add_argument("shell", choices=["bash", "zsh", "fish"], help="the shell to complete in")
+
+
 def _add_policy(sub) -> None:
     p = sub.add_parser("policy", help="test a policy offline, or compile its rules into ValidatingAdmissionPolicies",
                        epilog="exit codes: those of its action (policy test --help)" + OFFLINE)
@@ -333,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dra-bridge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_serve, _add_certs, _add_plan, _add_check, _add_audit, _add_classes, _add_reporter,
-                _add_rollout, _add_policy, _add_quota):
+                _add_rollout, _add_policy, _add_quota, _add_completion):
         add(sub)
     return parser
 

@@ -305,7 +305,7 @@ def test_help_of_every_command_gives_each_flag_help_default_and_variable(capsys)
     parser = build_parser()
     [commands] = [a for a in parser._actions if a.dest == "command"]
     assert set(commands.choices) == {"serve", "certs", "plan", "check", "audit", "classes", "reporter", "rollout",
-                                     "policy", "quota"}
+                                     "policy", "quota", "completion"}
     [actions] = [a for a in commands.choices["rollout"]._actions if a.dest == "action"]
     assert set(actions.choices) == {"plan", "run", "undo", "status"}
     [policy] = [a for a in commands.choices["policy"]._actions if a.dest == "action"]
@@ -317,7 +317,7 @@ def test_help_of_every_command_gives_each_flag_help_default_and_variable(capsys)
         if name not in ("serve", "reporter"):  # says which variables apply, if any
             assert "DRA_BRIDGE_" in sub.epilog, name
         for action in sub._actions:
-            if action.dest in ("help", "max_rounds", "action"):
+            if action.dest in ("help", "max_rounds", "action", "shell"):
                 continue
             assert action.help and ("default:" in action.help or "required" in action.help), (name, action.dest)
             if name in ("serve", "reporter") and action.option_strings[0] not in ("--once", "-o", "--with-classes"):
@@ -326,7 +326,10 @@ def test_help_of_every_command_gives_each_flag_help_default_and_variable(capsys)
         main(["--help"])
     out = capsys.readouterr().out
     assert all(word in out for word in ("serve", "plan", "check", "audit", "classes", "certs", "reporter",
-                                        "rollout", "kubectl dra-bridge"))
+                                        "rollout", "policy", "quota", "completion", "kubectl dra-bridge"))
+    listed = out.split("positional arguments:", 1)[1]
+    for command in commands.choices:  # each command once, not in a second hand-kept list
+        assert len(re.findall(rf"^\s+{command}\s", out, re.M)) == 1 and command in listed, command
 
 
 def test_kubeconfig_is_chosen_in_kubectls_order(tmp_path, monkeypatch):
@@ -342,3 +345,25 @@ def test_kubeconfig_is_chosen_in_kubectls_order(tmp_path, monkeypatch):
     assert kubeconfig_paths(None, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}) == str(default)  # files before in-cluster
     default.unlink()
     assert kubeconfig_paths(None, {}) is None
+
+
+@pytest.mark.parametrize("words, wanted, unwanted", [
+    (["dra-bridge", ""], ["audit", "rollout", "completion"], []),
+    (["dra-bridge", "rollout", ""], ["plan", "run", "undo", "status"], []),
+    (["dra-bridge", "rollout", "plan", "--wa"], ["--wave-size"], []),
+    (["dra-bridge", "audit", "--inv"], ["--inventory"], []),
+    (["dra-bridge", "reporter", "--max"], [], ["--max-rounds"]),  # hidden flags stay hidden
+])
+def test_completion_offers_each_commands_own_words(tmp_path, words, wanted, unwanted):
+    """Issue 46: `source <(dra-bridge completion bash)` completes commands, actions and flags from
+    the one parser; kubectl's plugin completion answers the same."""
+    script = run(tmp_path, "completion", "bash").stdout
+    probe = (f"{script}\nCOMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}; "
+             "_dra_bridge; printf '%s\\n' \"${COMPREPLY[@]}\"")
+    offered = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30).stdout.split()
+    assert set(wanted) <= set(offered) and not set(unwanted) & set(offered), offered
+    from app.cli.completion import candidates, tree
+    from app.cli.main import build_parser
+    assert set(wanted) <= set(candidates(words[1:], tree(build_parser())))
+    for shell in ("zsh", "fish"):
+        assert run(tmp_path, "completion", shell).returncode == 0

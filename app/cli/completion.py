@@ -1,0 +1,79 @@
+"""`dra-bridge completion bash|zsh|fish`, and kubectl's plugin completion (`kubectl_complete-
+dra_bridge`): both answer from the one parser tree, so a new flag completes without an edit here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def tree(parser: argparse.ArgumentParser) -> dict:
+    """{"flags": [...], "commands": {name: tree}} of a parser and its subcommands."""
+    flags = sorted(o for a in parser._actions if a.help != argparse.SUPPRESS for o in a.option_strings
+                   if o.startswith("--"))
+    commands = {name: tree(sub) for a in parser._actions if isinstance(a, argparse._SubParsersAction)
+                for name, sub in a.choices.items()}
+    return {"flags": flags, "commands": commands}
+
+
+def candidates(words: list[str], root: dict) -> list[str]:
+    """What may come after `words` (the last one being typed)."""
+    node, typed = root, words[-1] if words else ""
+    for word in words[:-1]:
+        if word in node["commands"]:
+            node = node["commands"][word]
+    pool = node["flags"] if typed.startswith("-") else list(node["commands"]) or node["flags"]
+    return [c for c in pool if c.startswith(typed)]
+
+
+def script(shell: str, root: dict) -> str:
+    if shell == "fish":
+        return _fish(root)
+    cases = []
+    for name, node in sorted(root["commands"].items()):
+        inner = "".join(f'            {sub}) opts="{" ".join(leaf["flags"])}";;\n'
+                        for sub, leaf in sorted(node["commands"].items()))
+        if inner:
+            cases.append(f'        {name})\n          case "$sub" in\n{inner}'
+                         f'            *) opts="{" ".join(node["commands"])}";;\n          esac;;\n')
+        else:
+            cases.append(f'        {name}) opts="{" ".join(node["flags"])}";;\n')
+    body = ("_dra_bridge() {\n    local cur=\"${COMP_WORDS[COMP_CWORD]}\" cmd=\"${COMP_WORDS[1]}\" "
+            "sub=\"${COMP_WORDS[2]}\" opts\n"
+            "    if [ \"$COMP_CWORD\" -eq 1 ]; then cmd=''; fi\n    if [ \"$COMP_CWORD\" -eq 2 ]; then sub=''; fi\n"
+            "    case \"$cmd\" in\n"
+            + "".join(cases) + f'        *) opts="{" ".join(sorted(root["commands"]))}";;\n    esac\n'
+            "    COMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"))\n}\n"
+            "complete -o default -F _dra_bridge dra-bridge\n")
+    if shell == "zsh":
+        return "autoload -U +X bashcompinit && bashcompinit\n" + body
+    return body
+
+
+def _fish(root: dict) -> str:
+    lines = ["complete -c dra-bridge -f"]
+    names = " ".join(sorted(root["commands"]))
+    lines.append(f'complete -c dra-bridge -n "not __fish_seen_subcommand_from {names}" -a "{names}"')
+    for name, node in sorted(root["commands"].items()):
+        seen = f"__fish_seen_subcommand_from {name}"
+        if node["commands"]:
+            lines.append(f'complete -c dra-bridge -n "{seen}" -a "{" ".join(node["commands"])}"')
+        for flag in sorted({f for leaf in [node, *node["commands"].values()] for f in leaf["flags"]}):
+            lines.append(f'complete -c dra-bridge -n "{seen}" -l {flag[2:]}')
+    return "\n".join(lines) + "\n"
+
+
+def run_completion(args) -> int:
+    from .main import build_parser
+    sys.stdout.write(script(args.shell, tree(build_parser())))
+    return 0
+
+
+def kubectl_complete() -> int:
+    """kubectl (1.26+) runs `kubectl_complete-dra_bridge WORDS...` for `kubectl dra-bridge <TAB>`:
+    one candidate per line, then cobra's directive (4: no file completion)."""
+    from .main import build_parser
+    for candidate in candidates(sys.argv[1:] or [""], tree(build_parser())):
+        print(candidate)
+    print(":4")
+    return 0
