@@ -23,7 +23,7 @@ from app.migration import OptIn, extended_resources, queue_use, quota_use
 from app.policy import load_policy
 
 from .inputs import choose_inventory, read_some_inputs
-from .output import clip
+from .output import as_yaml, clip
 
 # Workloads whose pod templates we read; bare pods are audited, pods owned by these are not.
 WORKLOADS = [("/api/v1", "pods", "Pod"), ("/apis/apps/v1", "deployments", "Deployment"),
@@ -157,16 +157,16 @@ def run_audit(args) -> int:
         existing += _from_cluster(found, kube.list_queues, args.namespace)
     budgets, queues = _budgets(existing, classes, policy, kueue)
     exposure = admin_access(namespaces or {}, existing, policy)
-    if args.output == "json":
-        sys.stdout.write(json.dumps({"inventoryChecked": ix is not None, "objects": rows, "unmigratedPods": running,
+    if args.output in ("json", "yaml"):  # one content, two spellings (kubectl's)
+        found = {"inventoryChecked": ix is not None, "objects": rows, "unmigratedPods": running,
                                      "nodeHazards": hazards,
                                      "violations": [{"kind": v.kind, "namespace": v.namespace, "name": v.name,
                                                      "rule": v.violation.rule, "actions": list(v.violation.actions),
                                                      "message": v.violation.message} for v in violations],
                                      "budgets": [_budget_json(b) for b in budgets],
                                      "queueBudgets": [vars(q) | {"problem": q.problem} for q in queues],
-                                     "adminAccess": exposure.as_json()},
-                                    indent=2) + "\n")
+                                     "adminAccess": exposure.as_json()}
+        sys.stdout.write(json.dumps(found, indent=2) + "\n" if args.output == "json" else as_yaml(found))
     elif args.output == "policyreport":
         sys.stdout.write(dump_documents(policy_reports(rows, ix is not None, violations)))
     else:

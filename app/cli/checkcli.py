@@ -11,6 +11,7 @@ from app.policy import load_policy
 from app.application import EveryNamespace, admin_label_rule, chain, cluster_facts, inventory_source
 from app.application.manifests import objects_of
 
+from .output import as_yaml
 from .inputs import INVENTORY_HELP, ambient_cluster, choose_inventory, read_inputs
 
 
@@ -54,6 +55,8 @@ def run_check(args) -> int:
             rows.append(row)
     if args.output == "json":
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    elif args.output == "yaml":  # the same content as json
+        sys.stdout.write(as_yaml(rows))
     else:
         for row in rows:
             sys.stdout.write(f"{row['status']:18s} {row['kind']}/{row['name']} ({row['source']}): {row['message']}\n")

@@ -163,7 +163,8 @@ def _add_check(sub) -> None:
     opt(p, "--inventory", help=INVENTORY_HELP + " (required: none judges nothing)", shown="none")
     opt(p, "--policy", help="policy file: also judge claims, templates and pods by its rules, as the webhooks "
                             "would (exit 1 when one is denied)", shown="rules not judged")
-    opt(p, "-o", "--output", choices=["text", "json"], default="text", help="stdout format")
+    opt(p, "-o", "--output", choices=["table", "text", "json", "yaml"], default="table",
+        help="stdout format (text: the same as table)")
 
 
 def _add_classes(sub) -> None:
@@ -186,7 +187,7 @@ def _add_audit(sub) -> None:
                                      "that name none", shown="all namespaces / default")
     opt(p, "--inventory", help=INVENTORY_HELP + ": check each migration against it", shown="none: not checked")
     opt(p, "--policy", help="policy file", shown="the bundled policy")
-    opt(p, "-o", "--output", choices=["table", "wide", "json", "policyreport"], default="table",
+    opt(p, "-o", "--output", choices=["table", "wide", "json", "yaml", "policyreport"], default="table",
         help="stdout format (wide: every reason, uncut)")
     opt_in(p, "pods of namespaces without it are left as written")
 
@@ -292,7 +293,7 @@ def _add_rollout(sub) -> None:
                                 epilog=EXITS + VARIABLES)
     status.add_argument("-f", "--filename", action="append",
                         help="an export instead of the cluster (repeatable) (default: the cluster)")
-    opt(status, "-o", "--output", choices=["table", "json"], default="table", help="stdout format")
+    opt(status, "-o", "--output", choices=["table", "json", "yaml"], default="table", help="stdout format")
     status.epilog = ("exit codes: 0 every GPU pod bound where it asks; 1 a GPU pod is Pending, on a node that no "
                      "longer advertises what it holds, or a GPU workload is short of pods (each named); 2 bad "
                      "input; 3 could not ask the cluster" + VARIABLES)

@@ -9,3 +9,11 @@ def clip(text: str, width: int) -> str:
         return text
     cut = text[:width - 4].rsplit(" ", 1)[0]
     return cut + " ..."
+
+
+def as_yaml(data) -> str:
+    """`-o yaml`: exactly what `-o json` prints, in YAML (through JSON: enums and tuples as JSON has them)."""
+    import json
+
+    import yaml
+    return yaml.safe_dump(json.loads(json.dumps(data)), sort_keys=False, width=100000)

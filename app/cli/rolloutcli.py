@@ -18,6 +18,7 @@ from app.migration import OptIn
 from app.policy import load_policy
 
 from .inputs import read_inputs
+from .output import as_yaml
 
 KINDS = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "ResourceQuota": "resourcequotas",
          "PodDisruptionBudget": "poddisruptionbudgets", "ResourceSlice": "resourceslices",
@@ -255,8 +256,8 @@ def _status(nodes, pods, objects: dict, policy, output: str) -> int:
     workloads = [{"kind": kind, **o} for key, kind in (("deployments", "Deployment"), ("statefulsets", "StatefulSet"),
                                                        ("jobs", "Job")) for o in objects.get(key, [])]
     found = rollout.summary(nodes, pods, workloads, rollout.bound_by_owner(objects["pods"]), policy.migration)
-    if output == "json":
-        sys.stdout.write(json.dumps(found, indent=2) + "\n")
+    if output in ("json", "yaml"):  # one content, two spellings
+        sys.stdout.write(json.dumps(found, indent=2) + "\n" if output == "json" else as_yaml(found))
         return 1 if rollout.in_trouble(found) else 0
     for side, label in (("plugin", "device plugin"), ("moving", "moving"), ("dra", "DRA"), ("both", "BOTH (unsafe)"),
                         ("neither", "NEITHER"), ("unknown", "UNKNOWN")):

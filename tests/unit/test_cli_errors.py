@@ -367,3 +367,15 @@ def test_completion_offers_each_commands_own_words(tmp_path, words, wanted, unwa
     assert set(wanted) <= set(candidates(words[1:], tree(build_parser())))
     for shell in ("zsh", "fish"):
         assert run(tmp_path, "completion", shell).returncode == 0
+
+
+@pytest.mark.parametrize("args", [["check", "-f", str(ROOT / "examples" / "claims" / "one-gpu.yaml"),
+                                   "--inventory", "example"],
+                                  ["audit", "-f", str(ROOT / "examples" / "workloads" / "gpu-pod.yaml")],
+                                  ["rollout", "status", "-f", str(ROOT / "examples" / "cluster")]])
+def test_json_and_yaml_are_the_same_content(tmp_path, args):
+    """Issue 46: kubectl's vocabulary: -o json and -o yaml print one content."""
+    as_json = run(tmp_path, *args, "-o", "json")
+    as_yaml = run(tmp_path, *args, "-o", "yaml")
+    assert as_json.returncode == as_yaml.returncode and as_json.returncode in (0, 1), as_json.stderr
+    assert json.loads(as_json.stdout) == yaml.safe_load(as_yaml.stdout)
