@@ -158,15 +158,15 @@ def run_audit(args) -> int:
     budgets, queues = _budgets(existing, classes, policy, kueue)
     exposure = admin_access(namespaces or {}, existing, policy)
     if args.output in ("json", "yaml"):  # one content, two spellings (kubectl's)
-        found = {"inventoryChecked": ix is not None, "objects": rows, "unmigratedPods": running,
-                                     "nodeHazards": hazards,
-                                     "violations": [{"kind": v.kind, "namespace": v.namespace, "name": v.name,
-                                                     "rule": v.violation.rule, "actions": list(v.violation.actions),
-                                                     "message": v.violation.message} for v in violations],
-                                     "budgets": [_budget_json(b) for b in budgets],
-                                     "queueBudgets": [vars(q) | {"problem": q.problem} for q in queues],
-                                     "adminAccess": exposure.as_json()}
-        sys.stdout.write(json.dumps(found, indent=2) + "\n" if args.output == "json" else as_yaml(found))
+        report = {"inventoryChecked": ix is not None, "objects": rows, "unmigratedPods": running,
+                  "nodeHazards": hazards,
+                  "violations": [{"kind": v.kind, "namespace": v.namespace, "name": v.name, "rule": v.violation.rule,
+                                  "actions": list(v.violation.actions), "message": v.violation.message}
+                                 for v in violations],
+                  "budgets": [_budget_json(b) for b in budgets],
+                  "queueBudgets": [vars(q) | {"problem": q.problem} for q in queues],
+                  "adminAccess": exposure.as_json()}
+        sys.stdout.write(json.dumps(report, indent=2) + "\n" if args.output == "json" else as_yaml(report))
     elif args.output == "policyreport":
         sys.stdout.write(dump_documents(policy_reports(rows, ix is not None, violations)))
     else:

@@ -50,18 +50,23 @@ def refuse_bad_quantities(inputs) -> None:
     any webhook sees it: in a file, it is bad input, named by file, line and field."""
     for source, objects in inputs:
         for line, obj in objects:
-            for path, holder in pod_templates(obj):
-                spec = holder.get("spec") or {}
-                for group in ("initContainers", "containers"):
-                    for i, container in enumerate(spec.get(group) or []):
-                        resources = container.get("resources") if isinstance(container, dict) else None
-                        for kind in ("limits", "requests"):
-                            for key, value in ((resources or {}).get(kind) or {}).items():
-                                try:
-                                    parse_quantity(value)
-                                except (ValueError, TypeError) as exc:
-                                    field = f"{path + '.' if path else ''}spec.{group}[{i}].resources.{kind}[{key}]"
-                                    raise InputError(f"{source}:{line}", f"{field}: {exc}") from None
+            for field, value in _resource_quantities(obj):
+                try:
+                    parse_quantity(value)
+                except (ValueError, TypeError) as exc:
+                    raise InputError(f"{source}:{line}", f"{field}: {exc}") from None
+
+
+def _resource_quantities(obj: dict):
+    """(field, value) of every container resource limit and request in an object's pod templates."""
+    for path, holder in pod_templates(obj):
+        spec = holder.get("spec") or {}
+        for group in ("initContainers", "containers"):
+            for i, container in enumerate(spec.get(group) or []):
+                resources = (container.get("resources") if isinstance(container, dict) else None) or {}
+                for kind in ("limits", "requests"):
+                    for key, value in (resources.get(kind) or {}).items():
+                        yield f"{path + '.' if path else ''}spec.{group}[{i}].resources.{kind}[{key}]", value
 
 
 INVENTORY_HELP = ("'live' (the cluster's ResourceSlices, DeviceClasses, claims and Nodes), 'example' (the bundled "

@@ -23,7 +23,7 @@ from app.policy import vap_changes
 from app.server import (BudgetWatch, DeadlineHttpProtocol, KueueWatch, Metrics, PolicyHolder, QueueBudgetWatch,
                         ServiceState, UnmigratedCount, create_app, create_health_app, small_tls_buffers, tls)
 
-from .inputs import load_inventory
+from .inputs import choose_inventory
 
 log = logging.getLogger("dra_bridge")
 # Idle review connections stay open longer than the API server keeps them (Go's 90 s idle
@@ -55,8 +55,8 @@ def run_serve(args) -> int:
     if args.demo and (args.kubeconfig or args.context or args.inventory):
         raise InputError("--demo", "serves the bundled example inventory with no Kubernetes API: leave out "
                                    "--kubeconfig, --context and --inventory")
-    # A file is read first: a bad one is said before certificates and the cluster.
-    inv = load_inventory(args.inventory) if args.inventory not in (None, "live", "example") else None
+    # A file (or the example) is read first: a bad one is said before certificates and the cluster.
+    inv, where = choose_inventory(args.inventory) if args.inventory not in (None, "live") else (None, "")
     _dev_certs(args.tls_cert, args.tls_key)
     context = tls.server_context(args.client_ca)
     reloader = tls.CertReloader(context, args.tls_cert, args.tls_key, args.client_ca)
@@ -79,8 +79,8 @@ def run_serve(args) -> int:
                         "template are refused or admitted unmigrated (policy onTemplateError) until it does", found[1].server, api_down)
     # Unsaid, serve judges the cluster it acts on; only demo mode judges the bundled example.
     chosen = args.inventory or ("live" if api is not None else "example")
-    if chosen == "example":
-        inv = load_inventory(None)
+    if inv is None and chosen == "example":
+        inv, where = choose_inventory(chosen)
     if chosen == "live":
         # Watches need their own client: long reads must not share the admission path's pool.
         live = kube.LiveInventory(_own_client(args), dra.LiveIndex).start()
@@ -127,9 +127,7 @@ def run_serve(args) -> int:
                             limit_concurrency=args.max_connections, timeout_keep_alive=KEEP_ALIVE_S)
     config.load()
     config.ssl = context  # ours: TLS 1.2+, strong ciphers, reloadable
-    inventory_text = "live watch of the cluster" if live is not None else \
-        f"{inv.source if chosen != 'example' else 'the bundled EXAMPLE inventory (not your cluster)'}, " \
-        f"{inv.device_count} devices"
+    inventory_text = "live watch of the cluster" if live is not None else f"{where}, {inv.device_count} devices"
     servers = [_Started(config, lambda address: log.info(
         "dra-bridge %s listening on https://%s (policy: %s; inventory: %s; kubernetes: %s)", __version__, address,
         args.policy or "bundled default", inventory_text,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 import urllib3
@@ -32,14 +31,13 @@ class AdmissionPolicySync:
     """`desired()` -> (policy digest, objects); `changes(desired, existing)` -> (write, delete)."""
 
     def __init__(self, api, lease, desired: Callable[[], tuple[str, list[dict]]], changes: Callable,
-                 interval_s: float = 15.0, on_round: Callable[[bool], None] | None = None, clock=time.time):
+                 interval_s: float = 15.0, on_round: Callable[[bool], None] | None = None):
         self.api, self.lease, self.desired, self.changes = api, lease, desired, changes
-        self.interval_s, self.on_round, self.clock = interval_s, on_round, clock
+        self.interval_s, self.on_round = interval_s, on_round
         self.leader = False
         self.synced_digest: str | None = None  # the policy whose compiled objects are all in place
         self.objects = 0
         self.last_error: str | None = None
-        self.synced_at: float | None = None
         self._stop = threading.Event()
 
     def existing(self) -> list[dict]:
@@ -67,7 +65,7 @@ class AdmissionPolicySync:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
-        self.synced_digest, self.objects, self.synced_at, self.last_error = digest, len(desired), self.clock(), None
+        self.synced_digest, self.objects, self.last_error = digest, len(desired), None
         if write or delete:
             log.info("compiled admission policies of policy %s in place: wrote %s; deleted %s", digest,
                      ", ".join(o["metadata"]["name"] for o in write) or "none",

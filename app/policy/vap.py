@@ -186,7 +186,7 @@ def vap_changes(desired: list[dict], existing: list[dict]) -> tuple[list[dict], 
     ((kind, name) of ours no rule compiles to any more: bindings before their policies, so none
     dangles). The API server fills defaults in, so what we write need only be found within."""
     # Only names compile_rule makes: the shipped reporter policy, or anyone else's, is never touched.
-    have = {(o.get("kind"), view_of(o).name): o for o in existing if view_of(o).name.startswith(PREFIX)}
+    have = {(o.get("kind"), name): o for o in existing if (name := view_of(o).name).startswith(PREFIX)}
     write = [o for o in desired if not _within(o["spec"], (have.get((o["kind"], o["metadata"]["name"])) or {}).get("spec"))]
     wanted = {(o["kind"], o["metadata"]["name"]) for o in desired}
     delete = sorted((k for k in have if k not in wanted), key=lambda k: (k[0] != "ValidatingAdmissionPolicyBinding", k))

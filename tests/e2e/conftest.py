@@ -4,6 +4,7 @@ published by our reporter (fake backend), and our webhook serving on loopback.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -58,14 +59,21 @@ def binaries():
         pytest.skip(str(exc))
 
 
-@pytest.fixture(scope="session")
-def cluster(binaries, tmp_path_factory):
-    plane = ControlPlane(tmp_path_factory.mktemp("control-plane"), binaries).start()
+@contextlib.contextmanager
+def own_plane(binaries, tmp_path_factory, name: str):
+    """A control plane of its own for a module (or the session), stopped however the tests end."""
+    plane = ControlPlane(tmp_path_factory.mktemp(name), binaries).start()
     try:
-        install(plane)
         yield plane
     finally:
         plane.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(binaries, tmp_path_factory):
+    with own_plane(binaries, tmp_path_factory, "control-plane") as plane:
+        install(plane)
+        yield plane
 
 
 def rendered_manifests(plane: ControlPlane) -> list[dict]:

@@ -14,8 +14,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
-from tests.e2e.cluster import ControlPlane
-from tests.e2e.conftest import wait_for
+from tests.e2e.conftest import own_plane, wait_for
 
 pytestmark = pytest.mark.timeout(600)
 RUNBOOK = (ROOT / "docs" / "operations.md").read_text()
@@ -29,11 +28,8 @@ def uninstall_block() -> str:
 
 @pytest.fixture(scope="module")
 def plane(binaries, tmp_path_factory):
-    cluster = ControlPlane(tmp_path_factory.mktemp("lifecycle"), binaries).start()
-    try:
+    with own_plane(binaries, tmp_path_factory, "lifecycle") as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def shell(plane, script: str, tmp_path) -> subprocess.CompletedProcess:

@@ -12,8 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
-from tests.e2e.cluster import ControlPlane
-from tests.e2e.conftest import wait_for
+from tests.e2e.conftest import own_plane, wait_for
 
 pytestmark = pytest.mark.timeout(600)
 POLICY = {"rules": [
@@ -30,11 +29,8 @@ def claim(name, request):
 
 @pytest.fixture(scope="module")
 def bare(binaries, tmp_path_factory):
-    plane = ControlPlane(tmp_path_factory.mktemp("vap"), binaries).start()
-    try:
+    with own_plane(binaries, tmp_path_factory, "vap") as plane:
         yield plane
-    finally:
-        plane.stop()
 
 
 def create(plane, namespace, obj):
