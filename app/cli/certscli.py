@@ -15,7 +15,7 @@ from .namespacemove import namespace_patches
 
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 TLS_SECRET = "dra-bridge-tls"
-BASE_IMAGE = "registry.example.com/dra-bridge"  # the placeholder the manifests name: no image is published
+BASE_IMAGE = "dra-bridge"  # the placeholder the manifests name: no image is published
 
 
 def run_certs(args) -> int:
@@ -24,8 +24,12 @@ def run_certs(args) -> int:
     out = args.out
     if args.image and not args.inject:
         raise InputError("--image", "only with --inject: it is the image the overlay deploys (nothing else uses it)")
-    objects = base_objects(args.inject) if args.inject else []
-    webhooks = webhook_configurations(objects, args.inject) if args.inject else []  # checked before anything is written
+    if args.inject and not args.image:
+        raise InputError("--image", "required with --inject: no image is published; name the one you pushed "
+                                    "(--image REGISTRY/dra-bridge:TAG)")
+    base = base_of(args.inject) if args.inject else ""
+    objects = base_objects(base) if base else []
+    webhooks = webhook_configurations(objects, base) if base else []  # checked before anything is written
     _check_out_folder(out, args.force)
     hosts = certs.service_hosts(args.service, args.namespace) + list(args.host)
     try:
@@ -39,12 +43,12 @@ def run_certs(args) -> int:
         path = os.path.join(out, "kustomization.yaml")
         base_namespace = next((view_of(o).name for o in objects if o.get("kind") == "Namespace"), "dra-bridge")
         moves = namespace_patches(objects, base_namespace, args.namespace) if args.namespace != base_namespace else []
-        text = overlay(os.path.relpath(args.inject, out), webhooks, ca_b64, args.namespace, args.image, moves,
-                       os.path.abspath(args.inject))
+        text = overlay(os.path.relpath(base, out), webhooks, ca_b64, args.namespace, args.image, moves,
+                       os.path.abspath(base))
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(text)
         names = ", ".join(f"{kind}/{name}" for kind, name, _n in webhooks)
-        print(f"wrote {path}: {args.inject} with Secret {args.namespace}/{TLS_SECRET} and the CA in {names}")
+        print(f"wrote {path}: {base} with Secret {args.namespace}/{TLS_SECRET} and the CA in {names}")
         print(f"deploy with: kubectl apply -k {out}")
     return 0
 
@@ -60,6 +64,24 @@ def _check_out_folder(out: str, force: bool) -> None:
         os.makedirs(out, exist_ok=True)
     except OSError as exc:
         raise InputError("--out", f"{out}: cannot create it ({exc.strerror or exc})") from None
+
+
+def base_of(folder: str) -> str:
+    """The base an overlay takes from --inject: the folder itself, or, for an entry point that
+    composes components (manifests/ names its image in manifests/image and refuses to render
+    without it), the one folder it builds on: the overlay sets the image itself."""
+    path = os.path.join(folder, "kustomization.yaml")
+    if not os.path.isfile(path):
+        return folder
+    with open(path, encoding="utf-8") as handle:
+        doc = yaml.safe_load(handle) or {}
+    if not doc.get("components"):
+        return folder
+    folders = [r for r in doc.get("resources") or [] if os.path.isdir(os.path.join(folder, r))]
+    if len(folders) != 1 or len(doc.get("resources") or []) != 1:
+        raise InputError("--inject", f"{folder}: composes components over {doc.get('resources')}; "
+                                     "name the base it builds on (e.g. manifests/)")
+    return os.path.normpath(os.path.join(folder, folders[0]))
 
 
 def base_objects(folder: str) -> list[dict]:

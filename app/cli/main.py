@@ -129,8 +129,8 @@ def _add_certs(sub) -> None:
     opt(p, "--inject", metavar="BASE",
         help="a kustomize base (manifests/): write OUT/kustomization.yaml deploying it with this CA in its "
              "webhook configurations and the Secret dra-bridge-tls from these files")
-    opt(p, "--image", help="with --inject: the image to deploy (REPO:TAG or REPO@sha256:DIGEST)",
-        shown="the base's placeholder registry.example.com/dra-bridge")
+    opt(p, "--image", help="with --inject (required there): the image to deploy (REPO:TAG or REPO@sha256:DIGEST)",
+        shown="none")
 
 
 def _inputs(p) -> None:

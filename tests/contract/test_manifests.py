@@ -13,8 +13,9 @@ import yaml
 
 from app.common import read_objects
 from app.migration import legacy_resources, pod_templates
-from app.policy import default_policy, load_policy
+from app.policy import default_policy
 from tests.conftest import ROOT
+from tests.manifests_tree import operator_path
 
 KUBECTL = shutil.which("kubectl")
 LEASES = ("dra-bridge-template-gc", "dra-bridge-admission-policies")  # serve's two, by name
@@ -89,7 +90,8 @@ def kustomize(folder) -> str:
 
 
 def render(path: str) -> list[dict]:
-    return [d for d in yaml.safe_load_all(kustomize(ROOT / path)) if d]
+    """PATH rendered as the operator's tree has it (the image named in manifests/image)."""
+    return [d for d in yaml.safe_load_all(kustomize(operator_path(path))) if d]
 
 
 @pytest.fixture(scope="module")
@@ -403,3 +405,35 @@ def test_validating_match_condition_passes_claims_and_exactly_the_gpu_pods(objec
                 pods += 1
     assert admits("", "pods", {"spec": {"containers": [{"name": "web", "image": "nginx"}]}}) is False
     assert pods >= 5
+
+
+@pytest.mark.parametrize("entry", ["manifests", "manifests/cert-manager"])
+def test_an_entry_point_without_a_named_image_refuses_to_render_saying_how(entry):
+    """Issue 46: `kubectl apply -k manifests/` once deployed the placeholder image. Now it, and
+    the cert-manager path, fail to render with one line naming the file to set it in; named there,
+    both webhook and reporter run it and the Deployment's annotation records it."""
+    kustomize(ROOT / "manifests/base")  # skips without kubectl
+    result = subprocess.run([KUBECTL, "kustomize", str(ROOT / entry)], capture_output=True, text=True)
+    assert result.returncode != 0
+    [line] = result.stderr.strip().splitlines()
+    assert "no image set. Name yours in manifests/image/kustomization.yaml (newName, newTag)" in line
+    rendered = render(entry)
+    images = {c["image"] for d in rendered if d["kind"] in ("Deployment", "DaemonSet")
+              for c in d["spec"]["template"]["spec"]["containers"]}
+    assert images == {"registry.example.com/dra-bridge:0.1.0"}
+    [deployment] = [d for d in rendered if d["kind"] == "Deployment"]
+    assert deployment["metadata"]["annotations"] == {"dra-bridge.io/image": "registry.example.com/dra-bridge:0.1.0"}
+
+
+@pytest.mark.parametrize("image", [{"newName": "reg.local/db", "digest": "sha256:" + "a" * 64},
+                                   {"newName": "reg.local:5000/db", "newTag": "v2"}])
+def test_a_tag_or_digest_is_an_image_named(tmp_path, image):
+    kustomize(ROOT / "manifests/base")
+    tree = tmp_path / "manifests"
+    shutil.copytree(ROOT / "manifests", tree, symlinks=True)
+    path = tree / "image" / "kustomization.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["images"][0].update(image)
+    path.write_text(yaml.safe_dump(doc))
+    [deployment] = [d for d in yaml.safe_load_all(kustomize(tree)) if d and d["kind"] == "Deployment"]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].startswith(image["newName"])

@@ -18,6 +18,7 @@ import yaml
 from app import certs
 from tests.conftest import ROOT
 from tests.e2e.cluster import ControlPlane, GoUnavailable, build, free_port, kubeconfig
+from tests.manifests_tree import operator_tree
 
 # GPU nodes: name -> fake GPU description; plus one node without GPUs.
 GPU_NODES = {"gpu-h100-0": "h100x8.yaml", "gpu-l4-0": "l4x4.yaml", "gpu-shared-0": "a100-mig.yaml"}
@@ -77,7 +78,7 @@ def cluster(binaries, tmp_path_factory):
 
 
 def rendered_manifests(plane: ControlPlane) -> list[dict]:
-    text = plane.kubectl("kustomize", str(ROOT / "manifests")).stdout
+    text = plane.kubectl("kustomize", str(operator_tree())).stdout
     return [d for d in yaml.safe_load_all(text) if d]
 
 

@@ -1,29 +1,32 @@
-"""Issue 46 on a control plane of its own: the documented install, the admin's policy written with
-the documented command, an upgrade (the base applied again) that keeps it, and the documented
-uninstall (docs/operations.md, run as written) that exits 0, again when run twice, and leaves
-nothing of ours behind."""
+"""Issue 46 on a control plane of its own, each documented step in order, run as written: the
+README's install (certs overlay, kubectl apply -k), warn, enforce (a bad policy still refused at
+apply time afterwards), rollback (docs/operations.md), upgrade (a new image in the overlay, the
+admin's policy kept), uninstall (exit 0, twice, nothing of ours left). No kubelet runs here: the
+webhook runs on loopback (the overlay points the API server at it) and a helper plays the kubelet
+mounting the policy ConfigMap."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
+import threading
 
 import pytest
 import yaml
 
 from tests.conftest import ROOT
-from tests.e2e.conftest import own_plane, wait_for
+from app.certs.bundle import Bundle
+from tests.e2e.conftest import NVIDIA_CLASSES, Webhook, own_plane, reporter_kubeconfig, run_reporter, wait_for
 
 pytestmark = pytest.mark.timeout(600)
 RUNBOOK = (ROOT / "docs" / "operations.md").read_text()
+README = (ROOT / "README.md").read_text()
 OURS = "app.kubernetes.io/managed-by=dra-bridge"
-
-
-def uninstall_block() -> str:
-    section = RUNBOOK[RUNBOOK.index("## Uninstall"):]
-    return re.search(r"```sh\n(.*?)```", section, re.S)[1]
 
 
 @pytest.fixture(scope="module")
@@ -32,46 +35,179 @@ def plane(binaries, tmp_path_factory):
         yield cluster
 
 
+def runbook_block(heading: str) -> str:
+    section = RUNBOOK[RUNBOOK.index(heading):]
+    return re.search(r"```sh\n(.*?)```", section, re.S)[1]
+
+
 def shell(plane, script: str, tmp_path) -> subprocess.CompletedProcess:
     env = {**os.environ, "KUBECONFIG": plane.admin_kubeconfig, "PATH": f"{plane.bin}:{os.environ['PATH']}",
-           "HOME": str(tmp_path), "USER": "admin-anna"}
-    return subprocess.run(["bash", "-e", "-c", script], capture_output=True, text=True, env=env, timeout=240,
-                          cwd=tmp_path)
+           "HOME": str(tmp_path), "USER": "admin-anna", "PYTHONPATH": str(ROOT)}
+    env = {k: v for k, v in env.items() if not k.startswith("DRA_BRIDGE_")}
+    dra_bridge = f'dra-bridge() {{ "{sys.executable}" -m app "$@"; }}\n'  # as `pip install` puts it on PATH
+    return subprocess.run(["bash", "-e", "-c", dra_bridge + script], capture_output=True, text=True, env=env,
+                          timeout=240, cwd=tmp_path)
 
 
-def test_install_upgrade_keeps_the_policy_and_uninstall_leaves_nothing(plane, tmp_path):
-    (tmp_path / "dra-bridge-deploy").symlink_to(ROOT / "manifests")  # the runbook's overlay folder
+def point_at_loopback(overlay: pathlib.Path, port: int) -> None:
+    """What a kubelet and the Service would give: the API server reaches the webhook, here on
+    loopback. An admin's patch in the admin's overlay, so each documented `apply -k` keeps it."""
+    doc = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+    for kind, count in (("MutatingWebhookConfiguration", 1), ("ValidatingWebhookConfiguration", 2)):
+        ops = []
+        for i in range(count):
+            hook = f"/webhooks/{i}/clientConfig"
+            path = "/validate-policy" if i == 1 else ("/mutate" if kind.startswith("Mutating") else "/validate")
+            ops += [{"op": "remove", "path": f"{hook}/service"},
+                    {"op": "add", "path": f"{hook}/url", "value": f"https://127.0.0.1:{port}{path}"}]
+        doc["patches"].append({"target": {"kind": kind, "name": "dra-bridge"}, "patch": yaml.safe_dump(ops)})
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def mount_policy(plane, path: pathlib.Path) -> None:
+    """The kubelet's part: the ConfigMap's policy.yaml at the mounted path, absent with it."""
+    got = plane.kubectl("get", "configmap", "dra-bridge-policy", "-n", "dra-bridge", "-o", "json", check=False)
+    if got.returncode != 0:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_text(json.loads(got.stdout)["data"]["policy.yaml"])
+
+
+@contextlib.contextmanager
+def kubelet_finishing_pods(plane):
+    """The kubelet's part in a namespace's deletion: pods bound to a node, once terminating, go."""
+    done = threading.Event()
+
+    def finish():
+        while not done.wait(1):
+            for pod in plane.json("pods", "-A")["items"]:
+                meta = pod["metadata"]
+                if meta.get("deletionTimestamp"):
+                    plane.kubectl("delete", "pod", meta["name"], "-n", meta["namespace"], "--force",
+                                  "--grace-period=0", "--wait=false", check=False)
+    thread = threading.Thread(target=finish, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+CLAIM = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "too-many", "namespace": "team-a"},
+         "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                                                         "count": 99}}]}}}
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "namespace": "team-a"},
+       "spec": {"containers": [{"name": "c", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+def claim_apply(plane, *extra: str) -> subprocess.CompletedProcess:
+    return plane.kubectl("apply", *extra, "-f", "-", input=json.dumps(CLAIM), check=False)
+
+
+def rewritten(plane) -> bool:
+    got = plane.kubectl("apply", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(POD))
+    return bool(json.loads(got.stdout)["spec"].get("resourceClaims"))
+
+
+def test_install_warn_enforce_rollback_upgrade_uninstall(plane, tmp_path):
+    # The shipped tree names no image: a plain `kubectl apply -k manifests/` refuses, creating nothing.
+    plain = shell(plane, f"kubectl apply -k {ROOT / 'manifests'}", tmp_path)
+    assert plain.returncode != 0 and "no image set" in plain.stderr, plain.stderr
+    assert plane.kubectl("get", "namespace", "dra-bridge", check=False).returncode != 0
+    # Install: README's certs command (plus --host: here the API server dials loopback), apply -k.
+    install = re.search(r"^dra-bridge certs .*$", README, re.M)[0].replace("manifests/", f"{ROOT}/manifests/")
+    written = shell(plane, install + " --host 127.0.0.1", tmp_path)
+    assert written.returncode == 0, written.stderr
     installed = shell(plane, "kubectl apply -k ~/dra-bridge-deploy", tmp_path)
     assert installed.returncode == 0, installed.stderr
-    # The admin's policy, with the documented command; then the rollout binding docs/rollout.md names.
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(yaml.safe_dump({"defaults": {"mode": "enforce"}}))
-    written = shell(plane, "kubectl -n dra-bridge create configmap dra-bridge-policy --from-file=policy.yaml "
-                           "--dry-run=client -o yaml | kubectl apply -f -\n"
-                           "kubectl create clusterrolebinding dra-bridge-rollout-$USER --clusterrole=dra-bridge-rollout "
-                           "--user=$USER\n", tmp_path)
-    assert written.returncode == 0, written.stderr
-    # What serve --admission-policies=sync writes: compiled policies with our label.
+    overlay = tmp_path / "dra-bridge-deploy"
+    pki = Bundle(str(overlay / "ca.crt"), str(overlay / "tls.crt"), str(overlay / "tls.key"))
+    webhook = Webhook(plane, "--policy-optional", "--reload-interval", "1", bundle=pki)
+    policy_file = plane.dir / "policy.yaml"  # serve's --policy: the ConfigMap's mount
+    policy_file.unlink()
+    point_at_loopback(overlay, webhook.port)
+    try:
+        _lifecycle(plane, webhook, overlay, policy_file, tmp_path)
+    finally:
+        webhook.stop()
+
+
+def _lifecycle(plane, webhook, overlay, policy_file, tmp_path):
+    routed = shell(plane, "kubectl apply -k ~/dra-bridge-deploy", tmp_path)
+    assert routed.returncode == 0, routed.stderr
+    image = plane.json("deployment", "dra-bridge", "-n", "dra-bridge")["spec"]["template"]["spec"]["containers"][0]
+    assert image["image"] == "registry.example.com/dra-bridge:0.1.0"
+    plane.apply(NVIDIA_CLASSES + [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-h100-0"}},
+                                  {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}])
+    published = run_reporter(plane, "gpu-h100-0", "h100x8.yaml", reporter_kubeconfig(plane, "gpu-h100-0"))
+    assert published.returncode == 0, published.stderr
+    webhook.start()
+    # Warn (the bundled default until the admin writes a policy): admitted, the request named.
+    opted = shell(plane, "kubectl label namespace team-a dra-bridge.io/migrate=enabled", tmp_path)
+    assert opted.returncode == 0, opted.stderr
+    wait_for(lambda: rewritten(plane), 30, "team-a's GPU pod rewritten")
+    warned = claim_apply(plane, "--dry-run=server")
+    assert warned.returncode == 0 and "Warning:" in warned.stderr and "gpus" in warned.stderr, warned.stderr
+    # Enforce: the documented commands; the kubelet mounts it; the same claim is denied.
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump({"namespaces": [{"names": ["team-a"], "mode": "enforce"}]}))
+    enforce = shell(plane, "kubectl -n dra-bridge create configmap dra-bridge-policy --from-file=policy.yaml "
+                           "--dry-run=client -o yaml | kubectl apply -f -", tmp_path)
+    assert enforce.returncode == 0, enforce.stderr
+    mount_policy(plane, policy_file)
+    wait_for(lambda: claim_apply(plane, "--dry-run=server").returncode != 0, 30, "the claim denied")
+    denied = claim_apply(plane)
+    assert denied.returncode != 0 and "gpus" in denied.stderr, denied.stderr
+    # Afterwards a policy that does not load is still refused at apply time, the field named.
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump({"defaults": {"mode": "enforcee"}}))
+    bad = shell(plane, "kubectl -n dra-bridge create configmap dra-bridge-policy --from-file=policy.yaml "
+                       "--dry-run=client -o yaml | kubectl apply -f -", tmp_path)
+    assert bad.returncode != 0 and "defaults.mode" in bad.stderr, bad.stderr
+    enforced = plane.json("configmap", "dra-bridge-policy", "-n", "dra-bridge")["data"]["policy.yaml"]
+    assert yaml.safe_load(enforced)["namespaces"][0]["mode"] == "enforce"
+    # Rollback, as written: no pod is rewritten; validation goes on.
+    rolled = shell(plane, runbook_block("## Rollback"), tmp_path)
+    assert rolled.returncode == 0, rolled.stderr
+    assert not rewritten(plane)
+    assert claim_apply(plane, "--dry-run=server").returncode != 0
+    # Restored by applying the overlay again (and opting the namespace back in).
+    restored = shell(plane, "kubectl apply -k ~/dra-bridge-deploy\n"
+                            "kubectl label namespace team-a dra-bridge.io/migrate=enabled", tmp_path)
+    assert restored.returncode == 0, restored.stderr
+    wait_for(lambda: rewritten(plane), 30, "team-a's GPU pod rewritten again")
+    # Compiled policies, as serve --admission-policies=sync writes them; the rollout binding.
     compiled = subprocess.run([sys.executable, "-m", "app", "policy", "compile", "--policy", str(ROOT / "examples" /
                                "policies" / "admin-access-one-namespace" / "policy.yaml")],
                               capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert compiled.returncode == 0 and compiled.stdout, compiled.stderr
     plane.kubectl("apply", "-f", "-", input=compiled.stdout)
-    # Upgrade: the base applied again never puts a default back over the admin's policy.
-    again = shell(plane, "kubectl apply -k ~/dra-bridge-deploy", tmp_path)
-    assert again.returncode == 0, again.stderr
+    bound = shell(plane, "kubectl create clusterrolebinding dra-bridge-rollout-$USER --clusterrole=dra-bridge-rollout "
+                         "--user=$USER", tmp_path)
+    assert bound.returncode == 0, bound.stderr
+    # Upgrade: a new image in the overlay, applied as documented; the admin's policy is kept.
+    doc = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+    doc["images"][0]["newTag"] = "0.2.0"
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    upgraded = shell(plane, runbook_block("## Upgrade").splitlines()[0], tmp_path)
+    assert upgraded.returncode == 0, upgraded.stderr
+    running = plane.json("deployment", "dra-bridge", "-n", "dra-bridge")["spec"]["template"]["spec"]["containers"][0]
+    assert running["image"] == "registry.example.com/dra-bridge:0.2.0"
     kept = plane.json("configmap", "dra-bridge-policy", "-n", "dra-bridge")["data"]["policy.yaml"]
-    assert yaml.safe_load(kept) == {"defaults": {"mode": "enforce"}}
-    # The documented uninstall, as written, twice.
-    block = uninstall_block()
+    assert kept == enforced
+    assert claim_apply(plane, "--dry-run=server").returncode != 0
+    # Uninstall, as written, twice: exit 0, nothing of ours left.
+    block = runbook_block("## Uninstall")
     assert "--ignore-not-found" in block
-    for attempt in ("first", "second"):
-        done = shell(plane, block, tmp_path)
-        assert done.returncode == 0, (attempt, done.stderr)
+    with kubelet_finishing_pods(plane):
+        for attempt in ("first", "second"):
+            done = shell(plane, block, tmp_path)
+            assert done.returncode == 0, (attempt, done.stderr)
+        wait_for(lambda: plane.kubectl("get", "namespace", "dra-bridge", check=False).returncode != 0, 120,
+                 "the dra-bridge namespace gone")
     assert not plane.json("validatingadmissionpolicies", "-l", OURS)["items"]
     assert plane.kubectl("get", "mutatingwebhookconfiguration", "dra-bridge", check=False).returncode != 0
+    assert plane.kubectl("get", "validatingwebhookconfiguration", "dra-bridge", check=False).returncode != 0
     assert not [b for b in plane.json("clusterrolebindings")["items"]
                 if b["metadata"]["name"].startswith("dra-bridge")]
     assert not [r for r in plane.json("clusterroles")["items"] if r["metadata"]["name"].startswith("dra-bridge")]
-    wait_for(lambda: plane.kubectl("get", "namespace", "dra-bridge", check=False).returncode != 0, 120,
-             "the dra-bridge namespace gone")
+    assert not plane.json("resourceslices", "-l", OURS)["items"]

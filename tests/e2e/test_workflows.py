@@ -314,8 +314,9 @@ def _dry_run_apply(cluster, *source: str, stdin: str | None = None) -> set[str]:
 
 def test_kubectl_apply_k_manifests_is_accepted_whole(cluster):
     from tests.e2e.conftest import rendered_manifests
+    from tests.manifests_tree import operator_tree
 
-    accepted = _dry_run_apply(cluster, "-k", str(ROOT / "manifests"))
+    accepted = _dry_run_apply(cluster, "-k", str(operator_tree()))
     expected = rendered_manifests(cluster)
     # The warning check above can fail: an escalating Deployment in our namespace is warned about.
     [deployment] = [json.loads(json.dumps(d)) for d in expected if d["kind"] == "Deployment"]

@@ -66,7 +66,7 @@ def test_certs_out_naming_a_file(tmp_path):
 
 
 def test_certs_inject_naming_a_missing_folder_writes_nothing(tmp_path):
-    one_line_error(run(tmp_path, "certs", "--out", "deploy", "--inject", "nothere"), "--inject", "nothere",
+    one_line_error(run(tmp_path, "certs", "--out", "deploy", "--inject", "nothere", "--image", "r/x:1"), "--inject", "nothere",
                    "no such folder")
     assert not (tmp_path / "deploy").exists()
 
@@ -91,7 +91,7 @@ def test_certs_inject_writes_an_overlay_not_the_base(tmp_path):
     assert (base / "hook.yaml").read_text() == before
     overlay = yaml.safe_load((tmp_path / "deploy" / "kustomization.yaml").read_text())
     assert overlay["resources"] == ["../manifests"]
-    assert overlay["images"] == [{"name": "registry.example.com/dra-bridge", "newName": "reg.local/db",
+    assert overlay["images"] == [{"name": "dra-bridge", "newName": "reg.local/db",
                                   "digest": "sha256:ab"}]
     [patch] = overlay["patches"]
     assert patch["target"] == {"kind": "MutatingWebhookConfiguration", "name": "dra-bridge"}
@@ -379,3 +379,20 @@ def test_json_and_yaml_are_the_same_content(tmp_path, args):
     as_yaml = run(tmp_path, *args, "-o", "yaml")
     assert as_json.returncode == as_yaml.returncode and as_json.returncode in (0, 1), as_json.stderr
     assert json.loads(as_json.stdout) == yaml.safe_load(as_yaml.stdout)
+
+
+def test_certs_inject_needs_the_image_it_deploys(tmp_path):
+    one_line_error(run(tmp_path, "certs", "--out", "deploy", "--inject", str(ROOT / "manifests")),
+                   "--image", "required with --inject", "REGISTRY/dra-bridge:TAG")
+    assert not (tmp_path / "deploy").exists()
+
+
+def test_certs_inject_of_the_entry_point_takes_its_base(tmp_path):
+    """manifests/ names its image in manifests/image and refuses to render without it: the overlay
+    builds on manifests/base and sets the image itself."""
+    result = run(tmp_path, "certs", "--out", "deploy", "--inject", str(ROOT / "manifests"), "--image", "r/x:1")
+    assert result.returncode == 0, result.stderr
+    overlay = yaml.safe_load((tmp_path / "deploy" / "kustomization.yaml").read_text())
+    assert overlay["resources"] == [os.path.relpath(ROOT / "manifests" / "base", tmp_path / "deploy")]
+    one_line_error(run(tmp_path, "certs", "--out", "d2", "--inject", str(ROOT / "manifests/cert-manager"),
+                       "--image", "r/x:1"), "--inject", "composes components", "name the base")
