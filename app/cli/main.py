@@ -150,7 +150,8 @@ def _add_plan(sub) -> None:
     opt(p, "--inventory", help=INVENTORY_HELP + ": check each migration against it", shown="none: not checked")
     opt(p, "-n", "--namespace", help="namespace for objects that name none (where their templates go)",
         shown="none")
-    opt(p, "-o", "--output", choices=["yaml", "json", "diff"], default="yaml", help="stdout format")
+    opt(p, "-o", "--output", choices=["yaml", "json", "diff", "report"], default="yaml",
+        help="yaml, json: the objects to apply (json as a List); diff: per object; report: each object's verdict")
     p.add_argument("--wide", action="store_true", help="the summary table with every reason, uncut (default: cut at 160)")
 
 
@@ -201,7 +202,8 @@ def _add_quota(sub) -> None:
                    "ConfigMap from these files (repeatable) (default: the cluster)")
     kube_flags(p)
     opt(p, "--policy", help="policy file (the planner's resource -> DeviceClass rules)", shown="the bundled policy")
-    opt(p, "-o", "--output", choices=["yaml", "diff"], default="yaml", help="the objects to apply, or their diffs")
+    opt(p, "-o", "--output", choices=["yaml", "json", "diff"], default="yaml",
+        help="yaml, json: the objects to apply (json as a List); diff: their diffs")
     opt(p, "--budget", choices=["split", "one"], default="split", help="split: a DeviceClass quota key beside each "
         "limit (1.34+); one: the class declares the resource: one limit over both sides (1.37, KEP-5004)")
 
@@ -274,7 +276,7 @@ def _add_rollout(sub) -> None:
                               epilog=exits.format(what="a wave is blocked"))
     plan.add_argument("-f", "--filename", action="append",
                       help="an export instead of the cluster (repeatable) (default: the cluster)")
-    opt(plan, "-o", "--output", choices=["table", "json"], default="table", help="stdout format")
+    opt(plan, "-o", "--output", choices=["table", "json", "yaml"], default="table", help="stdout format")
     opt(plan, "--undo", type=at_least(1), metavar="WAVE", help="plan taking this wave back instead, as `rollout undo` "
                                                        "judges it before acting", shown="the waves forward")
     for name, text in (("run", "move the nodes of one wave"), ("undo", "move a wave's nodes back")):

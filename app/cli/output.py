@@ -1,4 +1,4 @@
-"""What the commands print with: table cells."""
+"""What the commands print with: table cells, YAML and JSON spellings of one content."""
 
 from __future__ import annotations
 
@@ -17,3 +17,10 @@ def as_yaml(data) -> str:
 
     import yaml
     return yaml.safe_dump(json.loads(json.dumps(data)), sort_keys=False, width=100000)
+
+
+def as_json_list(objects: list[dict]) -> str:
+    """`-o json` of objects to apply: one v1 List, as `kubectl get -o json` prints several."""
+    import json
+
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2) + "\n"

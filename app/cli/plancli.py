@@ -15,7 +15,7 @@ from app.common import dump_document, dump_documents
 from app.policy import load_policy
 
 from .inputs import ambient_cluster, choose_inventory, read_some_inputs
-from .output import clip
+from .output import as_json_list, clip
 
 _COLOURS = {"migrated": "32", "unchanged": "0", "unsatisfiable": "31", "needs-attention": "33"}
 
@@ -62,10 +62,10 @@ def run_plan(args) -> int:
     # policy's namespace rules are, with the labels of Namespace objects given.
     result = plan_objects(inputs, policy, args.namespace, manifest_facts(inputs, policy, ix, where))
     out = sys.stdout
-    if args.output == "yaml":
+    if args.output in ("yaml", "json"):  # one content, two spellings (kubectl's)
         docs = list(result.templates.values()) + [applyable(p) for _o, p in result.objects]
-        out.write(dump_documents(docs))
-    elif args.output == "json":
+        out.write(dump_documents(docs) if args.output == "yaml" else as_json_list(docs))
+    elif args.output == "report":
         out.write(json.dumps({"objects": [asdict(r) for r in result.reports],
                               "templates": list(result.templates.values()),
                               "inventoryChecked": ix is not None}, indent=2) + "\n")

@@ -15,6 +15,7 @@ from app.migration import (KueueView, clean_object, extended_resources, kueue_co
 from app.policy import load_policy
 
 from .inputs import read_some_inputs
+from .output import as_json_list
 
 KINDS = {"ResourceQuota": "/api/v1/resourcequotas", "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses"}
 API_VERSIONS = {"ResourceQuota": "v1", "DeviceClass": "resource.k8s.io/v1"}
@@ -72,7 +73,7 @@ def run_quota(args) -> int:
     else:
         documents = proposed + ([configuration] if configuration else [])
         if documents:
-            sys.stdout.write(dump_documents(documents))
+            sys.stdout.write(dump_documents(documents) if args.output == "yaml" else as_json_list(documents))
     if not changes and not found["ClusterQueue"]:
         sys.stderr.write("no ResourceQuota or ClusterQueue limits a legacy GPU resource\n")
     return 1 if proposed or configuration else 0

@@ -224,13 +224,14 @@ BACK = {rollout.DRA_BACK: "DRA", rollout.DRA_AFTER: "DRA on its node, after the 
 
 def _print_plan(waves: list[rollout.Wave], output: str, hazards: list[dict], undo: bool = False) -> int:
     """Exit 1 when a wave is blocked or stopped, or a node is in a hazard state."""
-    if output == "json":
-        sys.stdout.write(json.dumps({"hazards": hazards, "undo": undo, "waves": [{
+    if output in ("json", "yaml"):  # one content, two spellings (kubectl's)
+        report = {"hazards": hazards, "undo": undo, "waves": [{
             "wave": w.number, "done": w.done, "stopped": w.stuck, "nodes": w.nodes, "gpus": w.gpus,
             "blockers": w.blockers, "notes": w.notes,
             "pods": [{"pod": p.key, "owner": p.owner, "comesBackOn": w.back.get(p.key),
                       "belongsOn": p.recreated_path if undo else p.path, "why": p.recreated_why if undo else p.why}
-                     for p in w.pods]} for w in waves]}, indent=2) + "\n")
+                     for p in w.pods]} for w in waves]}
+        sys.stdout.write(json.dumps(report, indent=2) + "\n" if output == "json" else as_yaml(report))
     else:
         for w in waves:
             state = "done" if w.done else "STOPPED" if w.stuck else "BLOCKED" if w.blockers else "ready"

@@ -90,11 +90,11 @@ def test_plan_judges_a_quota_by_the_classes_in_the_export_and_a_class_asks_for_n
              "spec": {"extendedResourceName": "nvidia.com/gpu"}}
     source = tmp_path / "cluster.yaml"
     source.write_text(yaml.safe_dump_all([QUOTA, klass]))
-    assert main(["plan", "-f", str(source), "-o", "json"]) == 0
+    assert main(["plan", "-f", str(source), "-o", "report"]) == 0
     reports = {r["kind"]: r for r in json.loads(capsys.readouterr().out)["objects"]}
     assert reports["ResourceQuota"]["status"] == "unchanged" and reports["DeviceClass"]["status"] == "unchanged"
     source.write_text(yaml.safe_dump_all([QUOTA]))
-    assert main(["plan", "-f", str(source), "-o", "json"]) == 0
+    assert main(["plan", "-f", str(source), "-o", "report"]) == 0
     [report] = json.loads(capsys.readouterr().out)["objects"]
     assert report["status"] == "migrated"
     assert main(["audit", "-f", str(source)]) == 0

@@ -60,7 +60,7 @@ def test_plan_yaml_output_is_applyable(tmp_path):
                       .replace("fractional: legacy", "fractional: wholeDevice"))
     inputs = ["-f", str(EXAMPLES / "workloads" / "ampere-16gb-pod.yaml"),
               "-f", str(EXAMPLES / "workloads" / "volcano-vgpu-deployment.yaml"), "-n", "team-a"]
-    without = run("plan", *inputs, "-o", "json")
+    without = run("plan", *inputs, "-o", "report")
     paths = {o["name"]: o["path"] for o in __import__("json").loads(without.stdout)["objects"]}
     assert paths == {"nbody-ampere": "rewrite", "notebook-vgpu": "legacy"}
     result = run("plan", *inputs, "--policy", str(policy))
@@ -77,7 +77,7 @@ def test_plan_reads_stdin_and_reports_needs_attention():
     manifest = yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
                                "spec": {"containers": [{"name": "c", "image": "i",
                                                         "resources": {"limits": {"nvidia.com/gpu": "0.5"}}}]}})
-    result = run("plan", "-f", "-", "-o", "json", stdin=manifest)
+    result = run("plan", "-f", "-", "-o", "report", stdin=manifest)
     assert result.returncode == 1  # someone has to look at it
     [row] = __import__("json").loads(result.stdout)["objects"]
     assert row["status"] == "needs-attention" and "not a whole number" in row["reasons"][0]

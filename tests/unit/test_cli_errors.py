@@ -372,13 +372,29 @@ def test_completion_offers_each_commands_own_words(tmp_path, words, wanted, unwa
 @pytest.mark.parametrize("args", [["check", "-f", str(ROOT / "examples" / "claims" / "one-gpu.yaml"),
                                    "--inventory", "example"],
                                   ["audit", "-f", str(ROOT / "examples" / "workloads" / "gpu-pod.yaml")],
-                                  ["rollout", "status", "-f", str(ROOT / "examples" / "cluster")]])
+                                  ["rollout", "status", "-f", str(ROOT / "examples" / "cluster")],
+                                  ["rollout", "plan", "-f", str(ROOT / "examples" / "cluster")]])
 def test_json_and_yaml_are_the_same_content(tmp_path, args):
     """Issue 46: kubectl's vocabulary: -o json and -o yaml print one content."""
     as_json = run(tmp_path, *args, "-o", "json")
     as_yaml = run(tmp_path, *args, "-o", "yaml")
     assert as_json.returncode == as_yaml.returncode and as_json.returncode in (0, 1), as_json.stderr
     assert json.loads(as_json.stdout) == yaml.safe_load(as_yaml.stdout)
+
+
+@pytest.mark.parametrize("args", [["plan", "-f", str(ROOT / "examples" / "workloads")],
+                                  ["quota", "-f", str(ROOT / "examples" / "quota")]])
+def test_objects_to_apply_are_the_same_in_json_and_yaml(tmp_path, args):
+    """plan and quota print objects: -o yaml a stream for `kubectl apply -f -`, -o json one List
+    of the same objects (plan's per-object verdicts are `-o report`)."""
+    as_json = run(tmp_path, *args, "-o", "json")
+    as_yaml = run(tmp_path, *args, "-o", "yaml")
+    assert as_json.returncode == as_yaml.returncode and as_json.returncode in (0, 1), as_json.stderr
+    listed = json.loads(as_json.stdout)
+    assert listed["kind"] == "List" and listed["items"]
+    assert listed["items"] == [d for d in yaml.safe_load_all(as_yaml.stdout) if d]
+    report = json.loads(run(tmp_path, *args, "-o", "report").stdout) if args[0] == "plan" else None
+    assert report is None or report["objects"]
 
 
 def test_certs_inject_needs_the_image_it_deploys(tmp_path):

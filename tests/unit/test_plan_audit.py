@@ -23,7 +23,7 @@ def run(*args, env=None, stdin=None):
 
 
 def test_plan_over_the_whole_corpus_accounts_for_every_object(corpus):
-    result = run("plan", "-f", str(corpus), "-o", "json", "--inventory", str(INVENTORY))
+    result = run("plan", "-f", str(corpus), "-o", "report", "--inventory", str(INVENTORY))
     assert result.returncode in (0, 1), result.stderr
     report = json.loads(result.stdout)
     # Every object says which path it takes; pods asking for MIG profiles or UUIDs this inventory
@@ -245,7 +245,7 @@ def test_cluster_scoped_objects_with_gpu_pod_templates_are_reported_not_rewritte
     result = run("plan", "-f", str(path), "-n", "ml")
     docs = [d for d in yaml.safe_load_all(result.stdout) if d]
     assert docs == [runtime]  # no namespaced template, no rewrite
-    [row] = json.loads(run("plan", "-f", str(path), "-o", "json").stdout)["objects"]
+    [row] = json.loads(run("plan", "-f", str(path), "-o", "report").stdout)["objects"]
     assert row["status"] == "needs-attention" and "cluster-scoped ClusterTrainingRuntime" in row["reasons"][0]
 
 
@@ -267,7 +267,7 @@ def test_corpus_plan_against_a_reporter_inventory_with_classes(corpus, tmp_path)
     assert classes.returncode == 0, classes.stderr
     inventory = tmp_path / "with-classes.yaml"
     inventory.write_text(slices.read_text() + "---\n" + classes.stdout)
-    result = run("plan", "-f", str(corpus), "-o", "json", "--inventory", str(inventory))
+    result = run("plan", "-f", str(corpus), "-o", "report", "--inventory", str(inventory))
     assert result.returncode in (0, 1), result.stderr
     objects = json.loads(result.stdout)["objects"]
     assert all(o["path"] for o in objects)

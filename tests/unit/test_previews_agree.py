@@ -89,7 +89,7 @@ def test_a_namespace_budget_denial_is_said_alike_by_webhook_plan_audit_check_and
     denied = webhook(LIMIT, [HELD])
     assert denied["allowed"] is False and "team-budget" in denied["status"]["message"]
 
-    code, out = run(capsys, "plan", "-f", export, "--policy", policy, "-o", "json")
+    code, out = run(capsys, "plan", "-f", export, "--policy", policy, "-o", "report")
     [pod] = [o for o in json.loads(out)["objects"] if o["kind"] == "Pod"]
     assert (pod["path"], pod["status"]) == ("denied", "needs-attention") and code == 1, pod
     assert any("namespace team-a would take 5 devices" in r for r in pod["reasons"]), pod
@@ -111,7 +111,7 @@ def test_a_namespace_budget_denial_is_said_alike_by_webhook_plan_audit_check_and
 def test_without_the_claim_the_budget_holds_everywhere(files, capsys):
     export, policy = files(LIMIT, NAMESPACE, POD)
     assert webhook(LIMIT, [])["allowed"] is True
-    code, out = run(capsys, "plan", "-f", export, "--policy", policy, "-o", "json")
+    code, out = run(capsys, "plan", "-f", export, "--policy", policy, "-o", "report")
     [pod] = [o for o in json.loads(out)["objects"] if o["kind"] == "Pod"]
     assert pod["path"] == "rewrite", pod
 
@@ -120,7 +120,7 @@ def test_a_rule_that_exempts_users_is_not_judged_by_a_preview_and_says_so(files,
     export, policy = files(BY_REQUESTER, NAMESPACE, POD)
     assert webhook(BY_REQUESTER, [], user="alice")["allowed"] is False
     assert webhook(BY_REQUESTER, [], user="ci-bot")["allowed"] is True
-    code, out = run(capsys, "plan", "-f", export, "--policy", policy, "-o", "json")
+    code, out = run(capsys, "plan", "-f", export, "--policy", policy, "-o", "report")
     [pod] = [o for o in json.loads(out)["objects"] if o["kind"] == "Pod"]
     assert pod["path"] != "denied", pod
     assert any("one-gpu-unless-ci: not judged: depends on the requester" in r for r in pod["reasons"]), pod
@@ -128,7 +128,7 @@ def test_a_rule_that_exempts_users_is_not_judged_by_a_preview_and_says_so(files,
 
 def test_a_namespace_total_without_the_namespaces_claims_is_said_not_judged(files, capsys):
     export, policy = files(LIMIT, NAMESPACE, POD)  # no claims exported: the total is not known
-    code, out = run(capsys, "plan", "-f", export, "--policy", policy, "-o", "json")
+    code, out = run(capsys, "plan", "-f", export, "--policy", policy, "-o", "report")
     [pod] = [o for o in json.loads(out)["objects"] if o["kind"] == "Pod"]
     assert any("team-budget: maxDevicesPerNamespace not judged" in r for r in pod["reasons"]), pod
 
