@@ -146,8 +146,9 @@ def plan_objects(inputs, policy: Policy, namespace: str | None, facts: ClusterFa
                 result.objects.append((obj, planned))
                 result.reports.append(report)
                 continue
-            if str(obj.get("apiVersion", "")).startswith("resource.k8s.io/"):
-                # DRA's own objects (a DeviceClass declaring nvidia.com/gpu) request nothing.
+            if str(obj.get("apiVersion", "")).startswith("resource.k8s.io/") or _describes_nodes(obj):
+                # DRA's own objects (a DeviceClass declaring nvidia.com/gpu) and Nodes (what the
+                # device plugin advertises, in a cluster export) are inventory: they request nothing.
                 result.objects.append((obj, planned))
                 result.reports.append(report)
                 continue
@@ -208,6 +209,10 @@ def plan_objects(inputs, policy: Policy, namespace: str | None, facts: ClusterFa
             result.objects.append((obj, planned))
             result.reports.append(report)
     return result
+
+
+def _describes_nodes(obj: dict) -> bool:
+    return obj.get("apiVersion") == "v1" and obj.get("kind") == "Node"
 
 
 # Left on the device plugin until the admin acts: a policy choice (a share's cost), a quota key,

@@ -274,3 +274,17 @@ def test_corpus_plan_against_a_reporter_inventory_with_classes(corpus, tmp_path)
     assert {"native", "rewrite"} <= {p for o in objects for p in o["path"].split("+")}
     missing = [r for o in objects for r in o["reasons"] if "does not exist" in r and "DeviceClass" in r]
     assert not missing, missing[:3]
+
+
+def test_nodes_of_a_cluster_export_are_inventory_not_requests():
+    """Issue 47: `audit -f` and `plan -f` of an export once flagged every GPU Node needs-attention
+    (status.capacity.nvidia.com/gpu read as a request). A Node's capacity is what the device plugin
+    advertises: no row, no exit 1 for it."""
+    export = ROOT / "examples" / "cluster"
+    nodes = [o for _l, o in read_objects(str(export / "nodes.yaml")) if o.get("kind") == "Node"]
+    assert any("nvidia.com/gpu" in (n.get("status") or {}).get("allocatable", {}) for n in nodes)
+    audited = run("audit", "-f", str(export), "-o", "json")
+    rows = json.loads(audited.stdout)["objects"]
+    assert rows and not [r for r in rows if r["kind"] == "Node"]
+    planned = json.loads(run("plan", "-f", str(export / "nodes.yaml"), "-o", "report").stdout)["objects"]
+    assert {(r["kind"], r["status"]) for r in planned} == {("Node", "unchanged")}
