@@ -36,10 +36,20 @@ def unsatisfiable(spec: ClaimSpec, index: Index, selection: Selection, undecided
     if ever_nodes:
         where = f"on {ever_nodes} node(s) (e.g. {ever_example})" if count_nodes else f"(e.g. on node {ever_example})"
         return Verdict("unsatisfiable-now", f"devices exist {where} but are allocated, their counters or capacity "
-                       "are in use, or their pool is incomplete", notes=notes)
+                       f"are in use, or their pool is incomplete{_incomplete(index)}", notes=notes)
     verdict = never(spec, index, selection)
     verdict.notes = notes
     return verdict
+
+
+def _incomplete(index: Index) -> str:
+    """The incomplete pools by name: the scheduler allocates nothing from them until the driver
+    has published every slice."""
+    if not index.incomplete_pools:
+        return ""
+    named = [f"{driver}/{pool} ({why})" for (driver, pool), why in sorted(index.incomplete_pools.items())[:3]]
+    more = len(index.incomplete_pools) - len(named)
+    return f"; incomplete pools: {'; '.join(named)}{f' and {more} more' if more > 0 else ''}"
 
 
 def _bytes(amount: int) -> str:

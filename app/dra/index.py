@@ -95,7 +95,7 @@ class Index:
     allocated: set = field(default_factory=set)  # (driver, pool, device) allocated whole
     allocated_capacity: dict = field(default_factory=dict)  # key -> capacity name -> Decimal, shared devices
     shared_in_use: set = field(default_factory=set)  # keys of allow-multiple devices with a share allocated
-    incomplete_pools: set = field(default_factory=set)
+    incomplete_pools: dict = field(default_factory=dict)  # (driver, pool) -> what is missing
     invalid_pools: dict = field(default_factory=dict)  # (driver, pool) -> why
     # (driver, pool, device, why) of devices left out: a value upstream could not use either
     # makes that device unusable, never the whole inventory.

@@ -148,7 +148,8 @@ class _Builder:
                 return None  # being replaced by a newer generation: ignored
             everything = [s for s in all_slices if fields.generation(s) == generation]
             if len(everything) != count:
-                self.index.incomplete_pools.add(pool_key)
+                self.index.incomplete_pools[pool_key] = (f"{len(everything)} of its {count} slice(s) at generation "
+                                                         f"{generation} published")
                 # Devices and counters kept: once complete the pool may serve (the "not now" verdict).
                 pool = PoolView(pool_key, "incomplete", devices, selectable, local=local)
                 self.invalid(device_slices, [s for s in everything if s["spec"].get("sharedCounters")], [], pool)

@@ -172,7 +172,7 @@ class LiveIndex:
             shape_flat=old.shape_flat, shape_taints=old.shape_taints, shape_capacity=old.shape_capacity,
             views=dict(old.views), node_groups=dict(old.node_groups), classes=old.classes,
             allocated=old.allocated, allocated_capacity=old.allocated_capacity, shared_in_use=old.shared_in_use,
-            incomplete_pools=set(old.incomplete_pools), invalid_pools=dict(old.invalid_pools),
+            incomplete_pools=dict(old.incomplete_pools), invalid_pools=dict(old.invalid_pools),
             rejected=list(old.rejected), node_labels_known=old.node_labels_known,
             node_labels=old.node_labels, node_resources=old.node_resources, quotas=old.quotas, selector_slices=old.selector_slices,
             selector_cache=old.selector_cache, shadow_nodes=old.shadow_nodes, cordoned=old.cordoned)
@@ -206,7 +206,7 @@ class LiveIndex:
         if self._rejected_dirty:
             snapshot.rejected = [r for entries in build.rejected_by_slice.values() for r in entries]
         for pool in pools:
-            snapshot.incomplete_pools.discard(pool)
+            snapshot.incomplete_pools.pop(pool, None)
             snapshot.invalid_pools.pop(pool, None)
         old_keys = list(old.node_groups)
         for node in sorted(nodes):

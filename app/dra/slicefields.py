@@ -88,3 +88,19 @@ def generation(s: dict) -> int:
 
 def slice_count(s: dict) -> int:
     return int((s["spec"].get("pool") or {}).get("resourceSliceCount", 1) or 0)
+
+
+def trusted_slices(slices: list[dict]) -> list[dict]:
+    """The slices the scheduler allocates from: per pool, those of its newest generation, and only
+    when all resourceSliceCount of them are there (upstream's GatherPools: an incomplete pool
+    serves nothing until its driver has published the rest)."""
+    pools: dict[tuple, list[dict]] = {}
+    for s in slices:
+        pools.setdefault(pool_key(s), []).append(s)
+    trusted = []
+    for members in pools.values():
+        newest = max(generation(s) for s in members)
+        current = [s for s in members if generation(s) == newest]
+        if len(current) == slice_count(current[0]):
+            trusted += current
+    return trusted

@@ -92,7 +92,11 @@ def test_distinct_attribute_needs_different_values():
 
 def test_incomplete_pool_is_not_usable_now_and_stale_generations_are_ignored():
     incomplete = index(slice_("n1", [device("a")], count=2))
-    assert dra.check(claim({"name": "r"}), incomplete).status == "unsatisfiable-now"
+    verdict = dra.check(claim({"name": "r"}), incomplete)
+    assert verdict.status == "unsatisfiable-now"
+    # Issue 47: the verdict names the pool and what it lacks.
+    [(driver, pool)] = incomplete.incomplete_pools
+    assert f"incomplete pools: {driver}/{pool} (1 of its 2 slice(s) at generation 1 published)" in verdict.message
     stale = index(slice_("n1", [device("old"), device("old2")], generation=1, name="s1"),
                   slice_("n1", [device("new")], generation=2, name="s2"))
     assert [stale.devices[p].key[2] for pool in stale.views["n1"] for p in pool.devices] == ["new"]

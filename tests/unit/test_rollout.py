@@ -231,3 +231,24 @@ def test_the_shipped_example_export_plans_offline_from_a_folder(capsys):
     waves = planned["waves"]
     assert [w["nodes"] for w in waves] == [["gpu-2"], ["gpu-0"], ["gpu-1"]]
     assert any("research/notebook is a bare pod" in b for b in waves[2]["blockers"])
+
+
+def test_a_dra_node_counts_room_only_from_pools_the_scheduler_allocates_from():
+    """Issue 47: a pool whose resourceSliceCount says more slices than are published, or whose
+    slices are of an older generation than another of its slices, is no room (upstream's
+    GatherPools): the node serves nothing on DRA until its driver has published the rest."""
+    whole = slices("n")
+    assert (rollout.node_view(node("n"), whole, SWITCHES).side, rollout.node_view(node("n"), whole, SWITCHES).gpus) \
+        == (rollout.DRA, 8)
+    incomplete = [json.loads(json.dumps(s)) for s in whole]
+    for s in incomplete:
+        s["spec"]["pool"]["resourceSliceCount"] += 1
+    view = rollout.node_view(node("n", labels={"nvidia.com/gpu.count": "8"}), incomplete, SWITCHES)
+    assert view.side == rollout.NEITHER  # a GPU node (its labels say) whose GPUs nothing serves now
+    stale = [json.loads(json.dumps(s)) for s in whole]
+    newer = json.loads(json.dumps(whole[0]))
+    newer["metadata"]["name"] += "-next"
+    newer["spec"]["pool"]["generation"] += 1
+    newer["spec"]["pool"]["resourceSliceCount"] = 1
+    newer["spec"]["devices"] = newer["spec"]["devices"][:2]
+    assert rollout.node_view(node("n"), stale + [newer], SWITCHES).gpus == 2  # the older generation is gone

@@ -86,21 +86,22 @@ def node_view(node: dict, slices: list[dict], switches: Switches) -> NodeView | 
     name, labels, annotations = view.name, view.labels, view.annotations
     unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
     advertised = plugin_advertised(node)
-    own = [s for s in slices if (s.get("spec") or {}).get("nodeName") == name]
-    dra = _devices([s for s in own if s["spec"].get("driver") == switches.driver
+    # Only what the scheduler would allocate from: a pool mid-update is no room yet.
+    own = dra.trusted_slices([s for s in slices if (s.get("spec") or {}).get("nodeName") == name])
+    published = _devices([s for s in own if s["spec"].get("driver") == switches.driver
                     and SHADOW_OF not in view_of(s).labels])
     shadow = _devices([s for s in own if view_of(s).labels.get(SHADOW_OF)])
     wave = int(annotations[WAVE]) if str(annotations.get(WAVE, "")).isdigit() else None
     step = annotations.get(STEP)
-    known = shadow if shadow[0] else dra
+    known = shadow if shadow[0] else published
     gpus = known[0] or _count_label(labels) or advertised.get("nvidia.com/gpu", 0) or _time_sliced(labels, advertised)
-    side = state_of(any(n > 0 for n in advertised.values()), dra[0] > 0 or bool(dra[2]),
+    side = state_of(any(n > 0 for n in advertised.values()), published[0] > 0 or bool(published[2]),
                     wave is not None and step != "done", gpu_node(labels, switches) or bool(shadow[0]),
                     not not_ready(node))
     if side is None:
         return None
     if side == DRA:
-        gpus, known = dra[0], dra
+        gpus, known = published[0], published
     taints = tuple(t for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, dict))
     return NodeView(name, side, gpus, advertised, labels, known[1], known[2], wave, step, unschedulable, taints)
 
