@@ -19,7 +19,7 @@ from app.application import (ClusterFacts, admin_access, claim_objects, rollout,
 from app.application.manifests import ObjectReport, exit_status, kueue_of_inputs, namespace_labels, objects_of, \
     plan_objects
 from app.common import BridgeError, by_kind, controller_ref, dump_documents, labels_by_name, view_of
-from app.migration import OptIn, extended_resources, queue_use, quota_use
+from app.migration import OptIn, extended_resources, legacy_resources, pod_templates, queue_use, quota_use
 from app.policy import load_policy
 
 from .inputs import choose_inventory, read_some_inputs
@@ -112,6 +112,12 @@ def policy_reports(rows: list[dict], checked: bool, violations: list | None = No
     return policy_report.reports(by_namespace)
 
 
+def _asked(objects: list[dict], policy) -> set[str]:
+    """The legacy GPU resources the objects' pod templates ask for."""
+    return {resource for obj in objects for _path, holder in pod_templates(obj)
+            for _container, resource in legacy_resources(holder.get("spec") or {}, policy.migration)}
+
+
 def run_audit(args) -> int:
     policy = load_policy(args.policy)
     opt_in = OptIn.parse(args.opt_in_label, "--opt-in-label")
@@ -157,6 +163,7 @@ def run_audit(args) -> int:
         existing += _from_cluster(found, kube.list_queues, args.namespace)
     budgets, queues = _budgets(existing, classes, policy, kueue)
     exposure = admin_access(namespaces or {}, existing, policy)
+    native = dra.native_gaps({view_of(c).name: c for c in classes}, _asked(objects_of(inputs) + controlled, policy))
     if args.output in ("json", "yaml"):  # one content, two spellings (kubectl's)
         report = {"inventoryChecked": ix is not None, "objects": rows, "unmigratedPods": running,
                   "nodeHazards": hazards,
@@ -165,7 +172,7 @@ def run_audit(args) -> int:
                                  for v in violations],
                   "budgets": [_budget_json(b) for b in budgets],
                   "queueBudgets": [vars(q) | {"problem": q.problem} for q in queues],
-                  "adminAccess": exposure.as_json()}
+                  "adminAccess": exposure.as_json(), "nativePath": native}
         sys.stdout.write(json.dumps(report, indent=2) + "\n" if args.output == "json" else as_yaml(report))
     elif args.output == "policyreport":
         sys.stdout.write(dump_documents(policy_reports(rows, ix is not None, violations)))
@@ -179,6 +186,8 @@ def run_audit(args) -> int:
                              f"{r['path']:14s} {detail if wide else clip(detail, 140)}\n")
         sys.stdout.write(f"{len(rows)} object(s) use legacy GPU resources"
                          f"{'' if ix is not None else ' (satisfiability not checked: pass --inventory)'}\n")
+        for line in native:
+            sys.stdout.write(f"native path: {line}\n")
         for hazard in hazards:
             sys.stdout.write(f"hazard: node {hazard['node']} is {hazard['state']}: {hazard['what']}\n")
         for line in exposure.lines():

@@ -22,7 +22,7 @@ from .slicefields import IDENTITY_ATTRIBUTES, trusted_slices
 from .indexbuild import build as build_index
 from .inventory import Inventory, allocated_capacity, allocated_devices, shared_devices
 from .inventory import from_objects as inventory_from_objects
-from .classes import ClassConflict
+from .classes import ClassConflict, native_gaps
 from .classes import generate as generate_classes
 from .live import LiveIndex
 from .sharing import shareable_classes, time_sliced
@@ -31,4 +31,4 @@ __all__ = ["CLAIM_KINDS", "IDENTITY_ATTRIBUTES", "SUPPORTED_VERSIONS", "CelError
            "Inventory", "Request", "TemplateVerdicts", "Verdict", "plugin_advertising", "publishes", "allocated_capacity", "allocated_devices", "build_from_api",
            "build_index", "cel", "check", "claim_spec", "compile_selector", "device_variable", "estimated_cost",
            "from_v1beta1", "inventory_from_objects", "parse_claim_object", "parse_claim_spec", "shareable_classes", "shared_devices",
-           "time_sliced", "trusted_slices"]
+           "time_sliced", "trusted_slices", "native_gaps"]

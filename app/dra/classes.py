@@ -92,3 +92,25 @@ def generate(inventory: Inventory, driver: str = vocabulary.NVIDIA_DRIVER) -> Ge
             continue
         out.classes.append(_device_class(name, resource, expression))
     return out
+
+
+def native_gaps(classes: dict[str, dict], asked: set[str], driver: str = vocabulary.NVIDIA_DRIVER) -> list[str]:
+    """Why pods asking `asked` (extended resources) are never served natively: a DeviceClass
+    selects the driver's devices but declares no extendedResourceName for them (NVIDIA's GPU
+    Operator renders gpu.nvidia.com so). One line per resource, with the fix."""
+    served = claimed(classes)
+    selecting = sorted(name for name, c in classes.items()
+                       if not ((c or {}).get("spec") or {}).get("extendedResourceName") and _names_driver(c, driver))
+    if not selecting:
+        return []  # no class for the driver at all: nothing to name
+    return [f"{resource}: DeviceClass {', '.join(selecting)} selects {driver} devices but no DeviceClass declares "
+            f"extendedResourceName {resource}, so pods asking it are never served natively (KEP-5004); "
+            "`dra-bridge classes --inventory live` prints one that does"
+            for resource in sorted(asked) if resource not in served and
+            (resource == "nvidia.com/gpu" or resource.startswith("nvidia.com/mig-"))]
+
+
+def _names_driver(device_class: dict, driver: str) -> bool:
+    selectors = ((device_class or {}).get("spec") or {}).get("selectors") or []
+    return any(driver in str((sel or {}).get("cel", {}).get("expression", "")) for sel in selectors
+               if isinstance(sel, dict))

@@ -288,3 +288,31 @@ def test_nodes_of_a_cluster_export_are_inventory_not_requests():
     assert rows and not [r for r in rows if r["kind"] == "Node"]
     planned = json.loads(run("plan", "-f", str(export / "nodes.yaml"), "-o", "report").stdout)["objects"]
     assert {(r["kind"], r["status"]) for r in planned} == {("Node", "unchanged")}
+
+
+NVIDIA_CLASS_WITHOUT_EXTENDED_NAME = {  # as NVIDIA's GPU Operator 26.7 renders it
+    "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+    "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com' && "
+                                                  "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}}
+GPU_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-a"},
+           "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+
+
+@pytest.mark.parametrize("extended, named", [(None, True), ("nvidia.com/gpu", False)])
+def test_audit_says_once_why_the_native_path_is_never_taken(tmp_path, extended, named):
+    """Issue 47: a class selecting NVIDIA's devices without extendedResourceName serves no
+    `nvidia.com/gpu` pod natively; audit says so once, with the fix."""
+    device_class = json.loads(json.dumps(NVIDIA_CLASS_WITHOUT_EXTENDED_NAME))
+    if extended:
+        device_class["spec"]["extendedResourceName"] = extended
+    second = {**GPU_POD, "metadata": {"name": "q", "namespace": "team-a"}}
+    path = tmp_path / "export.yaml"
+    path.write_text(yaml.safe_dump_all([device_class, GPU_POD, second]))
+    report = json.loads(run("audit", "-f", str(path), "-o", "json").stdout)
+    lines = report["nativePath"]
+    assert len(lines) == (1 if named else 0)
+    if named:
+        assert lines[0].startswith("nvidia.com/gpu: DeviceClass gpu.nvidia.com") and "extendedResourceName" in lines[0]
+        assert "dra-bridge classes" in lines[0]
+        table = run("audit", "-f", str(path)).stdout
+        assert table.count("native path: nvidia.com/gpu") == 1
