@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 
 from app import dra
 from app.common import labels_by_name, view_of
-from app.migration import UNKNOWN_FACTS, ClusterSharing, Facts, KueueView, ShareableDevices, extended_resources, plugin_nodes, \
-    served_resources
+from app.migration import UNKNOWN_FACTS, ClusterSharing, Facts, KueueView, ShareableDevices, extended_resources, \
+    legacy_resources, plugin_nodes, preemption_of, served_resources
 from app.policy import MigrationRules, Policy
 
 from .engine import KnownClaims, Lookup, NamespaceClaims, no_lookup
@@ -58,7 +58,19 @@ def index_facts(index: dra.Index, rules: MigrationRules, judge, kueue: KueueView
     nodes = [node for node, positions in index.by_node.items() if positions]
     sharing = ClusterSharing(shareable, dra.time_sliced(index.node_labels, nodes, sharing_labels))
     return Facts(served_resources(index.classes), judge, sharing, plugin_nodes(index.node_resources), index.quotas,
-                 extended_resources(index.classes), kueue)
+                 extended_resources(index.classes), kueue, preemption_facts(index.priority_classes, (), rules))
+
+
+def preemption_facts(priority_classes: list[dict] | None, objects: Iterable[dict], rules: MigrationRules):
+    """PriorityClasses (the inventory's, and those among the objects) and, where the objects hold
+    pods, the priorities of those that hold GPUs; None when no PriorityClass was read."""
+    objects = list(objects)
+    listed = [o for o in objects if o.get("kind") == "PriorityClass"]
+    if priority_classes is None and not listed:
+        return None
+    pods = [o["spec"] for o in objects if o.get("kind") == "Pod" and isinstance(o.get("spec"), dict)]
+    gpu = [s for s in pods if s.get("resourceClaims") or legacy_resources(s, rules)] if pods else None
+    return preemption_of([*(priority_classes or []), *listed], gpu)
 
 
 def cluster_facts(policy: Policy, index: dra.Index | None = None, *, source: str = "none",
@@ -81,11 +93,14 @@ def cluster_facts(policy: Policy, index: dra.Index | None = None, *, source: str
             path = index_facts(index, policy.migration, verdicts.dra, kueue)
             if not index.device_count:  # no device published or shadowed: nothing says what DRA serves
                 path = replace(path, dra=None)
+            if any(o.get("kind") in ("Pod", "PriorityClass") for o in objects):  # an export, a listing
+                path = replace(path, preemption=preemption_facts(index.priority_classes, objects, policy.migration))
         else:
             if classes is None:
                 classes = [o for o in objects if o.get("kind") == "DeviceClass"]
             extended = extended_resources({view_of(c).name: c for c in classes})
-            path = Facts(kueue=kueue, extended=extended or None)
+            path = Facts(kueue=kueue, extended=extended or None,
+                         preemption=preemption_facts(None, objects, policy.migration))
     if lookup is None:
         known = KnownClaims(objects)
         lookup = known.lookup
@@ -108,7 +123,8 @@ def inventory_source(index: dra.Index | None, where: str) -> str:
 SNAPSHOT_INVENTORY = [("resourceslices", "ResourceSlice", "resource.k8s.io/v1"),
                       ("deviceclasses", "DeviceClass", "resource.k8s.io/v1"),
                       ("resourceclaims", "ResourceClaim", "resource.k8s.io/v1"), ("nodes", "Node", "v1"),
-                      ("resourcequotas", "ResourceQuota", "v1")]
+                      ("resourcequotas", "ResourceQuota", "v1"),
+                      ("priorityclasses", "PriorityClass", "scheduling.k8s.io/v1")]
 
 
 def snapshot_facts(objects: Mapping[str, list[dict]], policy: Policy, source: str = "cluster snapshot",
@@ -125,6 +141,7 @@ def snapshot_facts(objects: Mapping[str, list[dict]], policy: Policy, source: st
     kueue = (objects.get("kueue") or [None])[0]
     namespaces = labels_by_name(objects.get("namespaces", []))
     claims = [{"kind": "ResourceClaim", **c} for c in objects.get("resourceclaims", [])]
+    claims += [{"kind": "Pod", **p} for p in objects.get("pods", [])]  # the priorities GPU pods run at
     facts = cluster_facts(policy, index, source=inventory_source(index, source), objects=claims, claims_known=True,
                           namespaces=namespaces, kueue=kueue)
     if not judge_claims:  # what counts, not what is free now: the planner's own room model judges

@@ -24,7 +24,8 @@ KINDS = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "ResourceQuo
          "PodDisruptionBudget": "poddisruptionbudgets", "ResourceSlice": "resourceslices",
          "ResourceClaim": "resourceclaims", "DeviceClass": "deviceclasses", "Job": "jobs",
          "Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets",
-         "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes"}
+         "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
+         "PriorityClass": "priorityclasses"}
 
 
 def run_rollout(args) -> int:

@@ -89,6 +89,7 @@ class Index:
     node_labels: dict | None = None  # node -> labels, as read (None: not read)
     node_resources: dict | None = None  # node -> extended resource -> allocatable (None: not read)
     quotas: dict | None = None  # namespace -> [(ResourceQuota name, device limits)] (None: not read)
+    priority_classes: list | None = None  # PriorityClass objects (None: not read)
     selector_slices: int = 0  # slices placed by a nodeSelector (whole slice or per device)
     selector_cache: dict = field(default_factory=dict)  # feasibility: expression -> per-shape results
     classes: dict[str, dict] = field(default_factory=dict)

@@ -208,6 +208,7 @@ class Build:
                       allocated_capacity=dict(capacity or {}), shared_in_use=set(shared or ()),
                       node_labels_known=inventory.nodes is not None, node_labels=inventory.nodes,
                       node_resources=inventory.node_resources, quotas=inventory.quotas,
+                      priority_classes=inventory.priority_classes,
                       cordoned=frozenset(inventory.cordoned), not_ready=frozenset(inventory.not_ready))
         self.index, self.inventory = index, inventory
         self.builder = _Builder(inventory, index)

@@ -30,6 +30,7 @@ class Inventory:
     claims: list[dict] | None = None
     namespaces: dict[str, dict] | None = None
     taint_rules: list[dict] = field(default_factory=list)
+    priority_classes: list[dict] | None = None  # what pods preempt by (None: none read)
 
     @property
     def device_count(self) -> int:
@@ -55,6 +56,9 @@ def from_objects(objects: list[tuple[int, dict]], source: str) -> Inventory:
         if kind == "ResourceQuota" and obj.get("apiVersion") == "v1":
             inv.quotas = inv.quotas if inv.quotas is not None else {}
             add_quota(inv.quotas, obj)
+            continue
+        if kind == "PriorityClass" and obj.get("apiVersion") == "scheduling.k8s.io/v1":
+            inv.priority_classes = [*(inv.priority_classes or []), obj]
             continue
         if kind == "Namespace" and obj.get("apiVersion") == "v1":
             metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}

@@ -45,12 +45,14 @@ def _claim_results(claim: dict) -> list[tuple]:
 class LiveIndex:
     def __init__(self, slices, classes: dict[str, dict], claims, nodes: dict[str, dict] | None,
                  node_resources: dict[str, dict[str, int]] | None = None, quotas: list[dict] | None = None,
-                 taint_rules: list[dict] | None = None, cordoned=frozenset(), not_ready=frozenset()):
+                 taint_rules: list[dict] | None = None, cordoned=frozenset(), not_ready=frozenset(),
+                 priority_classes: list[dict] | None = None):
         """slices: iterable of ResourceSlices, claims: of (key, claim) pairs or a key -> claim
         map; each consumed once, so neither need be decoded all at once. nodes: name -> labels;
         node_resources: name -> extended resources allocatable (what device plugins advertise);
         quotas: ResourceQuotas; taint_rules: DeviceTaintRules (None: not watched); cordoned: names of
-        nodes with spec.unschedulable."""
+        nodes with spec.unschedulable; priority_classes: PriorityClasses (None: not read)."""
+        self.priority_classes = priority_classes
         self.classes, self.nodes, self.node_resources = dict(classes), nodes, node_resources
         self.cordoned, self.not_ready = frozenset(cordoned), frozenset(not_ready)
         self.quotas = quota_map(quotas) if quotas is not None else None
@@ -68,7 +70,7 @@ class LiveIndex:
         self.build = Build(Inventory(slices=slices, classes=self.classes, source="live", nodes=self.nodes,
                                      node_resources=self.node_resources, quotas=self.quotas,
                                      taint_rules=self.taint_rules, cordoned=self.cordoned,
-                                     not_ready=self.not_ready),
+                                     not_ready=self.not_ready, priority_classes=self.priority_classes),
                            set(self.whole), {k: dict(v) for k, v in self.capacity.items() if v}, set(self.shares))
         self.dead = 0
         self.full_builds = getattr(self, "full_builds", 0) + 1
@@ -174,7 +176,7 @@ class LiveIndex:
             allocated=old.allocated, allocated_capacity=old.allocated_capacity, shared_in_use=old.shared_in_use,
             incomplete_pools=dict(old.incomplete_pools), invalid_pools=dict(old.invalid_pools),
             rejected=list(old.rejected), node_labels_known=old.node_labels_known,
-            node_labels=old.node_labels, node_resources=old.node_resources, quotas=old.quotas, selector_slices=old.selector_slices,
+            node_labels=old.node_labels, node_resources=old.node_resources, quotas=old.quotas, priority_classes=old.priority_classes, selector_slices=old.selector_slices,
             selector_cache=old.selector_cache, shadow_nodes=old.shadow_nodes, cordoned=old.cordoned)
         self.build.index = self.build.builder.index = snapshot
         self.build.builder.copied = set()

@@ -8,7 +8,7 @@ are kept; an event that changes none of these (a status heartbeat) changes nothi
 ResourceQuota only its hard limits on extended resources and DeviceClasses are kept (its
 `used` changes with every pod). The index is kept by an injected factory (DRA semantics are
 not ours to know here): `make_index(slices, classes, claims, nodes, node_resources, quotas,
-taint_rules, cordoned, not_ready)` returns an object with `index`, and
+taint_rules, cordoned, not_ready, priority_classes)` returns an object with `index`, and
 `slice_changed(name, obj)` / `claim_changed(key, obj)` that apply one event and return the
 new index, or None when only `rebuild(slices)` can. A background thread applies what changed,
 at most once per `rebuild_interval_s`: a review never waits, it reads the newest index (only
@@ -34,12 +34,14 @@ from app.common import Backoff, device_quota, extended_allocatable, not_ready, T
 from .client import raw_get, watch_events, why_failed
 
 log = logging.getLogger("dra_bridge.live")
-RESOURCES = ("resourceslices", "deviceclasses", "resourceclaims", "nodes", "resourcequotas", "devicetaintrules")
+RESOURCES = ("resourceslices", "deviceclasses", "resourceclaims", "nodes", "resourcequotas", "devicetaintrules",
+             "priorityclasses")
 INCREMENTAL = ("resourceslices", "resourceclaims")  # the rest (classes, nodes, quotas, rules): full builds
 # Served only from Kubernetes 1.37 (resource.k8s.io/v1): where the API has none, there are none;
 # the list is tried again every `absent_retry_s` (the cluster may be upgraded).
-OPTIONAL = ("devicetaintrules",)
-PATHS = {"nodes": "/api/v1/nodes", "resourcequotas": "/api/v1/resourcequotas"}
+OPTIONAL = ("devicetaintrules", "priorityclasses")  # the second: API fakes without it
+PATHS = {"nodes": "/api/v1/nodes", "resourcequotas": "/api/v1/resourcequotas",
+         "priorityclasses": "/apis/scheduling.k8s.io/v1/priorityclasses"}
 
 
 class _Gone(Exception):
@@ -134,6 +136,7 @@ class LiveInventory:
             unready = frozenset(n["metadata"]["name"] for n in kept_nodes if n.get("notReady"))
             quotas = [orjson.loads(b) for b in self.objects["resourcequotas"].values()]
             rules = [orjson.loads(b) for b in self.objects["devicetaintrules"].values()]
+            priorities = [orjson.loads(b) for b in self.objects["priorityclasses"].values()]
         self._live = None  # the previous index goes as the new one is built, not after
         # A million long-lived index objects would make every collection that meets them walk
         # them while holding the interpreter (the event loop): tens of ms in a young collection
@@ -145,7 +148,7 @@ class LiveInventory:
         try:
             self._live = self.make_index((orjson.loads(b) for b in slices), classes,
                                          ((k, orjson.loads(b)) for k, b in claims), nodes, resources, quotas, rules,
-                                         cordoned, unready)
+                                         cordoned, unready, priorities)
             gc.freeze()
         finally:
             if collecting:
@@ -194,6 +197,9 @@ class LiveInventory:
             obj = {"metadata": {"name": view.name, "labels": view.labels},
                    "allocatable": extended_allocatable(obj),
                    "unschedulable": bool((obj.get("spec") or {}).get("unschedulable")), "notReady": not_ready(obj)}
+        elif resource == "priorityclasses":  # what preemption is decided by
+            obj = {"metadata": {"name": view_of(obj).name}, "value": obj.get("value"),
+                   "preemptionPolicy": obj.get("preemptionPolicy"), "globalDefault": obj.get("globalDefault")}
         elif resource == "devicetaintrules":  # the rule, not its eviction status
             obj = {"spec": obj.get("spec") or {}}
         elif resource == "resourcequotas":  # its device limits, not its `used`

@@ -20,7 +20,8 @@ PATHS = {"nodes": "/api/v1/nodes", "pods": "/api/v1/pods", "namespaces": "/api/v
          "deviceclasses": "/apis/resource.k8s.io/v1/deviceclasses",
          "jobs": "/apis/batch/v1/jobs", "deployments": "/apis/apps/v1/deployments",
          "statefulsets": "/apis/apps/v1/statefulsets", "daemonsets": "/apis/apps/v1/daemonsets",
-         "persistentvolumeclaims": "/api/v1/persistentvolumeclaims", "persistentvolumes": "/api/v1/persistentvolumes"}
+         "persistentvolumeclaims": "/api/v1/persistentvolumeclaims", "persistentvolumes": "/api/v1/persistentvolumes",
+         "priorityclasses": "/apis/scheduling.k8s.io/v1/priorityclasses"}
 
 
 def snapshot(api: client.ApiClient, kinds=tuple(PATHS), fields: str | None = None) -> dict[str, list[dict]]:
@@ -58,7 +59,8 @@ class NodeWrites:
 
     def judged_on_node(self, name: str) -> dict[str, list[dict]]:
         """A snapshot for one node: its pods and slices, with what judging their paths needs."""
-        return {**snapshot(self.api, ("namespaces", "resourcequotas", "deviceclasses", "resourceclaims", "jobs")),
+        return {**snapshot(self.api, ("namespaces", "resourcequotas", "deviceclasses", "resourceclaims", "jobs",
+                                      "priorityclasses")),
                 **self.on_node(name, "pods", "resourceslices")}
 
     def pods(self) -> list[dict]:

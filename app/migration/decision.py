@@ -11,7 +11,7 @@ passes the one its webhook configuration has.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.common import InputError, vocabulary
 from app.policy import Effective, Policy
@@ -96,6 +96,15 @@ def _kept_by_policy(pod: dict, policy: Policy, keep: list[str]) -> Choice | None
     return None
 
 
+def _preemption_lost(pod: dict, policy: Policy, facts: Facts) -> str | None:
+    """What DRA takes from this pod while the scheduler does not preempt for DRA devices."""
+    if policy.migration.draPreemption == "on" or facts.preemption is None:
+        return None
+    lost = facts.preemption.lost(pod["spec"])
+    return f"preemption: {lost}; through Kubernetes 1.37 the scheduler does not preempt for DRA devices" if lost \
+        else None
+
+
 def _path(pod: dict, namespace: str, namespace_labels: dict | None, policy: Policy, facts: Facts,
           opt_in: OptIn | None, planner: Planner) -> Routed:
     if opt_in is not None and not opt_in.admits(namespace_labels):
@@ -113,8 +122,15 @@ def _path(pod: dict, namespace: str, namespace_labels: dict | None, policy: Poli
     plan, patch = planner(pod, policy.migration, namespace or None, facts.sharing)
     if plan.status in ("migrated", "unmigratable"):
         choice = choose(pod, plan, policy.migration, settings.path, facts)
+        lost = _preemption_lost(pod, policy, facts) if choice.path is not Path.LEGACY else None
+        if lost and not settings.migratePreempting:
+            choice = Choice(Path.LEGACY, f"{lost} (migration.draPreemption: off; namespaces[].migratePreempting: "
+                                         "true moves it anyway)", "preemption")
+        elif lost:
+            plan = replace(plan, warnings=[*plan.warnings, f"moved to DRA anyway (migratePreempting): {lost}"])
         if choice.path is Path.NATIVE:
-            return Routed(settings, Plan("unchanged", reason=choice.reason), path=choice, planned=plan)
+            return Routed(settings, Plan("unchanged", reason=choice.reason,
+                                         warnings=plan.warnings if lost else []), path=choice, planned=plan)
         if choice.path is Path.LEGACY:
             return Routed(settings, Plan("unchanged", reason=choice.reason, warnings=[
                 f"pod left on the device plugin: {choice.reason}"]), path=choice, planned=plan)

@@ -20,6 +20,7 @@ from .kueue import KueueView, kueue_uncounted
 from .legacy import legacy_resources
 from .planner import Plan
 from .podshape import pod_errors
+from .preemption import Preemption
 from .quota import kueue_per_pod, quota_escapes
 from .sharing import ClusterSharing
 
@@ -38,6 +39,7 @@ class Facts:
     extended: DeviceClass -> the extended resource it declares (extendedResourceName): a claim of
       that class is counted by quota under requests.<resource> too (KEP-5004, 1.37).
     kueue: Kueue's configuration as read (its deviceClassMappings and DRA gate).
+    preemption: the priorities pods preempt by (app.migration.preemption).
     """
 
     served: dict[str, str] | None = None
@@ -47,6 +49,7 @@ class Facts:
     quotas: Mapping[str, list[tuple[str, dict]]] | None = None
     extended: Mapping[str, str] | None = None
     kueue: KueueView | None = None
+    preemption: Preemption | None = None  # PriorityClasses and GPU pods' priorities (None: not known)
 
 
 class Path(enum.StrEnum):

@@ -134,6 +134,9 @@ class MigrationRules(_Strict):
     # DeviceClass serves the resource (extendedResourceName), legacy where DRA cannot serve it.
     path: Path = "auto"
     draSchedulers: list[str] = ["default-scheduler"]  # schedulers that allocate ResourceClaims
+    # Whether kube-scheduler preempts for DRA devices: on only from 1.38 with its DRAPreemption
+    # gate (KEP-5690). Off, a GPU pod that preempts or is preempted stays on the device plugin.
+    draPreemption: Literal["off", "on"] = "off"
     topology: Optional[TopologyRule] = None  # None: multi-device requests take any devices
     sharing: SharingRule = SharingRule()
     resources: list[ResourceRule]
@@ -176,6 +179,7 @@ class NamespaceSettings(_Strict):
     maxDevicesPerPod: Optional[int] = Field(default=None, ge=1)
     allowAdminAccess: Optional[bool] = None
     keepOnPlugin: Optional[list[str]] = None
+    migratePreempting: Optional[bool] = None
 
 
 class Defaults(_Strict):
@@ -196,6 +200,9 @@ class Defaults(_Strict):
     # Resources (names) or families (migration.resources[].family) whose pods stay on the device
     # plugin: the pods are left as written (path legacy, reason policy).
     keepOnPlugin: list[str] = []
+    # A GPU pod that preempts or is preempted (while migration.draPreemption is off): true moves
+    # it to DRA anyway, with a warning that it loses preemption.
+    migratePreempting: bool = False
 
 
 class NamespaceEntry(NamespaceSettings):
@@ -230,6 +237,7 @@ class Effective(_Strict):
     maxDevicesPerPod: Optional[int] = None
     allowAdminAccess: bool = False
     keepOnPlugin: list[str] = []
+    migratePreempting: bool = False
 
 
 class Policy(_Strict):

@@ -37,6 +37,8 @@ GRANTED = {
            for v in ("list", "watch")},
         **{("", "resourcequotas", v): "live.LiveInventory list + watch (GPU quotas a rewrite must not escape)"
            for v in ("list", "watch")},
+        **{("scheduling.k8s.io", "priorityclasses", v): "live.LiveInventory list + watch (preemption)"
+           for v in ("list", "watch")},
         ("", "configmaps", "get"): "kube.read_kueue (Kueue's deviceClassMappings; kueue-manager-config only)",
         ("apps", "deployments", "get"): "kube.read_kueue (Kueue's --feature-gates; kueue-controller-manager only)",
         **{("kueue.x-k8s.io", r, "list"): "kube.read_queues (serve: dra_bridge_queue_budget_escaped_devices)"
@@ -59,6 +61,7 @@ GRANTED = {
         ("coordination.k8s.io", "leases", "get"): "kube.LeaseStore.read (the rollout Lease, by name)",
         **{("", r, "list"): "kube.rollout_snapshot (volumes' node affinity pins pods: placement)"
            for r in ("persistentvolumeclaims", "persistentvolumes")},
+        ("scheduling.k8s.io", "priorityclasses", "list"): "kube.rollout_snapshot (preemption: the path choice)",
         ("coordination.k8s.io", "leases", "update"): "kube.LeaseStore.write (renew, release, take an expired one)",
         ("coordination.k8s.io", "leases", "create"): "kube.LeaseStore.write (the first rollout)",
         ("", "nodes", "list"): "kube.rollout_snapshot",

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs
 
 _NAMESPACED = re.compile(r"^/(?:api|apis/[^/]+)/[^/]+/namespaces/(?P<ns>[^/]+)/(?P<res>[^/]+)(?:/(?P<name>[^/?]+))?$")
 _NAMESPACE = re.compile(r"^/api/v1/namespaces/(?P<name>[^/?]+)$")
-_CLUSTER = re.compile(r"^/(?:api|apis/[^/]+)/[^/]+/(?P<res>resourceslices|deviceclasses|resourceclaims|devicetaintrules|nodes|pods|deployments|statefulsets|daemonsets|replicasets|jobs|cronjobs|resourcequotas|resourceclaimtemplates)(?:/(?P<name>[^/?]+))?$")
+_CLUSTER = re.compile(r"^/(?:api|apis/[^/]+)/[^/]+/(?P<res>resourceslices|deviceclasses|resourceclaims|devicetaintrules|nodes|pods|deployments|statefulsets|daemonsets|replicasets|jobs|cronjobs|resourcequotas|resourceclaimtemplates|priorityclasses)(?:/(?P<name>[^/?]+))?$")
 
 
 ALL_NAMESPACES = {"pods", "resourceclaimtemplates", "resourceclaims", "deployments", "statefulsets", "daemonsets",

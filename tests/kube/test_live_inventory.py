@@ -217,3 +217,18 @@ def test_issue_25_metrics_say_the_certificate_expiry_readiness_checks_and_a_fail
     eventually(lambda: live.ready, timeout=8)
     state.tick()
     assert sample("dra_bridge_inventory_watch_failing_seconds", resource="resourceslices") == 0
+
+
+def test_issue_47_priority_classes_are_watched_for_the_path_choice(live, fake_kube):
+    """What preemption is decided by reaches the webhook's facts: PriorityClasses, kept small."""
+    from app.application import cluster_facts
+    from app.policy import default_policy
+
+    fake_kube.add_cluster_object("priorityclasses", {
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "serving"},
+        "value": 1000, "description": "x" * 500})
+    eventually(lambda: live.index().priority_classes)
+    [kept] = live.index().priority_classes
+    assert kept["value"] == 1000 and "description" not in kept
+    facts = cluster_facts(default_policy(), live.index())
+    assert facts.path.preemption.classes["serving"].value == 1000
