@@ -19,7 +19,8 @@ from app.application import (ClusterFacts, admin_access, claim_objects, rollout,
 from app.application.manifests import ObjectReport, exit_status, kueue_of_inputs, namespace_labels, objects_of, \
     plan_objects
 from app.common import BridgeError, by_kind, controller_ref, dump_documents, labels_by_name, view_of
-from app.migration import OptIn, extended_resources, legacy_resources, pod_templates, queue_use, quota_use
+from app.migration import (OptIn, extended_resources, legacy_resources, pod_templates, queue_use, quota_use,
+                           unserved_versions)
 from app.policy import load_policy
 
 from .inputs import choose_inventory, read_some_inputs
@@ -162,6 +163,8 @@ def run_audit(args) -> int:
     if not args.filename:
         existing += _from_cluster(found, kube.list_queues, args.namespace)
     budgets, queues = _budgets(existing, classes, policy, kueue)
+    for note in filter(None, [kueue.refused if kueue else None, unserved_versions(existing)]):
+        sys.stderr.write(f"Kueue: {note}\n")
     exposure = admin_access(namespaces or {}, existing, policy)
     native = dra.native_gaps({view_of(c).name: c for c in classes}, _asked(objects_of(inputs) + controlled, policy))
     if args.output in ("json", "yaml"):  # one content, two spellings (kubectl's)

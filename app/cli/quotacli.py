@@ -11,7 +11,7 @@ import yaml
 from app import kube
 from app.common import BridgeError, dump_documents, metadata_of, view_of
 from app.migration import (KueueView, clean_object, extended_resources, kueue_configuration, kueue_in_objects,
-                           kueue_mappings, kueue_view_of, one_budget_classes, quota_changes)
+                           kueue_mappings, kueue_view_of, one_budget_classes, quota_changes, unserved_versions)
 from app.policy import load_policy
 
 from .inputs import read_some_inputs
@@ -57,6 +57,8 @@ def run_quota(args) -> int:
         sys.stderr.write(f"{note}\n")
     changes = quota_changes(found["ResourceQuota"], rules, extended_resources(classes))
     mappings, kueue_notes = kueue_mappings(found["ClusterQueue"], rules, view.mappings if view else None)
+    old = unserved_versions(found["ClusterQueue"])
+    kueue_notes += [old] if old else []
     configuration = kueue_configuration(mappings, view) if found["ClusterQueue"] else None
     for change in changes:
         for note in change.notes:

@@ -21,10 +21,10 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from app.common import metadata_of, view_of
+from app.common import BridgeError, metadata_of, view_of
 from app.policy import MigrationRules
 
-from .kueue import KUEUE_DRA_GATE, KueueView
+from .kueue import KUEUE_DRA_GATE, RESERVED_MAPPING, KueueView
 from .quota import quota_additions
 
 
@@ -136,9 +136,12 @@ def kueue_mappings(cluster_queues: list[dict], rules: MigrationRules,
             notes.append(f"{resource} (ClusterQueue {queues}): Kueue counts DeviceClass {cls} as {resource} already")
             continue
         if cls in owner:
+            uncovered = sorted(set(covered[resource]) - set(covered.get(owner[cls], [])))
             notes.append(f"{resource} (ClusterQueue {queues}): DeviceClass {cls} is already mapped to {owner[cls]}; "
                          f"Kueue counts a class as one resource: pods asking {resource} stay on the device plugin "
-                         "under Kueue")
+                         "under Kueue" + (f"; ClusterQueue {', '.join(uncovered)} must cover {owner[cls]} too (Kueue "
+                                          "0.20 charges a DRA resource name and pod overhead left under "
+                                          f"{resource} alike)" if uncovered else ""))
             continue
         owner[cls] = resource
         mappings.append({"name": resource, "deviceClassNames": [cls]})
@@ -152,6 +155,11 @@ def kueue_configuration(mappings: list[dict], view: KueueView | None) -> dict | 
     version the cluster's Configuration uses: the mappings to add, and the DRA feature gate where
     it is not on (without it Kueue counts claims as nothing); None when nothing is missing."""
     view = view or KueueView()
+    if view.refused:
+        raise BridgeError(view.refused)
+    if any(m.get("name") == RESERVED_MAPPING for m in mappings):
+        raise BridgeError(f"a deviceClassMapping would be named {RESERVED_MAPPING!r} (a migration rule's resource): "
+                          "Kueue 0.20 stops its controller on that name; rename the rule's resource")
     if not mappings and (view.dra_gate or not view.mappings):
         return None
     out: dict = {"apiVersion": view.api_version, "kind": "Configuration"}

@@ -21,6 +21,10 @@ from app.common import BridgeError, view_of
 from app.common.vocabulary import KUEUE_CONFIG, KUEUE_DEPLOYMENT
 
 KUEUE_DRA_GATE = "DynamicResourceAllocation"
+# Kueue 0.20 (CHANGELOG-0.20.md: #13989, #14558): a deviceClassMapping named `pods` (reserved:
+# the pod count) stops its controller; kueue.x-k8s.io/v1beta1 is no longer served (v1beta2 since 0.15).
+RESERVED_MAPPING = "pods"
+SERVED_VERSION = "kueue.x-k8s.io/v1beta2"
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,26 @@ class KueueView:
     mappings: Mapping[str, str] = field(default_factory=dict)  # DeviceClass -> resource
     dra_gate: bool = False
     api_version: str = "config.kueue.x-k8s.io/v1beta2"
+
+    @property
+    def refused(self) -> str | None:
+        """What in the configuration Kueue 0.20 refuses (its controller stops); None: nothing."""
+        named = sorted(c for c, r in self.mappings.items() if r == RESERVED_MAPPING)
+        if not named:
+            return None
+        return (f"Kueue's Configuration maps DeviceClass {', '.join(named)} to a resource named "
+                f"{RESERVED_MAPPING!r}: Kueue 0.20 stops its controller on that name (it counts pods); rename "
+                "the deviceClassMapping")
+
+
+def unserved_versions(objects: Iterable[dict]) -> str | None:
+    """A note when Kueue objects are of kueue.x-k8s.io/v1beta1, which Kueue 0.20 no longer serves."""
+    old = sorted({f"{o.get('kind')}/{view_of(o).name}" for o in objects
+                  if o.get("apiVersion") == "kueue.x-k8s.io/v1beta1"})
+    if not old:
+        return None
+    return (f"{len(old)} Kueue object(s) are kueue.x-k8s.io/v1beta1 ({', '.join(old[:3])}): Kueue 0.20 serves only "
+            f"{SERVED_VERSION} (since 0.15); dra-bridge writes {SERVED_VERSION} objects only")
 
 
 def configured_mappings(configuration: dict | None) -> dict[str, str]:

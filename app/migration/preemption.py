@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from app.common import view_of
 
 NEVER = "Never"
+PREEMPTS, PREEMPTED = "it preempts", "it is preempted"  # how a reason starts: rollout groups by them
 
 
 @dataclass(frozen=True)
@@ -50,12 +51,12 @@ class Preemption:
         shown = f" ({me.name})" if me.name else ""
         below = [p.value for p in others if p.value < me.value]
         if me.preempts and below:
-            return (f"it preempts: priority {me.value}{shown} above {whose} at {min(below)}; on DRA it would "
+            return (f"{PREEMPTS}: priority {me.value}{shown} above {whose} at {min(below)}; on DRA it would "
                     "wait Pending for their devices instead")
         above = [p for p in others if p.value > me.value and p.preempts]
         if above:
             top = max(above, key=lambda p: p.value)
-            return (f"it is preempted: {whose} at priority {top.value}{f' ({top.name})' if top.name else ''} "
+            return (f"{PREEMPTED}: {whose} at priority {top.value}{f' ({top.name})' if top.name else ''} "
                     f"preempt it (priority {me.value}); on DRA they could not")
         return None
 

@@ -90,3 +90,20 @@ def test_audit_and_its_policy_report_name_the_victim(tmp_path):
     assert "it is preempted: GPU pods at priority 100000 (serving-high)" in reasons["batch"]
     policy_report = run(tmp_path, "audit", "-o", "policyreport", objects=objects).stdout
     assert policy_report.count("preemption:") >= 2
+
+
+def test_rollout_plan_names_the_preempting_and_preempted_pods_of_each_wave(tmp_path):
+    """A wave's GPU pods that preempt, or are preempted, come back on the device plugin, named."""
+    from tests.unit.test_rollout import node, pod
+    nodes = [node(f"gpu-{i}", {"nvidia.com/gpu": "8"}, labels={"nvidia.com/gpu.deploy.device-plugin": "true",
+                                                                "nvidia.com/gpu.present": "true"}) for i in range(2)]
+    serving = pod("serving", "gpu-0", {"nvidia.com/gpu": "1"}, priorityClassName="serving-high")
+    batch = pod("batch", "gpu-0", {"nvidia.com/gpu": "1"}, priorityClassName="batch-low")
+    namespace = {"apiVersion": "v1", "kind": "Namespace",
+                 "metadata": {"name": "team-a", "labels": {"dra-bridge.io/migrate": "enabled"}}}
+    plan = run(tmp_path, "rollout", "plan", "-o", "json", objects=[*nodes, serving, batch, namespace, *CLASSES])
+    waves = json.loads(plan.stdout)["waves"]
+    notes = " ".join(n for w in waves for n in w["notes"])
+    assert "preemption: 1 preempting and 1 preempted GPU pod(s) come back on the device plugin" in notes, plan.stdout
+    why = {p["pod"]: p["why"] for w in waves for p in w["pods"]}
+    assert "preemption: it preempts" in why["team-a/serving"]

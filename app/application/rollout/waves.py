@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from app.common import view_of
+from app.migration import PREEMPTED, PREEMPTS
 from app.policy import LabelSelector
 
 from .placement import unplaceable
@@ -189,10 +190,20 @@ def _place(wave: Wave, members: list[NodeView], room: Room, placed: dict, drain:
         wave.blockers.append(f"{pod.key} ({pod.owner}, {_asks(pod)}) would find no room: {why}")
     if len(unplaced) > 5:
         wave.blockers.append(f"{len(unplaced) - 5} more pod(s) would find no room either")
+    _preemption_note(wave)
     later = [k for k, v in wave.back.items() if v == PLUGIN_FOR_NOW]
     if later:
         wave.notes.append(f"{len(later)} pod(s) come back on the device plugin for now (no DRA room they can use "
                           f"until this wave's nodes publish) and move with their new node: {', '.join(later[:5])}")
+
+
+def _preemption_note(wave: Wave) -> None:
+    """The wave's pods the path choice keeps on the device plugin for preemption, by side."""
+    kept = {side: [p.key for p in wave.pods if f"preemption: {side}:" in p.why] for side in (PREEMPTS, PREEMPTED)}
+    if kept[PREEMPTS] or kept[PREEMPTED]:
+        wave.notes.append(f"preemption: {len(kept[PREEMPTS])} preempting and {len(kept[PREEMPTED])} preempted GPU "
+                          "pod(s) come back on the device plugin, where the scheduler still preempts for them "
+                          f"(not for DRA devices through 1.37): {', '.join((kept[PREEMPTS] + kept[PREEMPTED])[:5])}")
 
 
 def _back(pod: PodView, names: set[str], after: dict, room: Room, placed: dict):
