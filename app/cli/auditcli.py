@@ -52,6 +52,11 @@ def live_objects(api, namespace: str | None = None) -> tuple[list[tuple[str, lis
     return out, controlled
 
 
+def priority_classes(api) -> list[dict]:
+    return [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", **item}
+            for item in kube.list_items(api, "/apis/scheduling.k8s.io/v1/priorityclasses")]
+
+
 def unmigrated_pods(pods: list[dict], policy, facts: ClusterFacts, namespaces: dict, opt_in) -> list[dict]:
     """Running pods of controllers that still hold legacy GPU requests the webhook would rewrite
     now (application.unmigrated, as `serve` counts them)."""
@@ -151,6 +156,7 @@ def run_audit(args) -> int:
         ([] if args.filename else _from_cluster(found, lambda api: kube.list_items(api, DEVICE_CLASSES)))
     if not args.filename:
         existing += _from_cluster(found, claim_objects, args.namespace)
+        existing += _from_cluster(found, priority_classes)  # what preemption is decided by
     _default_namespace(existing, args.namespace or "default")
     facts = cluster_facts(policy, ix, source=inventory_source(ix, where), objects=existing, kueue=kueue,
                           classes=classes, namespaces=namespaces, claims_known=True if not args.filename else None)
