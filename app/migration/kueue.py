@@ -4,8 +4,9 @@ Kueue (0.14+, feature gate DynamicResourceAllocation, alpha) counts the devices 
 ResourceClaimTemplates against a ClusterQueue only through its Configuration's
 `resources.deviceClassMappings` (a class counts as one resource). It counts only the plainest
 requests: `exactly` with a count, no CEL selectors, adminAccess or allocationMode All, no
-firstAvailable, constraints or config (sigs.k8s.io/kueue v0.17, pkg/dra/claims.go); a workload
-with anything else, or a class not mapped, is not admitted. With the gate off its claims count
+firstAvailable, constraints or config (sigs.k8s.io/kueue v0.17, pkg/dra/claims.go; 0.20 charges a
+firstAvailable of one count and logical resource behind a gate); a workload with anything else, or
+a class not mapped, is not admitted: the planner gives such pods one plain request. With the gate off its claims count
 as nothing (kueue#10504). So a pod Kueue admits by itself is rewritten only onto templates Kueue
 counts as the resource the pod asked for.
 """

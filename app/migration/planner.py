@@ -18,6 +18,7 @@ from .family_asks import Unmigratable, collect_asks, cost, resolve_device, resol
 from .legacy import legacy_resources, uses_dra
 from .nodelabels import translate
 from .podshape import pod_errors
+from .quota import kueue_per_pod
 from .sharing import ClusterSharing
 
 MIGRATION_ANNOTATION = vocabulary.MIGRATION_ANNOTATION
@@ -171,6 +172,13 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None,
             resolve_share(ask, rules, node_share, sharing, notes)
     requests, refs = assign_requests([a for a in asks if a.count], notes)
     topology = _topology(annotations, rules, notes)
+    if topology is not None and not topology[1] and kueue_per_pod(pod) and any(r.count > 1 for r in requests):
+        # Kueue charges a firstAvailable only when every alternative is the same count of one
+        # logical resource, and not with constraints (0.20, KueueDRAIntegrationPrioritizedList):
+        # one alternative, the shape it charges, instead of a preference it would refuse.
+        notes.append(f"Kueue admits this pod by itself: one request per ask, without the preference for "
+                     f"devices sharing {topology[0]} (a firstAvailable with constraints is not charged by Kueue)")
+        topology = None
     if topology is not None:
         for req in requests:
             if req.count > 1 and req.device_class != rules.migDeviceClass and not (req.share and req.share.variants):

@@ -8,6 +8,7 @@ the original names (#14154)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -66,3 +67,35 @@ def test_quota_refuses_a_configuration_kueue_would_not_start_with(tmp_path):
     result = subprocess.run([sys.executable, "-m", "app", "quota", "-f", str(path)], capture_output=True, text=True,
                             cwd=ROOT, timeout=60)
     assert result.returncode == 2 and "'pods'" in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_a_pod_kueue_admits_gets_one_alternative_kueue_charges(tmp_path):
+    """Kueue charges a firstAvailable only when its alternatives are the same count of one logical
+    resource, and never with constraints (0.20's KueueDRAIntegrationPrioritizedList, #14130; 0.17
+    not at all): a multi-GPU pod Kueue admits by itself gets the one plain request, and plan says
+    the topology preference was left out. Other pods keep the preference."""
+    policy = yaml.safe_load((ROOT / "app/data/default-policy.yaml").read_text())
+    policy["migration"]["kueueDeviceClasses"] = ["gpu.nvidia.com"]
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump({"migration": policy["migration"]}))
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "infer", "namespace": "team-a"},
+                  "spec": {"selector": {"matchLabels": {"app": "i"}}, "template": {
+                      "metadata": {"labels": {"app": "i", "kueue.x-k8s.io/queue-name": "research"}},
+                      "spec": {"containers": [{"name": "c", "image": "x",
+                                               "resources": {"limits": {"nvidia.com/gpu": 2}}}]}}}}
+    plain = json.loads(json.dumps(deployment))
+    plain["metadata"]["name"] = "plain"
+    del plain["spec"]["template"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    (tmp_path / "in.yaml").write_text(yaml.safe_dump_all([deployment, plain]))
+    result = subprocess.run([sys.executable, "-m", "app", "plan", "--policy", str(tmp_path / "policy.yaml"), "-f",
+                             str(tmp_path / "in.yaml"), "-o", "report"], capture_output=True, text=True, cwd=ROOT,
+                            timeout=60)
+    report = json.loads(result.stdout)
+    rows = {r["name"]: r for r in report["objects"]}
+    assert (rows["infer"]["status"], rows["infer"]["path"]) == ("migrated", "rewrite"), rows["infer"]
+    assert any("without the preference for devices sharing" in r for r in rows["infer"]["reasons"])
+    by_name = {t["metadata"]["name"]: t for t in report["templates"]}
+    [kueue_template] = [by_name[n] for n in rows["infer"]["templates"]]
+    [request] = kueue_template["spec"]["spec"]["devices"]["requests"]
+    assert request["exactly"]["count"] == 2 and "constraints" not in kueue_template["spec"]["spec"]["devices"]
+    [plain_template] = [by_name[n] for n in rows["plain"]["templates"]]
+    assert "firstAvailable" in plain_template["spec"]["spec"]["devices"]["requests"][0]
