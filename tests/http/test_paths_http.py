@@ -89,3 +89,23 @@ def test_a_pod_the_policy_refuses_is_denied_alike_for_a_dry_run_and_the_real_req
         assert state.policy.check()
         warned = client.post("/mutate", content=orjson.dumps(review(typed, dry_run=True))).json()["response"]
         assert warned["allowed"] and "patch" in warned  # warn: rewritten; /validate says the warning
+
+
+def test_issue_47_a_preempting_pod_is_left_on_the_device_plugin_with_a_warning_and_a_metric():
+    """The webhook's inventory holds PriorityClasses (watched live, or in an inventory file): a pod
+    that preempts keeps the device plugin, warned and counted under reason `preemption`."""
+    inventory = copy.copy(build_inventory())
+    inventory.priority_classes = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                   "metadata": {"name": "serving-high"}, "value": 100000}]
+    metrics = Metrics()
+    state = ServiceState(policy=PolicyHolder(None, metrics), templates=kube.TemplateStore(None),
+                         namespace_labels=kube.NamespaceLabels(None), metrics=metrics, inventory=inventory)
+    with TestClient(create_app(state)) as client:
+        preempting = pod([container("main", {"nvidia.com/gpu": 1})])
+        preempting["spec"]["priorityClassName"] = "serving-high"
+        resp = mutate(client, preempting)
+        assert resp["allowed"] and "patch" not in resp
+        assert "pod left on the device plugin: preemption: it preempts: priority 100000" in resp["warnings"][0]
+        assert 'dra_bridge_path_choices_total{path="legacy",reason="preemption"} 1.0' in client.get("/metrics").text
+        # A pod of the default priority is preempted by it: it stays too.
+        assert "it is preempted" in mutate(client, pod([container("main", {"nvidia.com/gpu": 1})]))["warnings"][0]
