@@ -31,6 +31,7 @@ e2e: $(VENV)/.installed
 	$(PY) -c 'from tests.e2e.cluster import build; print("control plane binaries:", build())'
 	$(PY) -c 'from tests.helm.helmbin import build; print("helm:", build())'
 	$(PY) -c 'from tests.e2e.kueue_manager import build; print("kueue:", build())'
+	$(PY) -c 'from tests.e2e.kwok import build; print("kwok:", build())'
 	DRA_BRIDGE_E2E=1 $(PY) -m pytest -q tests/e2e
 
 # The container image (image/build.sh): docker, or Debian's podman / buildah. IMAGE=name:tag;
