@@ -49,16 +49,19 @@ class EveryNamespace(dict):
 UNKNOWN = ClusterFacts()  # nothing known: the one spelling of "no inventory, no cluster"
 
 
-def index_facts(index: dra.Index, rules: MigrationRules, judge, kueue: KueueView | None = None) -> Facts:
+def index_facts(index: dra.Index, rules: MigrationRules, judge, kueue: KueueView | None = None,
+                gpu_pods: tuple[dict, ...] | None = None) -> Facts:
     """What an inventory index tells the planner and the path choice; judge(template) -> (state, why)
-    (TemplateVerdicts.dra); kueue: Kueue's configuration as read."""
+    (TemplateVerdicts.dra); kueue: Kueue's configuration as read; gpu_pods: the priorities GPU
+    pods run at (migration.gpu_pod_priorities; None: not known)."""
     sharing_labels = [r.label for r in rules.nodeLabels if r.translate == "sharing"]
     shareable = {name: ShareableDevices(caps, sizes)
                  for name, (caps, sizes) in dra.shareable_classes(index, rules.sharing.memoryCapacity).items()}
     nodes = [node for node, positions in index.by_node.items() if positions]
     sharing = ClusterSharing(shareable, dra.time_sliced(index.node_labels, nodes, sharing_labels))
     return Facts(served_resources(index.classes), judge, sharing, plugin_nodes(index.node_resources), index.quotas,
-                 extended_resources(index.classes), kueue, preemption_facts(index.priority_classes, (), rules))
+                 extended_resources(index.classes), kueue,
+                 preemption_of(index.priority_classes, gpu_pods) if index.priority_classes is not None else None)
 
 
 def preemption_facts(priority_classes: list[dict] | None, objects: Iterable[dict], rules: MigrationRules):

@@ -20,8 +20,9 @@ from app import __version__, dra, kube
 from app.common import BridgeError, InputError
 from app.migration import OptIn, kueue_view_of
 from app.policy import vap_changes
-from app.server import (BudgetWatch, DeadlineHttpProtocol, KueueWatch, Metrics, PolicyHolder, QueueBudgetWatch,
-                        ServiceState, UnmigratedCount, create_app, create_health_app, small_tls_buffers, tls)
+from app.server import (BudgetWatch, DeadlineHttpProtocol, GpuPriorityWatch, KueueWatch, Metrics, PolicyHolder,
+                        QueueBudgetWatch, ServiceState, UnmigratedCount, create_app, create_health_app,
+                        small_tls_buffers, tls)
 
 from .inputs import choose_inventory
 
@@ -279,8 +280,10 @@ def _background_rounds(args, state: ServiceState) -> None:
 
 
 def _kueue_rounds(state: ServiceState, api) -> None:
-    """Kueue's configuration for the path choice: read at once, then every minute."""
+    """Kueue's configuration and the priorities GPU pods run at, for the path choice: read at
+    once, then every minute."""
     KueueWatch(state, lambda: kueue_view_of(kube.read_kueue(api))).start()
+    GpuPriorityWatch(state, lambda: kube.running_pods(api)).start()
 
 
 def _template_lifecycle(args, state: ServiceState) -> None:

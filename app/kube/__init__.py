@@ -11,10 +11,10 @@ from .live_inventory import LiveInventory
 from .leases import LeaseStore
 from .rollout import NodeWrites
 from .rollout import snapshot as rollout_snapshot
-from .namespaces import NamespaceLabels, NamespaceLookupError, opted_in_pods
+from .namespaces import NamespaceLabels, NamespaceLookupError, opted_in_pods, running_pods
 from .template_gc import Lease, TemplateCollector, TemplateWatch
 from .templates import TemplateConflict, TemplateStore
 
-__all__ = ["AdmissionPolicySync", "list_kueue", "list_queues", "read_queues", "read_kueue", "ClaimReader", "EventSink", "NodeWrites", "LeaseStore", "rollout_snapshot", "Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "opted_in_pods", "TemplateConflict", "TemplateStore", "ApiTarget", "api_client", "connect", "kubeconfig_paths", "last_target", "unreachable", "api_client_for_host", "api_message", "probe", "raw_send",
+__all__ = ["AdmissionPolicySync", "list_kueue", "list_queues", "read_queues", "read_kueue", "ClaimReader", "EventSink", "NodeWrites", "LeaseStore", "rollout_snapshot", "Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "opted_in_pods", "running_pods", "TemplateConflict", "TemplateStore", "ApiTarget", "api_client", "connect", "kubeconfig_paths", "last_target", "unreachable", "api_client_for_host", "api_message", "probe", "raw_send",
            "list_items", "list_pages",
            "raw_get"]

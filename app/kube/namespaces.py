@@ -84,6 +84,11 @@ class NamespaceLabels:
 RUNNING = "status.phase!=Succeeded,status.phase!=Failed"
 
 
+def running_pods(api: client.ApiClient, page_size: int = 500) -> list[dict]:
+    """Every pod not finished, cluster-wide, read in pages."""
+    return list_pages(api, "/api/v1/pods", None, page_size, fields=RUNNING)[0]
+
+
 def opted_in_pods(api: client.ApiClient, selector: str | None, page_size: int = 500) -> tuple[dict[str, dict], list]:
     """(name -> labels of the namespaces `selector` picks (None: all), their pods still running),
     read in pages; ApiException or a connection error when the API does not answer."""

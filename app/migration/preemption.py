@@ -61,6 +61,15 @@ class Preemption:
         return None
 
 
+def gpu_pod_priorities(pods: Iterable[dict], asks_gpus) -> tuple[dict, ...]:
+    """What preemption reads of the pods that hold GPUs (asks_gpus(spec): claims or legacy GPU
+    requests), one entry per distinct priority: the fields the Priority admission plugin set."""
+    seen = {(s.get("priority"), s.get("preemptionPolicy"), s.get("priorityClassName"))
+            for s in (p.get("spec") for p in pods) if isinstance(s, dict) and asks_gpus(s)}
+    return tuple({k: v for k, v in zip(("priority", "preemptionPolicy", "priorityClassName"), entry) if v is not None}
+                 for entry in sorted(seen, key=repr))
+
+
 def preemption_of(priority_classes: Iterable[dict], gpu_pod_specs: Iterable[dict] | None = None) -> Preemption:
     """From PriorityClass objects and, where known, the specs of the pods that hold GPUs."""
     classes: dict[str, Priority] = {}

@@ -31,6 +31,7 @@ class KeptFacts:
     rules: object  # policy.MigrationRules
     kueue: object | None  # migration.KueueView
     facts: object  # migration.Facts
+    gpu_pods: tuple | None = None  # what GpuPriorityWatch last read
 
 
 @dataclass
@@ -57,6 +58,7 @@ class ServiceState:
     live: object | None = None  # app.kube.LiveInventory when --inventory live
     template_watch: object | None = None  # app.kube.TemplateWatch when there is an API
     kueue: object | None = None  # migration.KueueView, as KueueWatch last read it (None: not read)
+    gpu_pods: tuple | None = None  # the priorities GPU pods run at, as GpuPriorityWatch read them
     cached: Cached = field(default_factory=Cached)
     # Reviews run off the event loop, each gets `review_deadline_s` from its arrival (below the
     # webhook configurations' timeoutSeconds: 5). /mutate and /validate have workers of their own:
@@ -105,9 +107,9 @@ class ServiceState:
         known, facts = self.known_path_facts()
         if known:
             return facts
-        index, rules, kueue = self.index(), self.policy.policy.migration, self.kueue
-        facts = index_facts(index, rules, dra.TemplateVerdicts(index, "spec").dra, kueue)
-        self.cached.facts = KeptFacts(index, rules, kueue, facts)
+        index, rules, kueue, gpu_pods = self.index(), self.policy.policy.migration, self.kueue, self.gpu_pods
+        facts = index_facts(index, rules, dra.TemplateVerdicts(index, "spec").dra, kueue, gpu_pods)
+        self.cached.facts = KeptFacts(index, rules, kueue, facts, gpu_pods)
         return facts
 
     def known_path_facts(self) -> tuple[bool, object]:
@@ -117,7 +119,8 @@ class ServiceState:
         if not self.readiness()[1]["inventory"]:
             return True, UNKNOWN_FACTS
         kept = self.cached.facts
-        if kept is None or kept.rules is not self.policy.policy.migration or kept.kueue is not self.kueue:
+        if kept is None or kept.rules is not self.policy.policy.migration or kept.kueue is not self.kueue \
+                or kept.gpu_pods is not self.gpu_pods:
             return False, None
         index = self.index()
         if kept.index is index:

@@ -27,7 +27,8 @@ GRANTED = {
         ("resource.k8s.io", "resourceclaimtemplates", "list"): "kube.TemplateCollector.run_once",
         ("resource.k8s.io", "resourceclaimtemplates", "watch"): "kube.TemplateWatch (forget deleted templates)",
         ("resource.k8s.io", "resourceclaimtemplates", "delete"): "kube.TemplateCollector.run_once",
-        ("", "pods", "list"): "kube.TemplateCollector.run_once (templates pods name)",
+        ("", "pods", "list"): "kube.TemplateCollector.run_once (templates pods name); kube.running_pods "
+                              "(GpuPriorityWatch: the priorities GPU pods run at)",
         ("", "namespaces", "get"): "kube.NamespaceLabels.get (policy namespace selectors)",
         ("", "namespaces", "list"): "kube.opted_in_pods (serve: dra_bridge_unmigrated_pods)",
         ("resource.k8s.io", "resourceclaims", "get"): "kube.ClaimReader (the claims a pod names: per-pod limits)",

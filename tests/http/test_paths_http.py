@@ -109,3 +109,32 @@ def test_issue_47_a_preempting_pod_is_left_on_the_device_plugin_with_a_warning_a
         assert 'dra_bridge_path_choices_total{path="legacy",reason="preemption"} 1.0' in client.get("/metrics").text
         # A pod of the default priority is preempted by it: it stays too.
         assert "it is preempted" in mutate(client, pod([container("main", {"nvidia.com/gpu": 1})]))["warnings"][0]
+
+
+def test_issue_47_the_priorities_gpu_pods_run_at_narrow_it_to_real_victims():
+    """With the running pods read (GpuPriorityWatch), only GPU pods' priorities count: a
+    PriorityClass no GPU pod uses makes no victim of a default-priority pod; a read that fails
+    keeps the last set."""
+    from app.server import GpuPriorityWatch
+
+    inventory = copy.copy(build_inventory())
+    inventory.priority_classes = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                   "metadata": {"name": "serving-high"}, "value": 100000}]
+    metrics = Metrics()
+    state = ServiceState(policy=PolicyHolder(None, metrics), templates=kube.TemplateStore(None),
+                         namespace_labels=kube.NamespaceLabels(None), metrics=metrics, inventory=inventory)
+    running = [pod([container("main", {"nvidia.com/gpu": 1})]), pod([container("main", {"cpu": 1})])]
+    running[0]["spec"].update(priority=0, preemptionPolicy="PreemptLowerPriority")
+    running[1]["spec"].update(priority=100000, priorityClassName="serving-high")  # no GPU: not counted
+    watch = GpuPriorityWatch(state, lambda: running)
+    assert watch.run_once() == ({"priority": 0, "preemptionPolicy": "PreemptLowerPriority"},)
+    with TestClient(create_app(state)) as client:
+        assert "patch" in mutate(client, pod([container("main", {"nvidia.com/gpu": 1})]))  # no GPU pod above
+        preempting = pod([container("main", {"nvidia.com/gpu": 1})])
+        preempting["spec"]["priorityClassName"] = "serving-high"
+        assert "it preempts: priority 100000 (serving-high) above GPU pods at 0" in mutate(client, preempting)["warnings"][0]
+
+        def down():
+            raise OSError("connection refused")
+        kept = state.gpu_pods
+        assert GpuPriorityWatch(state, down).run_once() is kept and state.gpu_pods is kept
