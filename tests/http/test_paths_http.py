@@ -91,15 +91,20 @@ def test_a_pod_the_policy_refuses_is_denied_alike_for_a_dry_run_and_the_real_req
         assert warned["allowed"] and "patch" in warned  # warn: rewritten; /validate says the warning
 
 
-def test_issue_47_a_preempting_pod_is_left_on_the_device_plugin_with_a_warning_and_a_metric():
-    """The webhook's inventory holds PriorityClasses (watched live, or in an inventory file): a pod
-    that preempts keeps the device plugin, warned and counted under reason `preemption`."""
+def _state_with_a_serving_class() -> ServiceState:
+    """The example inventory, and one preempting PriorityClass (serving-high, 100000)."""
     inventory = copy.copy(build_inventory())
     inventory.priority_classes = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                                    "metadata": {"name": "serving-high"}, "value": 100000}]
     metrics = Metrics()
-    state = ServiceState(policy=PolicyHolder(None, metrics), templates=kube.TemplateStore(None),
-                         namespace_labels=kube.NamespaceLabels(None), metrics=metrics, inventory=inventory)
+    return ServiceState(policy=PolicyHolder(None, metrics), templates=kube.TemplateStore(None),
+                        namespace_labels=kube.NamespaceLabels(None), metrics=metrics, inventory=inventory)
+
+
+def test_issue_47_a_preempting_pod_is_left_on_the_device_plugin_with_a_warning_and_a_metric():
+    """The webhook's inventory holds PriorityClasses (watched live, or in an inventory file): a pod
+    that preempts keeps the device plugin, warned and counted under reason `preemption`."""
+    state = _state_with_a_serving_class()
     with TestClient(create_app(state)) as client:
         preempting = pod([container("main", {"nvidia.com/gpu": 1})])
         preempting["spec"]["priorityClassName"] = "serving-high"
@@ -117,12 +122,7 @@ def test_issue_47_the_priorities_gpu_pods_run_at_narrow_it_to_real_victims():
     keeps the last set."""
     from app.server import GpuPriorityWatch
 
-    inventory = copy.copy(build_inventory())
-    inventory.priority_classes = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                   "metadata": {"name": "serving-high"}, "value": 100000}]
-    metrics = Metrics()
-    state = ServiceState(policy=PolicyHolder(None, metrics), templates=kube.TemplateStore(None),
-                         namespace_labels=kube.NamespaceLabels(None), metrics=metrics, inventory=inventory)
+    state = _state_with_a_serving_class()
     running = [pod([container("main", {"nvidia.com/gpu": 1})]), pod([container("main", {"cpu": 1})])]
     running[0]["spec"].update(priority=0, preemptionPolicy="PreemptLowerPriority")
     running[1]["spec"].update(priority=100000, priorityClassName="serving-high")  # no GPU: not counted
