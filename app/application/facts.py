@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from app import dra
 from app.common import labels_by_name, view_of
 from app.migration import UNKNOWN_FACTS, ClusterSharing, Facts, KueueView, ShareableDevices, extended_resources, \
-    legacy_resources, plugin_nodes, preemption_of, served_resources
+    gpu_pod_priorities, plugin_nodes, preemption_of, served_resources
 from app.policy import MigrationRules, Policy
 
 from .engine import KnownClaims, Lookup, NamespaceClaims, no_lookup
@@ -71,9 +71,8 @@ def preemption_facts(priority_classes: list[dict] | None, objects: Iterable[dict
     listed = [o for o in objects if o.get("kind") == "PriorityClass"]
     if priority_classes is None and not listed:
         return None
-    pods = [o["spec"] for o in objects if o.get("kind") == "Pod" and isinstance(o.get("spec"), dict)]
-    gpu = [s for s in pods if s.get("resourceClaims") or legacy_resources(s, rules)] if pods else None
-    return preemption_of([*(priority_classes or []), *listed], gpu)
+    pods = [o for o in objects if o.get("kind") == "Pod"]
+    return preemption_of([*(priority_classes or []), *listed], gpu_pod_priorities(pods, rules) if pods else None)
 
 
 def cluster_facts(policy: Policy, index: dra.Index | None = None, *, source: str = "none",
@@ -143,9 +142,10 @@ def snapshot_facts(objects: Mapping[str, list[dict]], policy: Policy, source: st
     index = dra.build_index(dra.inventory_from_objects(tagged, "cluster"))
     kueue = (objects.get("kueue") or [None])[0]
     namespaces = labels_by_name(objects.get("namespaces", []))
-    claims = [{"kind": "ResourceClaim", **c} for c in objects.get("resourceclaims", [])]
-    claims += [{"kind": "Pod", **p} for p in objects.get("pods", [])]  # the priorities GPU pods run at
-    facts = cluster_facts(policy, index, source=inventory_source(index, source), objects=claims, claims_known=True,
+    # The claims pods name, and the pods (the priorities GPU pods run at).
+    read = [{"kind": "ResourceClaim", **c} for c in objects.get("resourceclaims", [])] + \
+        [{"kind": "Pod", **p} for p in objects.get("pods", [])]
+    facts = cluster_facts(policy, index, source=inventory_source(index, source), objects=read, claims_known=True,
                           namespaces=namespaces, kueue=kueue)
     if not judge_claims:  # what counts, not what is free now: the planner's own room model judges
         facts = replace(facts, path=replace(facts.path, dra=None))

@@ -176,7 +176,8 @@ class LiveIndex:
             allocated=old.allocated, allocated_capacity=old.allocated_capacity, shared_in_use=old.shared_in_use,
             incomplete_pools=dict(old.incomplete_pools), invalid_pools=dict(old.invalid_pools),
             rejected=list(old.rejected), node_labels_known=old.node_labels_known,
-            node_labels=old.node_labels, node_resources=old.node_resources, quotas=old.quotas, priority_classes=old.priority_classes, selector_slices=old.selector_slices,
+            node_labels=old.node_labels, node_resources=old.node_resources, quotas=old.quotas,
+            priority_classes=old.priority_classes, selector_slices=old.selector_slices,
             selector_cache=old.selector_cache, shadow_nodes=old.shadow_nodes, cordoned=old.cordoned)
         self.build.index = self.build.builder.index = snapshot
         self.build.builder.copied = set()

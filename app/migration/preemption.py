@@ -10,6 +10,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from app.common import view_of
+from app.policy import MigrationRules
+
+from .legacy import legacy_resources, uses_dra
 
 NEVER = "Never"
 PREEMPTS, PREEMPTED = "it preempts", "it is preempted"  # how a reason starts: rollout groups by them
@@ -61,11 +64,12 @@ class Preemption:
         return None
 
 
-def gpu_pod_priorities(pods: Iterable[dict], asks_gpus) -> tuple[dict, ...]:
-    """What preemption reads of the pods that hold GPUs (asks_gpus(spec): claims or legacy GPU
-    requests), one entry per distinct priority: the fields the Priority admission plugin set."""
+def gpu_pod_priorities(pods: Iterable[dict], rules: MigrationRules) -> tuple[dict, ...]:
+    """What preemption reads of the pods that hold GPUs (claims, or legacy GPU requests under
+    these rules), one entry per distinct priority: the fields the Priority admission plugin set."""
     seen = {(s.get("priority"), s.get("preemptionPolicy"), s.get("priorityClassName"))
-            for s in (p.get("spec") for p in pods) if isinstance(s, dict) and asks_gpus(s)}
+            for s in (p.get("spec") for p in pods)
+            if isinstance(s, dict) and (uses_dra(s) or legacy_resources(s, rules))}
     return tuple({k: v for k, v in zip(("priority", "preemptionPolicy", "priorityClassName"), entry) if v is not None}
                  for entry in sorted(seen, key=repr))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from app.common import Throttled
-from app.migration import gpu_pod_priorities, legacy_resources
+from app.migration import gpu_pod_priorities
 
 from .periodic import Periodic
 from .service import ServiceState
@@ -33,8 +33,7 @@ class GpuPriorityWatch(Periodic):
             self._failures.failed("cannot read the priorities GPU pods run at (%s): the last ones read stay", exc)
             return self.state.gpu_pods
         self._failures.recovered("the priorities GPU pods run at are readable again")
-        rules = self.state.policy.policy.migration
-        found = gpu_pod_priorities(pods, lambda spec: bool(spec.get("resourceClaims") or legacy_resources(spec, rules)))
+        found = gpu_pod_priorities(pods, self.state.policy.policy.migration)
         if found != self.state.gpu_pods:  # a new object only on change: decisions keyed on it stay
             log.info("GPU pods run at %d distinct priorities", len(found))
             self.state.gpu_pods = found

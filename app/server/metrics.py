@@ -28,7 +28,8 @@ class Metrics:
                                   ["result"], registry=self.registry)
         self.path_choices = Counter("dra_bridge_path_choices_total",
                                     "Pods left as they are, by path (native, legacy) and why: policy, bound, "
-                                    "scheduler, native, share, kueue, quota, preemption, dra-busy, dra-shadow, dra-cordoned, dra-twice, dra-never",
+                                    "scheduler, native, share, kueue, quota, preemption, dra-busy, dra-shadow, "
+                                    "dra-cordoned, dra-twice, dra-never",
                                     ["path", "reason"], registry=self.registry)
         self.validations = Counter("dra_bridge_validations_total", "Claims and pods validated",
                                    ["kind", "result", "mode"], registry=self.registry)
