@@ -123,14 +123,16 @@ def _path(pod: dict, namespace: str, namespace_labels: dict | None, policy: Poli
     if plan.status in ("migrated", "unmigratable"):
         choice = choose(pod, plan, policy.migration, settings.path, facts)
         lost = _preemption_lost(pod, policy, facts) if choice.path is not Path.LEGACY else None
+        anyway = []  # the warning of a pod moved to DRA although it loses preemption there
         if lost and not settings.migratePreempting:
             choice = Choice(Path.LEGACY, f"{lost} (migration.draPreemption: off; namespaces[].migratePreempting: "
                                          "true moves it anyway)", "preemption")
         elif lost:
-            plan = replace(plan, warnings=[*plan.warnings, f"moved to DRA anyway (migratePreempting): {lost}"])
-        if choice.path is Path.NATIVE:
-            return Routed(settings, Plan("unchanged", reason=choice.reason,
-                                         warnings=plan.warnings if lost else []), path=choice, planned=plan)
+            anyway = [f"moved to DRA anyway (migratePreempting): {lost}"]
+            plan = replace(plan, warnings=[*plan.warnings, *anyway])
+        if choice.path is Path.NATIVE:  # left as written: the rewrite's own warnings are not its
+            return Routed(settings, Plan("unchanged", reason=choice.reason, warnings=anyway), path=choice,
+                          planned=plan)
         if choice.path is Path.LEGACY:
             return Routed(settings, Plan("unchanged", reason=choice.reason, warnings=[
                 f"pod left on the device plugin: {choice.reason}"]), path=choice, planned=plan)

@@ -107,3 +107,19 @@ def test_rollout_plan_names_the_preempting_and_preempted_pods_of_each_wave(tmp_p
     assert "preemption: 1 preempting and 1 preempted GPU pod(s) come back on the device plugin" in notes, plan.stdout
     why = {p["pod"]: p["why"] for w in waves for p in w["pods"]}
     assert "preemption: it preempts" in why["team-a/serving"]
+
+
+def test_a_natively_served_pod_moved_anyway_is_warned_of_preemption_only():
+    """A pod served natively is left as written: it carries the migratePreempting warning, never
+    the rewrite plan's ("migrated ... to ResourceClaimTemplate ...")."""
+    from app.migration import Facts, Path, decide
+    from app.policy import parse_policy
+
+    policy = parse_policy(yaml.safe_dump({"namespaces": [{"names": ["team-a"], "migratePreempting": True}]}))
+    facts = Facts(served={"nvidia.com/gpu": "gpu-native"}, preemption=preemption_of(CLASSES))
+    pod = workload("Pod", "serving", "serving-high")
+    pod["metadata"]["annotations"] = {"hami.io/gpu-scheduler-policy": "binpack"}  # a planner note
+    routed = decide(pod, "team-a", {}, policy, facts)
+    assert routed.path.path is Path.NATIVE
+    [warning] = routed.plan.warnings
+    assert warning.startswith("moved to DRA anyway (migratePreempting): preemption: it preempts")
