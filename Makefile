@@ -32,6 +32,7 @@ e2e: $(VENV)/.installed
 	$(PY) -c 'from tests.helm.helmbin import build; print("helm:", build())'
 	$(PY) -c 'from tests.e2e.kueue_manager import build; print("kueue:", build())'
 	$(PY) -c 'from tests.e2e.kwok import build; print("kwok:", build())'
+	$(PY) -m tests.e2e.realnode
 	DRA_BRIDGE_E2E=1 $(PY) -m pytest -q tests/e2e
 
 # The container image (image/build.sh): docker, or Debian's podman / buildah. IMAGE=name:tag;

@@ -209,3 +209,32 @@ def webhook(cluster):
     cluster.apply(server.configurations())
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def real_plane(binaries, tmp_path_factory):
+    """A control plane with real nodes rn-0 and rn-1 (no GPU agents running until a test labels
+    the node), for the tests marked realnode; skipped, naming what is missing, where the machine
+    cannot run a kubelet, except where DRA_BRIDGE_REQUIRE_REALNODE is set (CI)."""
+    from types import SimpleNamespace
+
+    from tests.e2e import realnode
+
+    try:
+        node_bin, runtime_bin = realnode.build()
+    except realnode.NodeUnavailable as exc:
+        if os.environ.get("DRA_BRIDGE_REQUIRE_REALNODE"):
+            raise
+        pytest.skip(str(exc))
+    with own_plane(binaries, tmp_path_factory, "real-nodes") as plane:
+        nodes, agents = {}, None
+        try:
+            for index, name in enumerate(("rn-0", "rn-1")):
+                nodes[name] = realnode.RealNode(plane, name, index, node_bin, runtime_bin).start()
+            agents = realnode.NodeAgents(plane, nodes, {n: ({"nvidia.com/gpu": 8}, "h100x8.yaml") for n in nodes}).start()
+            yield SimpleNamespace(plane=plane, nodes=nodes, agents=agents)
+        finally:
+            if agents is not None:
+                agents.stop()
+            for node in nodes.values():
+                node.stop()
