@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import vocabulary
 from .quantity import parse_quantity
 
 
@@ -23,6 +24,14 @@ def extended_allocatable(node: dict, cordoned_too: bool = False) -> dict[str, in
         if count > 0:
             out[name] = count
     return out
+
+
+def leaving_dra(node: dict) -> bool:
+    """A rollout is taking it back to the device plugin and NVIDIA's plugin is still there: no
+    pod, not even one that tolerates the cordon, is to get a claim there (it could not be
+    unprepared once that plugin has gone)."""
+    annotations = (node.get("metadata") or {}).get("annotations")
+    return isinstance(annotations, dict) and annotations.get(vocabulary.ROLLOUT_STEP) in vocabulary.ROLLOUT_LEAVING_STEPS
 
 
 def not_ready(node: dict) -> bool:

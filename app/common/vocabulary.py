@@ -24,6 +24,8 @@ EVENT_COMPONENT = f"{OUR_DOMAIN}/webhook"  # reportingComponent of our Events
 ROLLOUT_WAVE = f"{OUR_DOMAIN}/rollout-wave"  # node annotations: the wave a node moved in, its step, what it was
 ROLLOUT_STEP = f"{OUR_DOMAIN}/rollout-step"
 ROLLOUT_BEFORE = f"{OUR_DOMAIN}/rollout-before"
+# Steps of an undo before its node is off DRA (rollout.record.Step): no new claim goes there.
+ROLLOUT_LEAVING_STEPS = frozenset({"undoing", "undo-evicted", "undo-restored"})
 NUMA_ATTRIBUTE = f"{OUR_DOMAIN}/numaNode"  # our reporter's; NVIDIA's driver publishes no NUMA node
 SHARE_CORES = f"{OUR_DOMAIN}/cores"  # capacity: percent of a GPU's compute, on shareable GPUs
 

@@ -108,6 +108,7 @@ class Index:
     # node.kubernetes.io/unschedulable (DaemonSet pods), so they are no room for the rest.
     cordoned: frozenset = frozenset()
     not_ready: frozenset = frozenset()  # nodes whose kubelet reports them not Ready (rollout's `unknown`)
+    leaving: frozenset = frozenset()  # nodes a rollout undo takes off DRA: room for no pod at all
     # Shared by the snapshots that differ only in what is allocated (claim updates): what the
     # path choice reads besides verdicts (classes, devices, nodes, quotas) is the same in all.
     epoch: object = field(default_factory=object)

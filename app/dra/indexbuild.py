@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import orjson
 
-from app.common import extended_allocatable, node_matches, not_ready, parse_quantity, view_of
+from app.common import extended_allocatable, leaving_dra, node_matches, not_ready, parse_quantity, view_of
 
 from app import cel
 
@@ -209,7 +209,8 @@ class Build:
                       node_labels_known=inventory.nodes is not None, node_labels=inventory.nodes,
                       node_resources=inventory.node_resources, quotas=inventory.quotas,
                       priority_classes=inventory.priority_classes,
-                      cordoned=frozenset(inventory.cordoned), not_ready=frozenset(inventory.not_ready))
+                      cordoned=frozenset(inventory.cordoned), not_ready=frozenset(inventory.not_ready),
+                      leaving=frozenset(inventory.leaving))
         self.index, self.inventory = index, inventory
         self.builder = _Builder(inventory, index)
         self.local: dict[str, list[dict]] = {}
@@ -291,5 +292,6 @@ def build_from_api(slices, classes: dict[str, dict], claims: list[dict], nodes: 
     cordoned = frozenset(view_of(n).name for n in nodes or ()
                          if (n.get("spec") or {}).get("unschedulable"))
     inventory = Inventory(slices=slices, classes=classes, source="live", nodes=labels, node_resources=resources,
-                          cordoned=cordoned, not_ready=frozenset(view_of(n).name for n in nodes or () if not_ready(n)))
+                          cordoned=cordoned, not_ready=frozenset(view_of(n).name for n in nodes or () if not_ready(n)),
+                          leaving=frozenset(view_of(n).name for n in nodes or () if leaving_dra(n)))
     return build(inventory, allocated_devices(claims), allocated_capacity(claims), shared_devices(claims))

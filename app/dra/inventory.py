@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from app.common import (InputError, add_quota, allocation_results, extended_allocatable, not_ready, parse_quantity,
+from app.common import (InputError, add_quota, allocation_results, extended_allocatable, leaving_dra, not_ready, parse_quantity,
                         view_of)
 
 SUPPORTED = "resource.k8s.io/v1"
@@ -22,6 +22,7 @@ class Inventory:
     node_resources: dict[str, dict[str, int]] | None = None
     cordoned: frozenset = frozenset()  # nodes with spec.unschedulable: no new pod lands there
     not_ready: frozenset = frozenset()  # nodes whose kubelet reports them not Ready: their status is stale
+    leaving: frozenset = frozenset()  # nodes a rollout undo is taking off DRA (common.leaving_dra)
     # namespace -> [(ResourceQuota name, hard limits on devices)]; None: no quotas were read
     quotas: dict[str, list[tuple[str, dict]]] | None = None
     # What an export (`kubectl get resourceslices,deviceclasses,resourceclaims,devicetaintrules,
@@ -52,6 +53,8 @@ def from_objects(objects: list[tuple[int, dict]], source: str) -> Inventory:
                 inv.cordoned = inv.cordoned | {metadata["name"]}
             if not_ready(obj):
                 inv.not_ready = inv.not_ready | {metadata["name"]}
+            if leaving_dra(obj):
+                inv.leaving = inv.leaving | {metadata["name"]}
             continue
         if kind == "ResourceQuota" and obj.get("apiVersion") == "v1":
             inv.quotas = inv.quotas if inv.quotas is not None else {}

@@ -46,7 +46,7 @@ class LiveIndex:
     def __init__(self, slices, classes: dict[str, dict], claims, nodes: dict[str, dict] | None,
                  node_resources: dict[str, dict[str, int]] | None = None, quotas: list[dict] | None = None,
                  taint_rules: list[dict] | None = None, cordoned=frozenset(), not_ready=frozenset(),
-                 priority_classes: list[dict] | None = None):
+                 priority_classes: list[dict] | None = None, leaving=frozenset()):
         """slices: iterable of ResourceSlices, claims: of (key, claim) pairs or a key -> claim
         map; each consumed once, so neither need be decoded all at once. nodes: name -> labels;
         node_resources: name -> extended resources allocatable (what device plugins advertise);
@@ -54,7 +54,7 @@ class LiveIndex:
         nodes with spec.unschedulable; priority_classes: PriorityClasses (None: not read)."""
         self.priority_classes = priority_classes
         self.classes, self.nodes, self.node_resources = dict(classes), nodes, node_resources
-        self.cordoned, self.not_ready = frozenset(cordoned), frozenset(not_ready)
+        self.cordoned, self.not_ready, self.leaving = frozenset(cordoned), frozenset(not_ready), frozenset(leaving)
         self.quotas = quota_map(quotas) if quotas is not None else None
         self.taint_rules = [taint_rule(r, "live DeviceTaintRule") for r in taint_rules or ()]
         self.claims: dict[str, list[tuple]] = {}
@@ -69,7 +69,7 @@ class LiveIndex:
     def _full(self, slices) -> None:
         self.build = Build(Inventory(slices=slices, classes=self.classes, source="live", nodes=self.nodes,
                                      node_resources=self.node_resources, quotas=self.quotas,
-                                     taint_rules=self.taint_rules, cordoned=self.cordoned,
+                                     taint_rules=self.taint_rules, cordoned=self.cordoned, leaving=self.leaving,
                                      not_ready=self.not_ready, priority_classes=self.priority_classes),
                            set(self.whole), {k: dict(v) for k, v in self.capacity.items() if v}, set(self.shares))
         self.dead = 0
@@ -178,7 +178,8 @@ class LiveIndex:
             rejected=list(old.rejected), node_labels_known=old.node_labels_known,
             node_labels=old.node_labels, node_resources=old.node_resources, quotas=old.quotas,
             priority_classes=old.priority_classes, selector_slices=old.selector_slices,
-            selector_cache=old.selector_cache, shadow_nodes=old.shadow_nodes, cordoned=old.cordoned)
+            selector_cache=old.selector_cache, shadow_nodes=old.shadow_nodes, cordoned=old.cordoned,
+            leaving=old.leaving)
         self.build.index = self.build.builder.index = snapshot
         self.build.builder.copied = set()
         self._previous, self._rejected_dirty = old, False

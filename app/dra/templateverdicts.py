@@ -40,18 +40,18 @@ class TemplateVerdicts:
         self._seen: dict[tuple, Verdict] = {}
         self.twice = served_twice(index)
 
-    def __call__(self, template: dict, allocatable_only: bool = False, open_only: bool = False,
+    def __call__(self, template: dict, allocatable_only: bool = False, closed: frozenset = frozenset(),
                  twice_too: bool = False) -> Verdict:
         """allocatable_only: shadow nodes and nodes served twice do not count (`check`), unless
-        twice_too; open_only: cordoned nodes do not count either. Each remembered apart."""
-        key = (template["metadata"]["name"], allocatable_only, open_only, twice_too)
+        twice_too; nor do the `closed` nodes (cordoned, leaving DRA). Each remembered apart."""
+        key = (template["metadata"]["name"], allocatable_only, closed, twice_too)
         verdict = self._seen.get(key)
         if verdict is None:
             if len(self._seen) >= self.size:
                 self._seen.clear()
             skip = frozenset()
             if allocatable_only:
-                skip = (frozenset() if twice_too else self.twice) | (self.index.cordoned if open_only else frozenset())
+                skip = (frozenset() if twice_too else self.twice) | closed
             verdict = check(parse_claim_spec(template["spec"]["spec"], self.path), self.index,
                             allocatable_only=allocatable_only, skip=skip)
             self._seen[key] = verdict
@@ -68,18 +68,22 @@ class TemplateVerdicts:
         verdict = self(template)
         if verdict.status in ("never", "invalid"):
             return "never", verdict.message
-        closed = bool(self.index.cordoned) and not tolerates_cordon
-        allocatable = self(template, allocatable_only=True, open_only=closed) \
+        # A node a rollout takes off DRA is closed even to pods that tolerate its cordon.
+        closed = (frozenset() if tolerates_cordon else self.index.cordoned) | self.index.leaving
+        allocatable = self(template, allocatable_only=True, closed=closed) \
             if self.index.shadow_nodes or closed or self.twice else verdict
         if allocatable.status == "never" and closed:
             reachable = self(template, allocatable_only=True)
             if reachable.status != "never":
-                node = reachable.example_node if reachable.example_node in self.index.cordoned \
-                    else min(self.index.cordoned)
+                node = reachable.example_node if reachable.example_node in closed else min(closed)
+                if node in self.index.leaving:
+                    return "cordoned", (f"only nodes a rollout is taking back to the device plugin have such devices "
+                                        f"(e.g. {node}): a claim there could not be unprepared once NVIDIA's plugin "
+                                        "has gone")
                 return "cordoned", (f"only cordoned nodes have such devices (e.g. {node}: drained, or moving in a "
                                     "rollout): it would be rewritten once such a node takes pods again")
         if allocatable.status == "never" and self.twice and \
-                self(template, allocatable_only=True, open_only=closed, twice_too=True).status != "never":
+                self(template, allocatable_only=True, closed=closed, twice_too=True).status != "never":
             node = verdict.example_node if verdict.example_node in self.twice else min(self.twice)
             return "twice", (f"only nodes whose device plugin still advertises GPUs have such devices (e.g. {node}: "
                              "a DRA driver publishes them too, so one GPU could be handed out twice; `rollout "

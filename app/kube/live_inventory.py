@@ -29,7 +29,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.common import Backoff, device_quota, extended_allocatable, not_ready, Throttled, view_of
+from app.common import Backoff, device_quota, extended_allocatable, leaving_dra, not_ready, Throttled, view_of
 
 from .client import raw_get, watch_events, why_failed
 
@@ -134,6 +134,7 @@ class LiveInventory:
             resources = {n["metadata"]["name"]: n["allocatable"] for n in kept_nodes}
             cordoned = frozenset(n["metadata"]["name"] for n in kept_nodes if n.get("unschedulable"))
             unready = frozenset(n["metadata"]["name"] for n in kept_nodes if n.get("notReady"))
+            leaving = frozenset(n["metadata"]["name"] for n in kept_nodes if n.get("leaving"))
             quotas = [orjson.loads(b) for b in self.objects["resourcequotas"].values()]
             rules = [orjson.loads(b) for b in self.objects["devicetaintrules"].values()]
             priorities = [orjson.loads(b) for b in self.objects["priorityclasses"].values()]
@@ -148,7 +149,7 @@ class LiveInventory:
         try:
             self._live = self.make_index((orjson.loads(b) for b in slices), classes,
                                          ((k, orjson.loads(b)) for k, b in claims), nodes, resources, quotas, rules,
-                                         cordoned, unready, priorities)
+                                         cordoned, unready, priorities, leaving)
             gc.freeze()
         finally:
             if collecting:
@@ -196,7 +197,8 @@ class LiveInventory:
             view = view_of(obj)
             obj = {"metadata": {"name": view.name, "labels": view.labels},
                    "allocatable": extended_allocatable(obj),
-                   "unschedulable": bool((obj.get("spec") or {}).get("unschedulable")), "notReady": not_ready(obj)}
+                   "unschedulable": bool((obj.get("spec") or {}).get("unschedulable")), "notReady": not_ready(obj),
+                   "leaving": leaving_dra(obj)}
         elif resource == "priorityclasses":  # what preemption is decided by
             obj = {"metadata": {"name": view_of(obj).name}, "value": obj.get("value"),
                    "preemptionPolicy": obj.get("preemptionPolicy"), "globalDefault": obj.get("globalDefault")}

@@ -211,21 +211,29 @@ def webhook(cluster):
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def real_plane(binaries, tmp_path_factory):
-    """A control plane with real nodes rn-0 and rn-1 (no GPU agents running until a test labels
-    the node), for the tests marked realnode; skipped, naming what is missing, where the machine
-    cannot run a kubelet, except where DRA_BRIDGE_REQUIRE_REALNODE is set (CI)."""
-    from types import SimpleNamespace
-
+@pytest.fixture(scope="session")
+def node_binaries():
+    """(node programs, runtime) for the tests marked realnode; they skip, naming what is missing,
+    where the machine cannot run a kubelet, except where DRA_BRIDGE_REQUIRE_REALNODE is set (CI)."""
     from tests.e2e import realnode
 
     try:
-        node_bin, runtime_bin = realnode.build()
+        return realnode.build()
     except realnode.NodeUnavailable as exc:
         if os.environ.get("DRA_BRIDGE_REQUIRE_REALNODE"):
             raise
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def real_plane(binaries, node_binaries, tmp_path_factory):
+    """A control plane with real nodes rn-0 and rn-1 (no GPU agents running until a test labels
+    the node)."""
+    from types import SimpleNamespace
+
+    from tests.e2e import realnode
+
+    node_bin, runtime_bin = node_binaries
     with own_plane(binaries, tmp_path_factory, "real-nodes") as plane:
         nodes, agents = {}, None
         try:

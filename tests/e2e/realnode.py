@@ -220,7 +220,11 @@ state = '{state}/state'
         raise TimeoutError(f"{what} not reached in {timeout_s}s; kubelet log tail:\n{self.log('kubelet')[-3000:]}")
 
     def stop(self) -> None:
-        """The kubelet, every container (a shim outlives containerd), then containerd and mounts."""
+        """The kubelet, every container (a shim outlives containerd), then containerd and mounts,
+        and the log folders of the pods it ran (the kubelet keeps them in /var/log/pods)."""
+        bound = self.plane.kubectl("get", "pods", "-A", f"--field-selector=spec.nodeName={self.name}", "-o",
+                                   "jsonpath={range .items[*]}{.metadata.namespace}_{.metadata.name}_{.metadata.uid} "
+                                   "{end}", check=False).stdout.split()
         _terminate(self.processes.pop("kubelet", None))
         if "containerd" in self.processes:
             try:
@@ -240,6 +244,8 @@ state = '{state}/state'
                   if line.split()[1].startswith(str(self.dir))]
         for mount in sorted(mounts, key=len, reverse=True):
             subprocess.run(["umount", "-l", mount], capture_output=True, timeout=30)
+        for folder in bound:
+            shutil.rmtree(pathlib.Path("/var/log/pods") / folder, ignore_errors=True)
 
 
 def _terminate(process: subprocess.Popen | None, grace_s: float = 15) -> None:

@@ -134,15 +134,7 @@ def moving_plane(workdir, binaries, nodes=NODES, namespace=NS, hardware=None):
         webhook = Webhook(plane, "--template-gc-interval", "3600").start()
         plane.apply(webhook.configurations())
         kubelets.thread.start()
-        # The admin who moves nodes: bound to the rollout ClusterRole and nothing else.
-        plane.apply([{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "mover", "namespace": "default"}},
-                     {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                      "metadata": {"name": "dra-bridge-rollout-mover"},
-                      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                  "name": "dra-bridge-rollout"},
-                      "subjects": [{"kind": "ServiceAccount", "name": "mover", "namespace": "default"}]}])
-        token = plane.kubectl("create", "token", "mover", "-n", "default", "--duration=2h").stdout.strip()
-        plane.mover = kubeconfig(plane.dir / "mover.kubeconfig", plane.server, plane.ca, token)
+        plane.mover = mover_kubeconfig(plane)
         plane.kubelets = kubelets
         yield plane
     finally:
@@ -151,6 +143,18 @@ def moving_plane(workdir, binaries, nodes=NODES, namespace=NS, hardware=None):
         if webhook is not None:
             webhook.stop()
         plane.stop()
+
+
+def mover_kubeconfig(plane) -> str:
+    """The admin who moves nodes: bound to the rollout ClusterRole and nothing else."""
+    plane.apply([{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "mover", "namespace": "default"}},
+                 {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                  "metadata": {"name": "dra-bridge-rollout-mover"},
+                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                              "name": "dra-bridge-rollout"},
+                  "subjects": [{"kind": "ServiceAccount", "name": "mover", "namespace": "default"}]}])
+    token = plane.kubectl("create", "token", "mover", "-n", "default", "--duration=2h").stdout.strip()
+    return kubeconfig(plane.dir / "mover.kubeconfig", plane.server, plane.ca, token)
 
 
 @pytest.fixture(scope="module")

@@ -182,3 +182,26 @@ def test_a_pod_that_tolerates_the_cordon_as_daemonset_pods_do_may_use_cordoned_n
     pod = gpu_pod(1)
     pod["spec"]["tolerations"] = [toleration]
     assert (choose(ix, pod).path == "rewrite") is tolerates
+
+
+@pytest.mark.parametrize("step, leaving", [("undoing", True), ("undo-evicted", True), ("undo-restored", True),
+                                           ("undo-ready", False), ("moved", False), ("done", False)])
+def test_a_node_a_rollout_takes_off_dra_is_no_room_even_for_pods_that_tolerate_its_cordon(step, leaving):
+    # Issue 48, on real kubelets: a DaemonSet pod rewritten onto a node whose NVIDIA plugin is
+    # about to leave keeps its claim prepared, and cannot stop once the plugin has gone.
+    node = dra_node("dra-1", cordoned=True)
+    node["metadata"]["annotations"] = {"dra-bridge.io/rollout-step": step}
+    pod = gpu_pod(1)
+    pod["spec"]["tolerations"] = [{"operator": "Exists"}]
+    choice = choose(index(real_slices("h100x8", "dra-1"), [node]), pod)
+    assert (choice.path == "legacy") is leaving
+    if leaving:
+        assert choice.code == "dra-cordoned" and "only nodes a rollout is taking back to the device plugin have such " \
+            "devices (e.g. dra-1)" in choice.reason
+
+
+def test_the_steps_that_leave_dra_are_the_undo_steps_before_the_device_plugin_is_back():
+    from app.application.rollout.record import Step
+    from app.common import vocabulary
+
+    assert vocabulary.ROLLOUT_LEAVING_STEPS == {s.label for s in Step if s.undoing and s < Step.UNDO_READY}

@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from app.application import rollout
-from app.common import InputError
+from app.common import InputError, leaving_dra
 from app.application.rollout.mover import Mover, Stopped
 from app.application.rollout.record import MoveRecord, Step
 from app.policy import default_policy
@@ -80,9 +80,14 @@ class FakeCluster:
         if gone["metadata"].get("ownerReferences"):
             again = copy.deepcopy(gone)
             again["metadata"]["name"] = name + "-r"
-            again["spec"]["containers"][0]["resources"] = {}  # rewritten onto a claim
-            again["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "dra-bridge-t"}]
             is_daemon = gone["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet"
+            # The webhook: onto a claim, unless it is pinned to a node leaving DRA (left as written).
+            if is_daemon and leaving_dra(self.nodes[gone["spec"]["nodeName"]]):
+                again["spec"].pop("resourceClaims", None)
+                again["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+            else:
+                again["spec"]["containers"][0]["resources"] = {}
+                again["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "dra-bridge-t"}]
             again["spec"]["nodeName"] = gone["spec"]["nodeName"] if is_daemon else self.place(again)
             self.pod_list.append(again)
         return None
@@ -265,19 +270,27 @@ def test_a_bare_pod_stops_the_move_before_anything_is_evicted_unless_forced():
     assert m.finish(["p0"]) == {} and "bare" not in {p["metadata"]["name"] for p in fake.pod_list}
 
 
-def test_undo_moves_daemonset_pods_only_once_nvidias_driver_has_withdrawn_the_node():
+def test_undo_evicts_daemonset_pods_while_nvidias_plugin_can_still_unprepare_their_claims():
+    """Found on real kubelets (issue 48): a pod holding a claim stops only once NVIDIA's plugin
+    has unprepared it, and that plugin leaves with the labels. So an undo evicts the DaemonSet
+    pods first; their replacements, pinned to a node leaving DRA, wait on the device plugin."""
     fake = FakeCluster()
     m = mover(fake)
     m.move("p0", 1)
     m.finish(["p0"])
+    fake.log.clear()
     fake.withdraws = False  # the kubelet plugin's slices linger
     with pytest.raises(Stopped, match="NVIDIA's driver to withdraw its slices .*8 device.s. still published"):
         mover(fake).undo("p0")
-    assert "agent-p0-r" in {p["metadata"]["name"] for p in fake.pod_list}  # not evicted onto leaving devices
+    restore = next(i for i, e in enumerate(fake.log) if e[0] == "patch" and "labels" in e[2].get("metadata", {}))
+    assert ("evict", "agent-p0-r") in fake.log[:restore]
+    [replacement] = [p for p in fake.pod_list if p["metadata"]["name"] == "agent-p0-r-r"]
+    assert not replacement["spec"].get("resourceClaims")  # on the device plugin, never a claim there
     fake.withdraws = True
     m = mover(fake)
     m.undo("p0")
     assert m.finish(["p0"]) == {}
+    assert fake.nodes["p0"]["metadata"]["annotations"].get(rollout.STEP) is None
 
 
 @pytest.mark.parametrize("before, field", [

@@ -6,8 +6,9 @@ run:  cordon, evict its GPU pods, flip the switch labels, wait until NVIDIA's dr
       what the device plugin advertised, evict its DaemonSet GPU pods (they come back on DRA on
       this node: they tolerate the cordon), uncordon; then (finish) wait until every workload
       it evicted has its pods bound again, and only then is the node done.
-undo: cordon, evict its GPU pods, restore the labels, wait until the device plugin advertises
-      again, evict its DaemonSet GPU pods, restore the cordon; finish as run does, then forget.
+undo: cordon, evict its GPU pods, its DaemonSet GPU pods too (NVIDIA's plugin must unprepare
+      their claims before it goes), restore the labels, wait until the device plugin advertises
+      again and the DaemonSet pods are back, restore the cordon; finish as run does, then forget.
 Nothing is forced: a budget that refuses an eviction is asked again until the timeout.
 """
 
@@ -137,6 +138,10 @@ class Mover:
         if record.step < Step.UNDO_EVICTED:
             if record.switched(view_of(node).labels):  # else nothing is on DRA there: nothing to evict
                 self._evict(name, record, late=False)
+                # NVIDIA's kubelet plugin leaves with the labels, and a pod stops only once it has
+                # unprepared its claims: the DaemonSet pods go first too. Their replacements wait
+                # on the device plugin (no cordoned node is DRA room) until it is back.
+                self._evict(name, record, late=True, back_here=False)
             self._advance(name, record, Step.UNDO_EVICTED)
         if record.step < Step.UNDO_RESTORED:
             record.step = Step.UNDO_RESTORED
@@ -147,7 +152,8 @@ class Mover:
         self._wait(name, lambda: self._advertised(name, record.before),
                    f"the device plugin to advertise {name}'s GPUs again and NVIDIA's driver to withdraw its slices",
                    record)
-        self._evict(name, record, late=True)
+        daemons = {w for w in record.evicted if "/DaemonSet/" in w}
+        self._wait(name, lambda: self._back_here(name, daemons), f"the DaemonSet pods to come back on {name}", record)
         record.step = Step.UNDO_READY
         self._write(name, record, {"spec": {"unschedulable": bool(record.before.get("unschedulable"))}})
         self.say(f"{name}: the device plugin advertises its GPUs again")
@@ -183,10 +189,10 @@ class Mover:
                 self.say(f"{name}: back on the device plugin, its workloads bound again")
         return {}
 
-    def _evict(self, name: str, record: MoveRecord, late: bool) -> None:
+    def _evict(self, name: str, record: MoveRecord, late: bool, back_here: bool = True) -> None:
         """Evict the node's GPU pods (late: the DaemonSet pods that tolerate the cordon, which come
         back on this node), recording their workloads first; refused evictions are asked again
-        until the timeout. Then wait until they are gone (and, late, bound here again)."""
+        until the timeout. Then wait until they are gone (and, late and back_here, bound here again)."""
         # A run moves what holds the device plugin's GPUs, an undo what holds DRA's: a pod already
         # on the side it goes to (a replacement a killed run left) stays where it is.
         pods = [p for p in self._pods(name) if (p.daemon and p.tolerates_cordon) == late
@@ -226,7 +232,7 @@ class Mover:
         self._wait(name, lambda: (not keys & {"/".join(view_of(p).key())
                                               for p in self.api.on_node(name, "pods")["pods"]}, "pods still there"),
                    f"the evicted pods to leave {name}", record)
-        if late:
+        if late and back_here:
             daemons = {p.workload for p in pods}
             self._wait(name, lambda: self._back_here(name, daemons),
                        f"the DaemonSet pods to come back on {name}", record)

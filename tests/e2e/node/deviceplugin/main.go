@@ -43,6 +43,7 @@ func (s *server) ListAndWatch(_ *api.Empty, stream grpc.ServerStreamingServer[ap
 func (s *server) Allocate(_ context.Context, request *api.AllocateRequest) (*api.AllocateResponse, error) {
 	response := &api.AllocateResponse{}
 	for _, container := range request.ContainerRequests {
+		fmt.Println("deviceplugin: allocate", strings.Join(container.DevicesIds, ","))
 		response.ContainerResponses = append(response.ContainerResponses, &api.ContainerAllocateResponse{
 			Envs: map[string]string{"NVIDIA_VISIBLE_DEVICES": strings.Join(container.DevicesIds, ",")}})
 	}

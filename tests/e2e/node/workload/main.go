@@ -21,7 +21,7 @@ func main() {
 		}
 	}
 	sort.Strings(lines)
-	report := strings.Join(lines, "\n")
+	report := strings.Join(append([]string{"workload: started"}, lines...), "\n")
 	fmt.Println(report)
 	_ = os.WriteFile("/dev/termination-log", []byte(report), 0o644)
 	if os.Getenv("EXIT_AT_ONCE") != "" {
