@@ -16,6 +16,8 @@ import sys
 import threading
 import time
 
+import yaml
+
 from tests import gobuild
 from tests.conftest import ROOT
 from tests.e2e.cluster import _release, free_port
@@ -191,10 +193,10 @@ state = '{state}/state'
             lines += [line.split(" ", 3)[3] for line in path.read_text().splitlines() if line.count(" ") >= 3]
         return "\n".join(lines)
 
-    def ctr(self, *args: str) -> str:
+    def ctr(self, *args: str, check: bool = True) -> str:
         result = subprocess.run([str(self.runtime_bin / "ctr"), "--address", str(self.socket), "--namespace", "k8s.io",
                                  *args], capture_output=True, text=True, timeout=120)
-        if result.returncode != 0:
+        if check and result.returncode != 0:
             raise RuntimeError(f"ctr {' '.join(args)}: {result.stderr[-2000:]}")
         return result.stdout
 
@@ -229,12 +231,10 @@ state = '{state}/state'
         if "containerd" in self.processes:
             try:
                 for task in self.ctr("tasks", "ls", "-q").split():
-                    subprocess.run([str(self.runtime_bin / "ctr"), "--address", str(self.socket), "-n", "k8s.io",
-                                    "tasks", "kill", "-s", "SIGKILL", task], capture_output=True, timeout=30)
+                    self.ctr("tasks", "kill", "-s", "SIGKILL", task, check=False)
                 time.sleep(0.5)
                 for task in self.ctr("tasks", "ls", "-q").split():
-                    subprocess.run([str(self.runtime_bin / "ctr"), "--address", str(self.socket), "-n", "k8s.io",
-                                    "tasks", "delete", "-f", task], capture_output=True, timeout=30)
+                    self.ctr("tasks", "delete", "-f", task, check=False)
             except (RuntimeError, subprocess.TimeoutExpired):
                 pass
         _terminate(self.processes.pop("containerd", None))
@@ -345,8 +345,6 @@ def rendered_devices(node: str, description: str) -> list[dict]:
                             capture_output=True, text=True, timeout=60, cwd=ROOT)
     if result.returncode != 0:
         raise RuntimeError(f"reporter --once: {result.stderr[-2000:]}")
-    import yaml
-
     slices = [d for d in yaml.safe_load_all(result.stdout) if d and d.get("kind") == "ResourceSlice"]
     return [device for s in slices for device in s["spec"].get("devices") or []]
 

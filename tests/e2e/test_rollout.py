@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -166,6 +167,20 @@ def rolling(binaries, tmp_path_factory):
 def rollout(plane, *args, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "app", "rollout", *args, "--kubeconfig", plane.mover],
                           capture_output=True, text=True, timeout=300, cwd=ROOT, **kw)
+
+
+def rollout_killed_at(plane, marker: str, *args) -> list[str]:
+    """`rollout *args`, SIGKILLed as soon as it prints a line holding `marker`: the lines it printed."""
+    run = subprocess.Popen([sys.executable, "-m", "app", "rollout", *args, "--kubeconfig", plane.mover],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    seen = []
+    for line in run.stdout:
+        seen.append(line)
+        if marker in line:
+            run.send_signal(signal.SIGKILL)
+            break
+    run.wait(30)
+    return seen
 
 
 def bound(plane) -> list[dict] | None:

@@ -8,15 +8,11 @@ from __future__ import annotations
 
 import datetime
 import json
-import signal
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import ROOT
 from tests.e2e.conftest import wait_for
-from tests.e2e.test_rollout import DRA_LABEL, PLUGIN_LABEL, PRODUCT, moving_plane, rollout, workload
+from tests.e2e.test_rollout import DRA_LABEL, PLUGIN_LABEL, PRODUCT, moving_plane, rollout, rollout_killed_at, workload
 
 pytestmark = pytest.mark.timeout(900)
 NODES = ("fl-0", "fl-1", "fl-2")
@@ -121,16 +117,7 @@ def test_a_mixed_fleet_moves_without_stranding_a_pod_and_the_pilot_rolls_back(fl
     plane.kubectl("delete", "lease", "dra-bridge-rollout", "-n", "dra-bridge")
 
     # The run is killed right after the labels flip; the same command finishes it.
-    run = subprocess.Popen([sys.executable, "-m", "app", "rollout", "run", "--wave", "1", *PILOT, "--force",
-                            "--timeout", "90", "--kubeconfig", plane.mover], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-    seen = []
-    for line in run.stdout:
-        seen.append(line)
-        if "fl-0: labels " in line:
-            run.send_signal(signal.SIGKILL)
-            break
-    run.wait(30)
+    seen = rollout_killed_at(plane, "fl-0: labels ", "run", "--wave", "1", *PILOT, "--force", "--timeout", "90")
     assert any("evicted fleet/scratch (a bare pod: lost (--force)" in line for line in seen), seen
     assert plane.json("node", "fl-0")["metadata"]["annotations"]["dra-bridge.io/rollout-step"] == "flipped"
     again = rollout(plane, "run", "--wave", "1", *PILOT, "--force", "--timeout", "90")

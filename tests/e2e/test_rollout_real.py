@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import subprocess
 import sys
 
@@ -18,7 +17,8 @@ from tests.conftest import ROOT
 from tests.e2e.cluster import ControlPlane
 from tests.e2e.conftest import INSTALLED_KINDS, NVIDIA_CLASSES, Webhook, rendered_manifests, wait_for
 from tests.e2e.test_brownfield import report
-from tests.e2e.test_rollout import mover_kubeconfig
+from tests.e2e.test_rollout import mover_kubeconfig, rollout_killed_at
+from tests.e2e.test_rollout import workload as rollout_workload
 from tests.e2e import realnode
 from tests.e2e.realnode import DRA_LABEL, PAUSE_IMAGE, PLUGIN_LABEL, WORKLOAD_IMAGE, RealNode
 
@@ -37,22 +37,16 @@ def container(gpus=1, **env):
 
 
 def workload(kind, name, replicas=1, node=None, **env):
-    labels = {"app": name}
-    pod = {"metadata": {"labels": labels}, "spec": {
-        "terminationGracePeriodSeconds": 10, **({"nodeSelector": {"kubernetes.io/hostname": node}} if node else {}),
-        **({"restartPolicy": "Never"} if kind == "Job" else {}), "containers": [container(**env)]}}
-    spec = {"template": pod}
-    if kind == "Job":
-        spec["backoffLimit"] = 20
-    elif kind == "DaemonSet":
-        spec.update(selector={"matchLabels": labels})
-        pod["spec"]["nodeSelector"] = PRODUCT
-    else:
-        spec.update(replicas=replicas, selector={"matchLabels": labels})
-    if kind == "StatefulSet":
-        spec["serviceName"] = name
-    return {"apiVersion": "batch/v1" if kind == "Job" else "apps/v1", "kind": kind,
-            "metadata": {"name": name, "namespace": NS}, "spec": spec}
+    """test_rollout's workload in this namespace, running the workload image; a DaemonSet runs
+    on every H100 node."""
+    obj = rollout_workload("Deployment" if kind == "DaemonSet" else kind, name, replicas, 1, node)
+    obj["kind"], obj["metadata"]["namespace"] = kind, NS
+    template = obj["spec"]["template"]["spec"]
+    template.update(terminationGracePeriodSeconds=10, containers=[container(**env)])
+    if kind == "DaemonSet":
+        del obj["spec"]["replicas"]
+        template["nodeSelector"] = PRODUCT
+    return obj
 
 
 BARE = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "scratch", "namespace": NS, "labels": {"app": "scratch"}},
@@ -173,16 +167,7 @@ def test_a_real_fleet_moves_wave_by_wave_and_the_pilot_rolls_back(real):
     assert planned.returncode == 1 and "real/scratch is a bare pod" in planned.stdout, planned.stdout
 
     # Killed right after the labels flip; the same command finishes the wave.
-    run = subprocess.Popen([sys.executable, "-m", "app", "rollout", "run", "--wave", "1", *PILOT, "--force",
-                            "--timeout", "120", "--kubeconfig", plane.mover], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-    seen = []
-    for line in run.stdout:
-        seen.append(line)
-        if "rr-0: labels " in line:
-            run.send_signal(signal.SIGKILL)
-            break
-    run.wait(30)
+    seen = rollout_killed_at(plane, "rr-0: labels ", "run", "--wave", "1", *PILOT, "--force", "--timeout", "120")
     assert plane.json("node", "rr-0")["metadata"]["annotations"]["dra-bridge.io/rollout-step"] == "flipped", seen
     again = rollout(plane, "run", "--wave", "1", *PILOT, "--force", "--timeout", "120")
     assert again.returncode == 0, again.stdout + again.stderr
