@@ -2,9 +2,10 @@
 100,000 devices on 12,500 nodes with 12,500 claims (bench/validate.py's heterogeneous cluster).
 
 A child process runs the real LiveInventory (list + watch over HTTP, incremental index) and
-reports: time to ready, RSS, and the latency of one slice change and one claim change, from
-the write to the API until a review would see it; against the baseline of a full build of the
-same objects, measured in the same run.
+reports: time to ready, RSS and its peak in each phase (the kernel's high-water mark), the
+latency of one slice change and one claim change, from the write to the API until a review
+would see it, and of a Node label change (a full build taking the unchanged slices' devices);
+against the baseline of a full build of the same objects taking nothing, in the same run.
 
     .venv/bin/python bench/live_inventory.py [--nodes 12500] [--updates 30]
 """
@@ -22,7 +23,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.validate import allocation_results, heterogeneous, percentile, rss_mb  # noqa: E402
+from bench.validate import allocation_results, heterogeneous, peak_rss_mb, percentile, rss_mb  # noqa: E402
 from tests.kube.fakeapi import FakeKube  # noqa: E402
 
 
@@ -42,53 +43,66 @@ def child(url: str, updates: int) -> None:
     from app import dra
     from app.kube import LiveInventory, api_client_for_host
 
-    def put(resource: str, obj: dict) -> None:
-        request = urllib.request.Request(f"{url}/apis/resource.k8s.io/v1/{resource}/{obj['metadata']['name']}",
-                                         data=orjson.dumps(obj), method="PUT",
-                                         headers={"Content-Type": "application/json"})
+    def put(path: str, obj: dict) -> None:
+        request = urllib.request.Request(f"{url}{path}/{obj['metadata']['name']}", data=orjson.dumps(obj),
+                                         method="PUT", headers={"Content-Type": "application/json"})
         urllib.request.urlopen(request).read()
 
     start_rss = rss_mb()
+    peak_rss_mb(reset=True)
     started = time.perf_counter()
     live = LiveInventory(api_client_for_host(url), dra.LiveIndex, rebuild_interval_s=0).start()
     live.wait_synced(600)
     index = live.index()
     ready_s = time.perf_counter() - started
-    ready_rss = rss_mb()
     out = {"devices": index.device_count, "nodes": len(index.views), "groups": len(index.node_groups),
-           "ready_s": ready_s, "rss_start_mb": start_rss, "rss_ready_mb": ready_rss}
+           "ready_s": ready_s, "rss_start_mb": start_rss, "rss_ready_mb": rss_mb(),
+           "peak_start_mb": peak_rss_mb(reset=True)}
 
     with live._lock:
         raw_slices = list(live.objects["resourceslices"].items())
         raw_claims = list(live.objects["resourceclaims"].items())
     timings: dict[str, tuple[list, list]] = {"resourceslices": ([], []), "resourceclaims": ([], [])}
 
-    def timed_write(resource: str, obj: dict) -> None:
+    def timed_write(path: str, obj: dict, resource: str | None = None) -> float:
         """Write through the API; wait until the index a review reads has taken it."""
         before = live.builds
         t = time.perf_counter()
-        put(resource, obj)
+        put(path, obj)
         while live.builds == before:
             time.sleep(0.001)
-        timings[resource][0].append(time.perf_counter() - t)
-        timings[resource][1].append(live.last_build_s)
+        if resource:
+            timings[resource][0].append(time.perf_counter() - t)
+            timings[resource][1].append(live.last_build_s)
+        return live.last_build_s
 
     for i in range(updates):
         obj = orjson.loads(raw_slices[(i * 997) % len(raw_slices)][1])
         for device in obj["spec"].get("devices") or []:
             device.setdefault("attributes", {})["bench"] = {"int": i}  # a reporter's republish
-        timed_write("resourceslices", obj)
+        timed_write("/apis/resource.k8s.io/v1/resourceslices", obj, "resourceslices")
         claim = orjson.loads(raw_claims[(i * 613) % len(raw_claims)][1])
         results = claim["status"]["allocation"]["devices"]["results"]
         claim["status"]["allocation"]["devices"]["results"] = results[:-1] if len(results) > 1 else results
-        timed_write("resourceclaims", claim)
+        timed_write("/apis/resource.k8s.io/v1/resourceclaims", claim, "resourceclaims")
     (slice_latency, slice_apply), (claim_latency, claim_apply) = timings["resourceslices"], timings["resourceclaims"]
     out["full_builds_during_updates"] = live.full_builds - 1
     out["rss_after_updates_mb"] = rss_mb()
-    t = time.perf_counter()
-    live._rebuild()
-    out["full_build_s"] = time.perf_counter() - t
-    out["rss_peak_mb"] = rss_mb()
+    out["peak_updates_mb"] = peak_rss_mb(reset=True)
+    # A Node's labels change (a rollout's flip, GFD): a full build while reviews read the old index.
+    builds = live.full_builds
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-00042", "labels": {"bench": "flipped"}}}
+    out["label_build_s"] = timed_write("/api/v1/nodes", node)
+    out["label_full_builds"] = live.full_builds - builds
+    out["peak_label_mb"] = peak_rss_mb(reset=True)
+    # The baseline and the worst case: a full build with nothing to take from the index before
+    # (what every full build was before slices were reused), the old index still held by readers.
+    with live._build_lock:
+        live._live = None
+        t = time.perf_counter()
+        live._rebuild()
+        out["full_build_s"] = time.perf_counter() - t
+    out["peak_cold_mb"] = peak_rss_mb(reset=True)
     for name, values in (("slice_latency", slice_latency), ("slice_apply", slice_apply),
                          ("claim_latency", claim_latency), ("claim_apply", claim_apply)):
         out[name] = {"median_ms": statistics.median(values) * 1e3, "p99_ms": percentile(values, 0.99) * 1e3}
@@ -127,13 +141,17 @@ def main() -> None:
     print(f"live inventory: {r['devices']} devices, {r['nodes']} nodes, {r['groups']} node groups "
           f"(fake API server, list + watch over HTTP)")
     print(f"time to ready {r['ready_s']:.1f} s; RSS start {r['rss_start_mb']:.0f} MB, ready {r['rss_ready_mb']:.0f} MB, "
-          f"after {args.updates} updates {r['rss_after_updates_mb']:.0f} MB, with a full rebuild {r['rss_peak_mb']:.0f} MB")
+          f"after {args.updates} updates {r['rss_after_updates_mb']:.0f} MB")
+    print(f"peak RSS (the kernel's high-water mark, per phase): start to ready {r['peak_start_mb']:.0f} MB; "
+          f"updates {r['peak_updates_mb']:.0f} MB; full build after a Node label change "
+          f"{r['peak_label_mb']:.0f} MB ({r['label_build_s'] * 1e3:.0f} ms, {r['label_full_builds']} full build); "
+          f"full build taking nothing from the index before {r['peak_cold_mb']:.0f} MB")
     for what in ("slice", "claim"):
         latency, apply = r[f"{what}_latency"], r[f"{what}_apply"]
         print(f"one {what} change: applied in median {apply['median_ms']:.1f} ms (p99 {apply['p99_ms']:.1f} ms); "
               f"write -> visible median {latency['median_ms']:.1f} ms (p99 {latency['p99_ms']:.1f} ms, "
               f"incl. the fake server's 20 ms watch poll)")
-    print(f"baseline, full build of the same objects: {r['full_build_s'] * 1e3:.0f} ms -> one slice change "
+    print(f"baseline, full build of the same objects taking nothing: {r['full_build_s'] * 1e3:.0f} ms -> one slice change "
           f"{r['full_build_s'] * 1e3 / max(r['slice_apply']['median_ms'], 1e-3):.0f}x faster; full builds during "
           f"the updates: {r['full_builds_during_updates']}")
 

@@ -45,6 +45,17 @@ CLAIM = {"devices": {"requests": [
 ]}}
 
 
+def peak_rss_mb(reset: bool = False) -> float:
+    """The most RSS this process held since it started or the last reset (the kernel's VmHWM:
+    every moment, not a sample); reset starts a new window."""
+    with open("/proc/self/status") as handle:
+        peak = next(int(line.split()[1]) / 1024 for line in handle if line.startswith("VmHWM:"))
+    if reset:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+    return peak
+
+
 def rss_mb() -> float:
     with open("/proc/self/status") as handle:
         for line in handle:

@@ -12,7 +12,7 @@ class GroupCache:
     groups: list | None = None  # (nodes, the first node's view) per group
     shapes: dict[int, list[int]] = field(default_factory=dict)  # group -> device shapes its view holds
     histograms: dict[int, list] = field(default_factory=dict)  # group -> (shape, allocated, count)
-    ordered: dict[str, tuple] = field(default_factory=dict)  # node -> its view's signature in allocation order
+    ordered: dict[str, bytes] = field(default_factory=dict)  # node -> its view's signature in allocation order
     refined: dict[tuple, list] = field(default_factory=dict)  # (group, part, attributes, exact, skip) -> nodes
     constraints: dict[tuple, tuple] = field(default_factory=dict)  # (node, attributes, exact) -> pattern
 

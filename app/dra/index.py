@@ -11,6 +11,7 @@ up to device identity form one group and are decided once.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 
@@ -83,7 +84,7 @@ class Index:
     views: dict[str, list[PoolView]] = field(default_factory=dict)  # node -> its pools in allocation order
     # Nodes whose views hold the same devices in any order (canonical signature); the exact order
     # matters only when an error can stop upstream, and is compared then (ordered_signature).
-    node_groups: dict[tuple, list[str]] = field(default_factory=dict)
+    node_groups: dict[bytes, list[str]] = field(default_factory=dict)
     group_cache: GroupCache = field(default_factory=GroupCache)  # feasibility's, kept between claims
     node_labels_known: bool = False  # Node objects were read: nodeSelector slices are matched for real
     node_labels: dict | None = None  # node -> labels, as read (None: not read)
@@ -129,7 +130,7 @@ class Index:
             self.group_cache.groups = [(nodes, self.views[nodes[0]]) for nodes in self.node_groups.values()]
         return self.group_cache.groups
 
-    def ordered_signature(self, node: str) -> tuple:
+    def ordered_signature(self, node: str) -> bytes:
         """The node's view with its devices in allocation order (computed when first needed)."""
         ordered = self.group_cache.ordered
         if node not in ordered:
@@ -137,9 +138,10 @@ class Index:
         return ordered[node]
 
 
-def view_signature(view: list[PoolView], index: Index, ordered: bool) -> tuple:
+def view_signature(view: list[PoolView], index: Index, ordered: bool) -> bytes:
     """Equal for nodes whose views differ only in device identity and local pool names (and,
-    unless `ordered`, in the order of devices and pools)."""
+    unless `ordered`, in the order of devices and pools). A 128-bit digest: only ever compared,
+    and 12,500 nodes' full signatures were 25 MB of a 100,000-device index."""
     out = []
     for pool in view:
         devices = [(index.devices[p].shape, index.devices[p].key in index.allocated,
@@ -151,6 +153,7 @@ def view_signature(view: list[PoolView], index: Index, ordered: bool) -> tuple:
         out.append((pool.key[0], name, pool.status, pool.reason, tuple(devices if ordered else sorted(devices)),
                     tuple(sorted((k, tuple(sorted(v.items()))) for k, v in pool.counters.items())),
                     tuple(sorted((k, tuple(sorted(v.items()))) for k, v in pool.allocated_use.items()))))
-    return tuple(out if ordered else sorted(out, key=repr))
+    parts = [repr(pool) for pool in out]
+    return hashlib.blake2b("\n".join(parts if ordered else sorted(parts)).encode(), digest_size=16).digest()
 
 

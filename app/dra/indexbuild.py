@@ -15,12 +15,12 @@ from . import shadow
 from . import slicefields as fields
 from .index import ANY_NODE, Device, Index, PoolView, view_signature
 from .inventory import Inventory, allocated_capacity, allocated_devices, apply_taint_rules, shared_devices
+from .slicecache import Derived, ShapeTable, SliceCache
 
 
 class _Builder:
-    def __init__(self, inventory: Inventory, index: Index):
-        self.index = index
-        self.shape_ids: dict[bytes, int] = {}
+    def __init__(self, inventory: Inventory, index: Index, table: ShapeTable):
+        self.index, self.table = index, table
         self.positions: dict[int, list[int]] = {}  # id(slice) -> device positions
         self.pools: dict[tuple, list[dict]] = {}
         self.node_labels = inventory.nodes
@@ -28,27 +28,27 @@ class _Builder:
 
     def members(self, shape: int) -> list[int]:
         """The member list of a shape, to append to; copied first when readers may hold it."""
-        if self.copied is not None and shape not in self.copied and shape < len(self.index.shape_members):
-            self.index.shape_members[shape] = list(self.index.shape_members[shape])
+        members = self.index.shape_members
+        while len(members) < len(self.table.shapes):
+            members.append([])  # shapes another build of the same table added
+        if self.copied is not None and shape not in self.copied:
+            members[shape] = list(members[shape])
             self.copied.add(shape)
-        return self.index.shape_members[shape]
+        return members[shape]
 
-    def add_slice(self, full: dict) -> dict:
-        """Index the slice's devices; what is kept of the slice (its spec without the device
-        bodies), so a large inventory is never all decoded at once."""
+    def derive(self, full: dict, shadow: bool = False) -> Derived:
+        """The slice as kept (its spec without the device bodies, so a large inventory is never
+        all decoded at once), its devices and those left out. Touches only the shape table."""
         spec = full["spec"]
         devices = spec.get("devices") or []
         s = {"metadata": {"name": view_of(full).name},
              "spec": {**{k: v for k, v in spec.items() if k != "devices"},
                       "deviceNames": [d.get("name") if isinstance(d, dict) else None for d in devices]}}
-        driver, pool_name = spec.get("driver"), (spec.get("pool") or {}).get("name")
-        self.pools.setdefault((driver, pool_name), []).append(s)
-        positions = self.positions.setdefault(id(s), [])
-        if spec.get("nodeSelector") is not None or spec.get("perDeviceNodeSelection"):
-            self.index.selector_slices += 1
         if spec.get("sharedCounters"):
-            return s  # a counter slice: its devices are not allocatable (upstream)
+            return Derived(s, (), (), shadow)  # a counter slice: its devices are not allocatable (upstream)
+        driver, pool_name = spec.get("driver"), (spec.get("pool") or {}).get("name")
         per_device = bool(spec.get("perDeviceNodeSelection"))
+        table, out, rejected = self.table, [], []
         for raw in devices:
             if not isinstance(raw, dict):
                 continue
@@ -57,23 +57,34 @@ class _Builder:
                 capacity = fields.capacity(raw.get("capacity"))
                 consumes = fields.consumes(raw.get("consumesCounters"))
             except (ValueError, TypeError, AttributeError) as exc:
-                self.index.rejected.append((driver, pool_name, raw.get("name"), str(exc)))
+                rejected.append((driver, pool_name, raw.get("name"), str(exc)))
                 continue
             taints = fields.blocking_taints(raw.get("taints"))
             key = orjson.dumps([shape_variable, taints, {k: [str(v), repr(p)] for k, (v, p) in capacity.items()}],
                                option=orjson.OPT_SORT_KEYS)
-            index = self.index
-            if key not in self.shape_ids:
-                self.shape_ids[key] = len(index.shapes)
-                index.shapes.append(shape_variable)
-                index.shape_taints.append(taints)
-                index.shape_capacity.append(capacity)
-                index.shape_members.append([])
-                index.shape_flat.append({f"{d}/{n}": v for d, names in shape_variable["attributes"].items()
-                                         for n, v in names.items()})
-            device = Device((driver, pool_name, raw.get("name")), spec.get("nodeName") or None, identity,
-                            self.shape_ids[key], consumes, bool(raw.get("bindingConditions")),
-                            fields.placement(raw) if per_device else None, (index.shapes, index.shape_flat))
+            if key not in table.ids:
+                table.ids[key] = len(table.shapes)
+                table.shapes.append(shape_variable)
+                table.taints.append(taints)
+                table.capacity.append(capacity)
+                table.flat.append({f"{d}/{n}": v for d, names in shape_variable["attributes"].items()
+                                   for n, v in names.items()})
+            identity = {table.identity_keys.setdefault(k, k): v for k, v in identity.items()}
+            out.append(Device((driver, pool_name, raw.get("name")), spec.get("nodeName") or None, identity,
+                              table.ids[key], consumes, bool(raw.get("bindingConditions")),
+                              fields.placement(raw) if per_device else None, table.tables))
+        return Derived(s, tuple(out), tuple(rejected), shadow)
+
+    def adopt(self, derived: Derived) -> dict:
+        """Place a derived slice's devices in this index; the slice as kept."""
+        s, index = derived.kept, self.index
+        spec = s["spec"]
+        self.pools.setdefault(fields.pool_key(s), []).append(s)
+        positions = self.positions.setdefault(id(s), [])
+        if spec.get("nodeSelector") is not None or spec.get("perDeviceNodeSelection"):
+            index.selector_slices += 1
+        index.rejected.extend(derived.rejected)
+        for device in derived.devices:
             position = len(index.devices)
             index.devices.append(device)
             self.members(device.shape).append(position)
@@ -203,39 +214,44 @@ class Build:
     """A full build, with the state an incremental update needs (app.dra.live)."""
 
     def __init__(self, inventory: Inventory, allocated: set | None = None, capacity: dict | None = None,
-                 shared: set | None = None):
+                 shared: set | None = None, previous: SliceCache | None = None):
+        """inventory.slices may yield raw bytes (a live inventory's): what `previous` derived from
+        the same bytes is taken as is, and `cache` keeps what this build derived for the next."""
+        self.cache = SliceCache.after(previous, inventory.taint_rules)
+        table = self.cache.table
         index = Index(classes=dict(inventory.classes), allocated=set(allocated or ()),
                       allocated_capacity=dict(capacity or {}), shared_in_use=set(shared or ()),
                       node_labels_known=inventory.nodes is not None, node_labels=inventory.nodes,
                       node_resources=inventory.node_resources, quotas=inventory.quotas,
                       priority_classes=inventory.priority_classes,
                       cordoned=frozenset(inventory.cordoned), not_ready=frozenset(inventory.not_ready),
-                      leaving=frozenset(inventory.leaving))
+                      leaving=frozenset(inventory.leaving), shapes=table.shapes, shape_flat=table.flat,
+                      shape_taints=table.taints, shape_capacity=table.capacity)
         self.index, self.inventory = index, inventory
-        self.builder = _Builder(inventory, index)
+        self.builder = _Builder(inventory, index, table)
         self.local: dict[str, list[dict]] = {}
         self.network: list[dict] = []
         self.by_name: dict[str, dict] = {}  # slice name -> what is kept of it
         self.rejected_by_slice: dict[str, list] = {}
-        self.signature_of: dict[str, tuple] = {}  # node -> its group's signature
+        self.signature_of: dict[str, bytes] = {}  # node -> its group's signature
         self.shadow_nodes: set[str] = set()  # nodes judged by shadow slices (app.dra.shadow)
         self.shadowed = 0  # shadow slices ignored: the real driver publishes for their node
         shadows = []
-        for full in inventory.slices:  # may be a generator: each slice is decoded, indexed, let go
-            if isinstance(full.get("spec"), dict):
-                if shadow.shadow_of(full):
-                    shadows.append(full)
-                else:
-                    self.add(full)
-        for full in shadows:
-            served = shadow.as_served(full)
-            node = served["spec"].get("nodeName")
-            if any(s["spec"].get("driver") == served["spec"]["driver"] for s in self.local.get(node, ())):
+        for item in inventory.slices:  # may be a generator: each slice is decoded, indexed, let go
+            derived = self.derived(item)
+            if derived is not None and derived.shadow:
+                shadows.append(derived)
+            elif derived is not None:
+                self.place_slice(derived)
+        for derived in shadows:
+            node, driver = derived.kept["spec"].get("nodeName"), derived.kept["spec"]["driver"]
+            if any(s["spec"].get("driver") == driver for s in self.local.get(node, ())):
                 self.shadowed += 1
                 continue
             if node:
                 self.shadow_nodes.add(node)
-            self.add(served)
+            self.place_slice(derived)
+        self.cache.done()
         # The nodes slices name, and every Node object (one with no devices of its own can still
         # reach network-attached ones); without Node objects, a stand-in for network-attached devices.
         named = set(self.local) | {d.placement[1] for d in index.devices if d.placement and d.placement[0] == "name"}
@@ -248,15 +264,40 @@ class Build:
                 index.node_groups.setdefault(self.signature_of[node], []).append(node)
         # Groups in order of their first node (nodes are sorted): examples stay deterministic.
         index.node_groups = dict(sorted(index.node_groups.items(), key=lambda kv: kv[1][0]))
+        index.shape_members.extend([] for _ in range(len(table.shapes) - len(index.shape_members)))
         index.shadow_nodes = frozenset(self.shadow_nodes)
 
-    def add(self, full: dict) -> dict:
-        before = len(self.index.rejected)
-        s = self.builder.add_slice(apply_taint_rules(full, self.inventory.taint_rules))
+    def derived(self, item: dict | bytes, raw: bytes | None = None) -> Derived | None:
+        """What a slice gives the index (item: decoded, or its raw bytes as served; raw: the
+        bytes item was decoded from, when the caller had to decode them); None: no spec."""
+        if isinstance(item, bytes):
+            raw, item = item, None
+        if raw is not None:
+            found = self.cache.earlier(raw)
+            if found is not None:
+                self.cache.remember(found.kept["metadata"]["name"], raw, found)
+                return found
+            item = orjson.loads(raw) if item is None else item
+        if not isinstance(item.get("spec"), dict):
+            return None
+        is_shadow = bool(shadow.shadow_of(item))
+        served = shadow.as_served(item) if is_shadow else item
+        found = self.builder.derive(apply_taint_rules(served, self.inventory.taint_rules), is_shadow)
+        if raw is not None:
+            self.cache.remember(found.kept["metadata"]["name"], raw, found)
+        return found
+
+    def add(self, item: dict | bytes, raw: bytes | None = None) -> dict | None:
+        """Index one slice (incremental updates: shadows are whole-inventory builds)."""
+        derived = self.derived(item, raw)
+        return None if derived is None else self.place_slice(derived)
+
+    def place_slice(self, derived: Derived) -> dict:
+        s = self.builder.adopt(derived)
         name = s["metadata"]["name"]
         self.by_name[name] = s
-        if len(self.index.rejected) > before:
-            self.rejected_by_slice[name] = self.index.rejected[before:]
+        if derived.rejected:
+            self.rejected_by_slice[name] = list(derived.rejected)
         node = s["spec"].get("nodeName")
         (self.local.setdefault(node, []) if node else self.network).append(s)
         return s

@@ -122,8 +122,8 @@ def apply_taint_rules(s: dict, rules: list[dict]) -> dict:
     pool = (spec.get("pool") or {}).get("name")
     devices, changed = [], False
     for device in spec.get("devices") or []:
-        added = [r["taint"] for r in rules if isinstance(device, dict) and _selects(r["selector"], spec.get("driver"),
-                                                                                      pool, device.get("name"))]
+        added = [r["taint"] for r in rules
+                 if isinstance(device, dict) and rule_selects(r["selector"], spec.get("driver"), pool, device.get("name"))]
         if added:
             device = {**device, "taints": list(device.get("taints") or []) + added}
             changed = True
@@ -131,7 +131,8 @@ def apply_taint_rules(s: dict, rules: list[dict]) -> dict:
     return {**s, "spec": {**spec, "devices": devices}} if changed else s
 
 
-def _selects(selector: dict | None, driver, pool, device) -> bool:
+def rule_selects(selector: dict | None, driver, pool, device) -> bool:
+    """Whether a DeviceTaintRule's deviceSelector selects the device."""
     if selector is None:
         return False
     return all(selector.get(field) in (None, value) for field, value in

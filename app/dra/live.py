@@ -15,6 +15,8 @@ from __future__ import annotations
 import bisect
 from decimal import Decimal
 
+import orjson
+
 from app.common import allocation_results, parse_quantity, quota_map
 
 from .index import Index
@@ -38,17 +40,27 @@ def _claim_results(claim: dict) -> list[tuple]:
                     consumed[name] = parse_quantity(amount)
                 except ValueError:
                     continue  # the API server validated it; a value we cannot read charges nothing
-        out.append((key, not r.get("shareID"), bool(r.get("shareID")), consumed))
+        out.append((key, not r.get("shareID"), bool(r.get("shareID")), consumed or None))
     return out
+
+
+class _HandedOver:
+    """A replaced LiveIndex's build: its last snapshot, nothing to update it by."""
+
+    def __init__(self, index: Index, cache):
+        self.index, self.cache = index, cache
 
 
 class LiveIndex:
     def __init__(self, slices, classes: dict[str, dict], claims, nodes: dict[str, dict] | None,
                  node_resources: dict[str, dict[str, int]] | None = None, quotas: list[dict] | None = None,
                  taint_rules: list[dict] | None = None, cordoned=frozenset(), not_ready=frozenset(),
-                 priority_classes: list[dict] | None = None, leaving=frozenset()):
-        """slices: iterable of ResourceSlices, claims: of (key, claim) pairs or a key -> claim
-        map; each consumed once, so neither need be decoded all at once. nodes: name -> labels;
+                 priority_classes: list[dict] | None = None, leaving=frozenset(),
+                 previous: "LiveIndex | None" = None):
+        """slices: iterable of ResourceSlices (decoded, or raw bytes as served), claims: of (key,
+        claim) pairs or a key -> claim map; each consumed once, so neither need be decoded all at
+        once. previous: the index this one replaces; what it derived from unchanged raw slices
+        is taken, not rebuilt (app.dra.slicecache). nodes: name -> labels;
         node_resources: name -> extended resources allocatable (what device plugins advertise);
         quotas: ResourceQuotas; taint_rules: DeviceTaintRules (None: not watched); cordoned: names of
         nodes with spec.unschedulable; priority_classes: PriorityClasses (None: not read)."""
@@ -63,20 +75,29 @@ class LiveIndex:
         self.capacity: dict[tuple, dict[str, Decimal]] = {}
         for key, claim in (claims.items() if isinstance(claims, dict) else claims):
             self._count(key, _claim_results(claim), +1)
-        self._full(slices)
+        self._full(slices, previous.handed_over() if previous is not None else None)
 
     # -- full build ----------------------------------------------------------------------
-    def _full(self, slices) -> None:
+    def _full(self, slices, cache=None) -> None:
         self.build = Build(Inventory(slices=slices, classes=self.classes, source="live", nodes=self.nodes,
                                      node_resources=self.node_resources, quotas=self.quotas,
                                      taint_rules=self.taint_rules, cordoned=self.cordoned, leaving=self.leaving,
                                      not_ready=self.not_ready, priority_classes=self.priority_classes),
-                           set(self.whole), {k: dict(v) for k, v in self.capacity.items() if v}, set(self.shares))
+                           set(self.whole), {k: dict(v) for k, v in self.capacity.items() if v}, set(self.shares),
+                           previous=cache)
         self.dead = 0
         self.full_builds = getattr(self, "full_builds", 0) + 1
 
+    def handed_over(self):
+        """What a full build replacing this index takes from it; the bookkeeping only updates
+        of this index read is let go (its snapshots stay whole for readers still holding one)."""
+        cache = self.build.cache
+        self.claims, self.whole, self.shares, self.capacity = {}, {}, {}, {}
+        self.build = _HandedOver(self.build.index, cache)
+        return cache
+
     def rebuild(self, slices) -> Index:
-        self._full(slices)
+        self._full(slices, self.build.cache)
         return self.build.index
 
     @property
@@ -98,22 +119,27 @@ class LiveIndex:
             return True  # which nodes exist then depends on every slice (a stand-in node)
         return self.dead > max(len(index.devices) // 4, 1024)
 
-    def slice_changed(self, name: str, full: dict | None) -> Index | None:
-        """Apply one slice added, modified (full) or deleted (None); the new snapshot, or None
-        when only a full build can take it (the caller then calls `rebuild`)."""
+    def slice_changed(self, name: str, full: dict | bytes | None) -> Index | None:
+        """Apply one slice added, modified (full: decoded, or raw bytes as served) or deleted
+        (None); the new snapshot, or None when only a full build can take it (the caller then
+        calls `rebuild`)."""
         build = self.build
         old = build.by_name.get(name)
+        raw = full if isinstance(full, bytes) else None
+        if raw is not None:
+            full = orjson.loads(raw)
         if full is not None and not isinstance(full.get("spec"), dict):
             full = None
         if self.needs_full_build(old, full):
             return None
+        build.cache.forget(name)
         snapshot = self._begin()
         pools, nodes = set(), set()
         if old is not None:
             pools.add(pool_key(old))
             self._remove(name, old)
         if full is not None:
-            s = build.add(full)
+            s = build.add(full, raw)
             pools.add(pool_key(s))
         for pool in pools:
             nodes |= {s["spec"].get("nodeName") for s in build.builder.pools.get(pool, ())}

@@ -19,8 +19,10 @@ _NOT_SHARED = {"none", "", "false", "exclusive", "0", "1"}
 
 def shareable_classes(index: Index, memory_capacity: str = "memory") -> dict[str, tuple[frozenset, tuple]]:
     """DeviceClass -> (capacity names every shareable device of it has, distinct memory sizes)."""
-    multi = [s for s, shape in enumerate(index.shapes)
-             if shape.get("allowMultipleAllocations") and index.shape_members[s]]
+    # Members first: a live index's shape table is shared with newer snapshots, which may have
+    # added shapes this snapshot has no member list for.
+    multi = [s for s, members in enumerate(index.shape_members)
+             if members and index.shapes[s].get("allowMultipleAllocations")]
     if not multi:
         return {}
     selection = Selection(index)

@@ -8,9 +8,10 @@ are kept; an event that changes none of these (a status heartbeat) changes nothi
 ResourceQuota only its hard limits on extended resources and DeviceClasses are kept (its
 `used` changes with every pod). The index is kept by an injected factory (DRA semantics are
 not ours to know here): `make_index(slices, classes, claims, nodes, node_resources, quotas,
-taint_rules, cordoned, not_ready, priority_classes)` returns an object with `index`, and
-`slice_changed(name, obj)` / `claim_changed(key, obj)` that apply one event and return the
-new index, or None when only `rebuild(slices)` can. A background thread applies what changed,
+taint_rules, cordoned, not_ready, priority_classes, leaving, previous=)` (slices as raw bytes;
+previous: the object it replaces) returns an object with `index`, and `slice_changed(name, raw)`
+/ `claim_changed(key, obj)` that apply one event and return the new index, or None when only a
+full build can. A background thread applies what changed,
 at most once per `rebuild_interval_s`: a review never waits, it reads the newest index (only
 the very first is built on demand).
 """
@@ -138,7 +139,9 @@ class LiveInventory:
             quotas = [orjson.loads(b) for b in self.objects["resourcequotas"].values()]
             rules = [orjson.loads(b) for b in self.objects["devicetaintrules"].values()]
             priorities = [orjson.loads(b) for b in self.objects["priorityclasses"].values()]
-        self._live = None  # the previous index goes as the new one is built, not after
+        # Handed to the new index: what it derived from slices whose bytes are unchanged is
+        # taken as is (one set of devices in memory, not two); the rest goes as it is built.
+        previous, self._live = self._live, None
         # A million long-lived index objects would make every collection that meets them walk
         # them while holding the interpreter (the event loop): tens of ms in a young collection
         # mid-build, 200 ms in a full one. So none runs while they are built, and they are then
@@ -147,9 +150,10 @@ class LiveInventory:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            self._live = self.make_index((orjson.loads(b) for b in slices), classes,
-                                         ((k, orjson.loads(b)) for k, b in claims), nodes, resources, quotas, rules,
-                                         cordoned, unready, priorities, leaving)
+            self._live = self.make_index(slices, classes, ((k, orjson.loads(b)) for k, b in claims), nodes,
+                                         resources, quotas, rules, cordoned, unready, priorities, leaving,
+                                         previous=previous)
+            del previous
             gc.freeze()
         finally:
             if collecting:
@@ -162,7 +166,7 @@ class LiveInventory:
         """The events since the last build, one by one; None when one needs a full build."""
         index = self._live.index
         for key, raw in changed["resourceslices"].items():
-            index = self._live.slice_changed(key.split("/", 1)[1], orjson.loads(raw) if raw else None)
+            index = self._live.slice_changed(key.split("/", 1)[1], raw)
             if index is None:
                 return None
         for key, raw in changed["resourceclaims"].items():
