@@ -41,6 +41,7 @@ def child(url: str, updates: int) -> None:
     import orjson
 
     from app import dra
+    from app.common import unpack
     from app.kube import LiveInventory, api_client_for_host
 
     def put(path: str, obj: dict) -> None:
@@ -77,11 +78,11 @@ def child(url: str, updates: int) -> None:
         return live.last_build_s
 
     for i in range(updates):
-        obj = orjson.loads(raw_slices[(i * 997) % len(raw_slices)][1])
+        obj = unpack(raw_slices[(i * 997) % len(raw_slices)][1])
         for device in obj["spec"].get("devices") or []:
             device.setdefault("attributes", {})["bench"] = {"int": i}  # a reporter's republish
         timed_write("/apis/resource.k8s.io/v1/resourceslices", obj, "resourceslices")
-        claim = orjson.loads(raw_claims[(i * 613) % len(raw_claims)][1])
+        claim = unpack(raw_claims[(i * 613) % len(raw_claims)][1])
         results = claim["status"]["allocation"]["devices"]["results"]
         claim["status"]["allocation"]["devices"]["results"] = results[:-1] if len(results) > 1 else results
         timed_write("/apis/resource.k8s.io/v1/resourceclaims", claim, "resourceclaims")
@@ -92,9 +93,23 @@ def child(url: str, updates: int) -> None:
     # A Node's labels change (a rollout's flip, GFD): a full build while reviews read the old index.
     builds = live.full_builds
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-00042", "labels": {"bench": "flipped"}}}
-    out["label_build_s"] = timed_write("/api/v1/nodes", node)
+    t = time.perf_counter()
+    put("/api/v1/nodes", node)
+    while live.full_builds == builds or live._build_lock.locked():
+        time.sleep(0.001)
+    out["label_visible_s"], out["label_build_s"] = time.perf_counter() - t, live.last_build_s
     out["label_full_builds"] = live.full_builds - builds
     out["peak_label_mb"] = peak_rss_mb(reset=True)
+    # An admin taints every device (DeviceTaintRule, selector {}): every slice derived again.
+    builds = live.full_builds
+    rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "bench-drain"},
+            "spec": {"deviceSelector": {}, "taint": {"key": "bench/drain", "effect": "NoSchedule"}}}
+    t = time.perf_counter()
+    put("/apis/resource.k8s.io/v1/devicetaintrules", rule)
+    while live.full_builds == builds or live._build_lock.locked():
+        time.sleep(0.001)
+    out["rule_visible_s"] = time.perf_counter() - t
+    out["peak_rule_mb"] = peak_rss_mb(reset=True)
     # The baseline and the worst case: a full build with nothing to take from the index before
     # (what every full build was before slices were reused), the old index still held by readers.
     with live._build_lock:
@@ -130,11 +145,14 @@ def main() -> None:
     for name, labels in (inv.nodes or {}).items():
         fake.add_cluster_object("nodes", {"apiVersion": "v1", "kind": "Node",
                                           "metadata": {"name": name, "labels": labels}})
+    fake.add_cluster_object("devicetaintrules", {  # selects nothing yet; the bench widens it
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "bench-drain"},
+        "spec": {"deviceSelector": {"driver": "none.example.com"}, "taint": {"key": "bench/drain", "effect": "NoSchedule"}}})
     fake.events.clear()  # watches start from the list: no history to scan
     fake.start()
     try:
         result = subprocess.run([sys.executable, __file__, "--child", fake.url, "--updates", str(args.updates)],
-                                capture_output=True, text=True, check=True)
+                                stdout=subprocess.PIPE, text=True, check=True)
     finally:
         fake.stop()
     r = json.loads(result.stdout.strip().splitlines()[-1])
@@ -144,7 +162,10 @@ def main() -> None:
           f"after {args.updates} updates {r['rss_after_updates_mb']:.0f} MB")
     print(f"peak RSS (the kernel's high-water mark, per phase): start to ready {r['peak_start_mb']:.0f} MB; "
           f"updates {r['peak_updates_mb']:.0f} MB; full build after a Node label change "
-          f"{r['peak_label_mb']:.0f} MB ({r['label_build_s'] * 1e3:.0f} ms, {r['label_full_builds']} full build); "
+          f"{r['peak_label_mb']:.0f} MB (built in {r['label_build_s'] * 1e3:.0f} ms, visible {r['label_visible_s'] * 1e3:.0f} ms "
+          f"after the write; {r['label_full_builds']} full build); "
+          f"a DeviceTaintRule on every device (all derived again) {r['peak_rule_mb']:.0f} MB "
+          f"(visible {r['rule_visible_s'] * 1e3:.0f} ms after the write); "
           f"full build taking nothing from the index before {r['peak_cold_mb']:.0f} MB")
     for what in ("slice", "claim"):
         latency, apply = r[f"{what}_latency"], r[f"{what}_apply"]

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import orjson
 
-from app.common import extended_allocatable, leaving_dra, node_matches, not_ready, parse_quantity, view_of
+from app.common import extended_allocatable, leaving_dra, node_matches, not_ready, parse_quantity, unpack, view_of
 
 from app import cel
 
@@ -36,14 +36,21 @@ class _Builder:
             self.copied.add(shape)
         return members[shape]
 
-    def derive(self, full: dict, shadow: bool = False) -> Derived:
+    def derive(self, full: dict, shadow: bool = False, donor: Derived | None = None) -> Derived:
         """The slice as kept (its spec without the device bodies, so a large inventory is never
-        all decoded at once), its devices and those left out. Touches only the shape table."""
+        all decoded at once), its devices and those left out. Touches only the shape table.
+        donor: what an earlier version of the slice gave; its devices' keys and identities are
+        shared where equal, so a slice derived again costs its new devices little."""
         spec = full["spec"]
         devices = spec.get("devices") or []
+        earlier = {d.key: d for d in donor.devices} if donor is not None else {}
+        names = {d.key[2]: d.key[2] for d in earlier.values()}
         s = {"metadata": {"name": view_of(full).name},
              "spec": {**{k: v for k, v in spec.items() if k != "devices"},
-                      "deviceNames": [d.get("name") if isinstance(d, dict) else None for d in devices]}}
+                      "deviceNames": [names.get(d.get("name"), d.get("name")) if isinstance(d, dict) else None
+                                      for d in devices]}}
+        if donor is not None and donor.kept == s:
+            s = donor.kept  # positions are keyed by id(s): one build never holds both
         if spec.get("sharedCounters"):
             return Derived(s, (), (), shadow)  # a counter slice: its devices are not allocatable (upstream)
         driver, pool_name = spec.get("driver"), (spec.get("pool") or {}).get("name")
@@ -69,8 +76,14 @@ class _Builder:
                 table.capacity.append(capacity)
                 table.flat.append({f"{d}/{n}": v for d, names in shape_variable["attributes"].items()
                                    for n, v in names.items()})
-            identity = {table.identity_keys.setdefault(k, k): v for k, v in identity.items()}
-            out.append(Device((driver, pool_name, raw.get("name")), spec.get("nodeName") or None, identity,
+            identity = tuple(x for k, v in identity.items() for x in (table.identity_keys.setdefault(k, k), v))
+            device_key = (driver, pool_name, raw.get("name"))
+            before = earlier.get(device_key)
+            if before is not None:
+                device_key = before.key
+                identity = before.identity if before.identity == identity else identity
+                consumes = before.consumes if before.consumes == consumes else consumes
+            out.append(Device(device_key, spec.get("nodeName") or None, identity,
                               table.ids[key], consumes, bool(raw.get("bindingConditions")),
                               fields.placement(raw) if per_device else None, table.tables))
         return Derived(s, tuple(out), tuple(rejected), shadow)
@@ -177,6 +190,16 @@ class _Builder:
         return pool
 
     def invalid(self, device_slices, counter_slices, others, pool: PoolView) -> str:
+        """Why the pool cannot be used ("" when it can); fills its counters and what allocated
+        devices use of them (left the shared empty mapping where none: most pools have none)."""
+        counters: dict = {}
+        allocated_use: dict = {}
+        why = self._check_counters(device_slices, counter_slices, others, counters, allocated_use)
+        pool.counters = counters or pool.counters
+        pool.allocated_use = allocated_use or pool.allocated_use
+        return why
+
+    def _check_counters(self, device_slices, counter_slices, others, counters: dict, allocated_use: dict) -> str:
         names = set()
         for s in device_slices:
             for name in s["spec"]["deviceNames"]:
@@ -186,26 +209,26 @@ class _Builder:
         for s in counter_slices:
             for counter_set in s["spec"].get("sharedCounters") or []:
                 name = (counter_set or {}).get("name")
-                if name in pool.counters:
+                if name in counters:
                     return f"duplicate counter set name {name}"
                 try:
-                    pool.counters[name] = {c: parse_quantity((v or {}).get("value"))
-                                           for c, v in ((counter_set or {}).get("counters") or {}).items()}
+                    counters[name] = {c: parse_quantity((v or {}).get("value"))
+                                      for c, v in ((counter_set or {}).get("counters") or {}).items()}
                 except ValueError as exc:
                     return f"counter set {name}: {exc}"
         allocated = self.index.allocated
         for s in device_slices + others:
             for p in self.positions[id(s)]:
                 device = self.index.devices[p]
-                for set_name, counters in device.consumes:
-                    if set_name not in pool.counters:
+                for set_name, amounts in device.consumes:
+                    if set_name not in counters:
                         return f"counter set {set_name} not found"
-                    for counter, amount in counters:
-                        if counter not in pool.counters[set_name]:
+                    for counter, amount in amounts:
+                        if counter not in counters[set_name]:
                             return f"counter {counter} not found in counter set {set_name}"
                         if device.key in allocated or device.key in self.index.shared_in_use \
                                 or device.key in self.index.allocated_capacity:
-                            use = pool.allocated_use.setdefault(set_name, {})
+                            use = allocated_use.setdefault(set_name, {})
                             use[counter] = use.get(counter, Decimal(0)) + amount
         return ""
 
@@ -215,8 +238,8 @@ class Build:
 
     def __init__(self, inventory: Inventory, allocated: set | None = None, capacity: dict | None = None,
                  shared: set | None = None, previous: SliceCache | None = None):
-        """inventory.slices may yield raw bytes (a live inventory's): what `previous` derived from
-        the same bytes is taken as is, and `cache` keeps what this build derived for the next."""
+        """inventory.slices may yield bytes (a live inventory's, app.common.packed): what `previous`
+        derived from the same bytes is taken as is, and `cache` keeps what this build derived."""
         self.cache = SliceCache.after(previous, inventory.taint_rules)
         table = self.cache.table
         index = Index(classes=dict(inventory.classes), allocated=set(allocated or ()),
@@ -268,8 +291,8 @@ class Build:
         index.shadow_nodes = frozenset(self.shadow_nodes)
 
     def derived(self, item: dict | bytes, raw: bytes | None = None) -> Derived | None:
-        """What a slice gives the index (item: decoded, or its raw bytes as served; raw: the
-        bytes item was decoded from, when the caller had to decode them); None: no spec."""
+        """What a slice gives the index (item: decoded, or packed bytes, app.common.packed; raw: the
+        bytes item was unpacked from, when the caller had to); None: no spec."""
         if isinstance(item, bytes):
             raw, item = item, None
         if raw is not None:
@@ -277,12 +300,13 @@ class Build:
             if found is not None:
                 self.cache.remember(found.kept["metadata"]["name"], raw, found)
                 return found
-            item = orjson.loads(raw) if item is None else item
+            item = unpack(raw) if item is None else item
         if not isinstance(item.get("spec"), dict):
             return None
         is_shadow = bool(shadow.shadow_of(item))
         served = shadow.as_served(item) if is_shadow else item
-        found = self.builder.derive(apply_taint_rules(served, self.inventory.taint_rules), is_shadow)
+        found = self.builder.derive(apply_taint_rules(served, self.inventory.taint_rules), is_shadow,
+                                    self.cache.donor(view_of(item).name))
         if raw is not None:
             self.cache.remember(found.kept["metadata"]["name"], raw, found)
         return found

@@ -122,8 +122,8 @@ def apply_taint_rules(s: dict, rules: list[dict]) -> dict:
     pool = (spec.get("pool") or {}).get("name")
     devices, changed = [], False
     for device in spec.get("devices") or []:
-        added = [r["taint"] for r in rules
-                 if isinstance(device, dict) and rule_selects(r["selector"], spec.get("driver"), pool, device.get("name"))]
+        added = [r["taint"] for r in rules if isinstance(device, dict)
+                 and rule_selects(r["selector"], spec.get("driver"), pool, device.get("name"))]
         if added:
             device = {**device, "taints": list(device.get("taints") or []) + added}
             changed = True

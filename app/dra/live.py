@@ -13,11 +13,10 @@ and every container an update edits is copied first.
 from __future__ import annotations
 
 import bisect
+import sys
 from decimal import Decimal
 
-import orjson
-
-from app.common import allocation_results, parse_quantity, quota_map
+from app.common import allocation_results, parse_quantity, quota_map, unpack
 
 from .index import Index
 from .indexbuild import Build
@@ -26,13 +25,18 @@ from .inventory import Inventory, taint_rule
 from .shadow import shadow_of
 
 
+def _interned(value):
+    return sys.intern(value) if type(value) is str else value
+
+
 def _claim_results(claim: dict) -> list[tuple]:
     """(device key, whole, shared, consumed capacity) per allocated result of one claim."""
     out = []
     for r in allocation_results(claim):
         if r.get("adminAccess"):
             continue
-        key = (r.get("driver"), r.get("pool"), r.get("device"))
+        # Drivers and pools (nodes) repeat across thousands of claims: each held once.
+        key = (_interned(r.get("driver")), _interned(r.get("pool")), r.get("device"))
         consumed = {}
         if r.get("shareID") and isinstance(r.get("consumedCapacity"), dict):
             for name, amount in r["consumedCapacity"].items():
@@ -57,8 +61,8 @@ class LiveIndex:
                  taint_rules: list[dict] | None = None, cordoned=frozenset(), not_ready=frozenset(),
                  priority_classes: list[dict] | None = None, leaving=frozenset(),
                  previous: "LiveIndex | None" = None):
-        """slices: iterable of ResourceSlices (decoded, or raw bytes as served), claims: of (key,
-        claim) pairs or a key -> claim map; each consumed once, so neither need be decoded all at
+        """slices: iterable of ResourceSlices (decoded, or packed: app.common.packed), claims: of (key,
+        claim) pairs (decoded or packed) or a key -> claim map; each consumed once, so neither need be decoded all at
         once. previous: the index this one replaces; what it derived from unchanged raw slices
         is taken, not rebuilt (app.dra.slicecache). nodes: name -> labels;
         node_resources: name -> extended resources allocatable (what device plugins advertise);
@@ -73,8 +77,16 @@ class LiveIndex:
         self.whole: dict[tuple, int] = {}
         self.shares: dict[tuple, int] = {}
         self.capacity: dict[tuple, dict[str, Decimal]] = {}
+        # Claims given packed (a live inventory's): one unchanged since `previous` keeps its results.
+        self.claim_raw: dict[str, bytes] = {}
+        earlier, earlier_raw = (previous.claims, previous.claim_raw) if previous is not None else ({}, {})
         for key, claim in (claims.items() if isinstance(claims, dict) else claims):
-            self._count(key, _claim_results(claim), +1)
+            if isinstance(claim, bytes):
+                self.claim_raw[key] = claim
+                results = earlier.get(key, []) if earlier_raw.get(key) == claim else _claim_results(unpack(claim))
+            else:
+                results = _claim_results(claim)
+            self._count(key, results, +1)
         self._full(slices, previous.handed_over() if previous is not None else None)
 
     # -- full build ----------------------------------------------------------------------
@@ -92,7 +104,7 @@ class LiveIndex:
         """What a full build replacing this index takes from it; the bookkeeping only updates
         of this index read is let go (its snapshots stay whole for readers still holding one)."""
         cache = self.build.cache
-        self.claims, self.whole, self.shares, self.capacity = {}, {}, {}, {}
+        self.claims, self.claim_raw, self.whole, self.shares, self.capacity = {}, {}, {}, {}, {}
         self.build = _HandedOver(self.build.index, cache)
         return cache
 
@@ -120,19 +132,20 @@ class LiveIndex:
         return self.dead > max(len(index.devices) // 4, 1024)
 
     def slice_changed(self, name: str, full: dict | bytes | None) -> Index | None:
-        """Apply one slice added, modified (full: decoded, or raw bytes as served) or deleted
+        """Apply one slice added, modified (full: decoded, or packed: app.common.packed) or deleted
         (None); the new snapshot, or None when only a full build can take it (the caller then
         calls `rebuild`)."""
         build = self.build
         old = build.by_name.get(name)
         raw = full if isinstance(full, bytes) else None
         if raw is not None:
-            full = orjson.loads(raw)
+            full = unpack(raw)
         if full is not None and not isinstance(full.get("spec"), dict):
             full = None
         if self.needs_full_build(old, full):
             return None
-        build.cache.forget(name)
+        if full is None:
+            build.cache.forget(name)  # a new version replaces the entry when it is derived
         snapshot = self._begin()
         pools, nodes = set(), set()
         if old is not None:
@@ -147,9 +160,13 @@ class LiveIndex:
                 nodes.add(old["spec"].get("nodeName"))
         return self._finish(snapshot, pools, nodes - {None})
 
-    def claim_changed(self, key: str, claim: dict | None) -> Index | None:
-        """Apply one claim added, modified or deleted; None when a full build is needed (a
-        network-attached device changed state)."""
+    def claim_changed(self, key: str, claim: dict | bytes | None) -> Index | None:
+        """Apply one claim added, modified (decoded or packed) or deleted; None when a full
+        build is needed (a network-attached device changed state)."""
+        if isinstance(claim, bytes):
+            self.claim_raw[key], claim = claim, unpack(claim)
+        elif claim is None:
+            self.claim_raw.pop(key, None)
         before = self.claims.get(key, [])
         after = _claim_results(claim) if claim is not None else []
         if before == after:

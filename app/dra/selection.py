@@ -64,7 +64,7 @@ def _projection(devices: list, shapes: list, p: int, reads: tuple) -> tuple:
             out.append(repr(shape.get(read[0])))
             continue
         kind, domain, name = read
-        value = device.identity.get((domain, name), _MISSING) if kind == "attributes" else _MISSING
+        value = device.identity_value(domain, name, _MISSING) if kind == "attributes" else _MISSING
         if value is _MISSING:
             value = shape[kind].get(domain, {}).get(name, _MISSING)
         out.append(repr(value))

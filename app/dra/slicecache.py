@@ -1,5 +1,5 @@
-"""What a full build derived from each ResourceSlice as the API served it, kept for the next
-full build. Pure.
+"""What a full build derived from each ResourceSlice as the live inventory holds it (packed
+bytes), kept for the next full build. Pure.
 
 A live inventory rebuilds from scratch when Node labels, DeviceClasses or quotas change, or
 after a relist, while reviews still read the previous index: two indexes at once. A slice whose
@@ -34,7 +34,7 @@ class ShapeTable:
         self.tables = (self.shapes, self.flat)  # what each Device reads its shape through
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Derived:
     """What one slice gives an index: the slice as kept, its devices, the devices left out."""
 
@@ -46,13 +46,15 @@ class Derived:
 
 class SliceCache:
     def __init__(self, table: ShapeTable | None = None, taint_rules: list | None = None,
-                 earlier: dict | None = None, changed_rules: list | None = None):
+                 earlier: dict | None = None, changed_rules: list | None = None,
+                 donors: "SliceCache | None" = None):
         self.table = table or ShapeTable()
         self.taint_rules = list(taint_rules or ())
         self._changed_rules = changed_rules or []  # added or removed since the build before
         self._earlier = earlier or {}  # raw -> Derived, of the build before
+        self._donors = donors  # the build before's cache: slices derived again share with it
         self.entries: dict[bytes, Derived] = {}  # raw -> Derived, of this build
-        self.raw_of: dict[str, bytes] = {}  # slice name -> its raw bytes
+        self.raw_of: dict[str, bytes] = {}  # slice name -> its packed bytes
         self.reused = 0
 
     @classmethod
@@ -63,11 +65,19 @@ class SliceCache:
             return cls(taint_rules=taint_rules)
         used = {d.shape for entry in previous.entries.values() for d in entry.devices}
         if len(previous.table.shapes) - len(used) > max(256, len(used)):
-            return cls(taint_rules=taint_rules)
+            return cls(taint_rules=taint_rules, donors=previous)
         rules = list(taint_rules or ())
         changed = [r for r in previous.taint_rules if r not in rules] + \
             [r for r in rules if r not in previous.taint_rules]
-        return cls(previous.table, rules, previous.entries, changed)
+        return cls(previous.table, rules, previous.entries, changed, previous)
+
+    def donor(self, name: str) -> Derived | None:
+        """What the slice of this name gave last (this build's, else the build before's)."""
+        for cache in (self, self._donors):
+            raw = cache.raw_of.get(name) if cache is not None else None
+            if raw is not None and raw in cache.entries:
+                return cache.entries[raw]
+        return None
 
     def earlier(self, raw: bytes) -> Derived | None:
         found = self._earlier.get(raw)
@@ -98,4 +108,4 @@ class SliceCache:
 
     def done(self) -> None:
         """The build is complete: entries of slices it did not see are let go."""
-        self._earlier = {}
+        self._earlier, self._donors = {}, None
