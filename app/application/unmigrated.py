@@ -4,6 +4,8 @@ it was unreachable (failurePolicy: Ignore), or before it served them. `audit` li
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 from app.common import view_of
 from app.migration import OptIn, legacy_resources, recreated, running
 from app.policy import Policy
@@ -12,11 +14,11 @@ from .decision import Outcome, decide_pod
 from .facts import ClusterFacts
 
 
-def unmigrated(pods: list[dict], namespaces: dict[str, dict], policy: Policy, facts: ClusterFacts,
-               opt_in: OptIn | None) -> list[dict]:
-    """The running pods with device-plugin asks the one decision would rewrite if created now.
-    namespaces: name -> labels (a pod whose namespace is not there is skipped: not known)."""
-    out = []
+def unmigrated(pods: Iterable[dict], namespaces: dict[str, dict], policy: Policy, facts: ClusterFacts,
+               opt_in: OptIn | None) -> Iterator[dict]:
+    """The running pods with device-plugin asks the one decision would rewrite if created now, as
+    `pods` are consumed. namespaces: name -> labels (a pod whose namespace is not there is
+    skipped: not known)."""
     for pod in pods:
         namespace = view_of(pod).namespace
         spec = pod.get("spec")
@@ -26,11 +28,10 @@ def unmigrated(pods: list[dict], namespaces: dict[str, dict], policy: Policy, fa
         found = decide_pod(recreated(pod), namespace, policy, facts, namespace_labels=namespaces[namespace],
                            opt_in=opt_in)
         if found.outcome is Outcome.REWRITE:
-            out.append(pod)
-    return out
+            yield pod
 
 
-def per_namespace(pods: list[dict]) -> dict[str, int]:
+def per_namespace(pods: Iterable[dict]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for pod in pods:
         namespace = view_of(pod).namespace

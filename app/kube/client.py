@@ -227,21 +227,39 @@ def list_items(api: client.ApiClient, path: str, timeout=30) -> list[dict]:
     return orjson.loads(response.data).get("items") or []
 
 
-def list_pages(api: client.ApiClient, path: str, selector: str | None = None, page_size: int = 500,
-               timeout=30, fields: str | None = None) -> tuple[list[dict], str]:
-    """Every item of one collection, read in pages (limit + continue), and the list's
-    resourceVersion (where a watch resumes); ApiException on an error status."""
-    items, token, version = [], "", ""
+def pages(api: client.ApiClient, path: str, selector: str | None = None, page_size: int = 500,
+          timeout=30, fields: str | None = None):
+    """Each page of one collection as it is read (limit + continue): (its items, the list's
+    resourceVersion); ApiException on an error status."""
+    token = ""
     while True:
         query = [("limit", str(page_size))] + ([("labelSelector", selector)] if selector else []) \
             + ([("fieldSelector", fields)] if fields else []) + ([("continue", token)] if token else [])
         data = orjson.loads(raw_get(api, path, query, timeout).data)
-        items += data.get("items") or []
         meta = data.get("metadata") or {}
-        version = meta.get("resourceVersion") or version
+        yield data.get("items") or [], meta.get("resourceVersion") or ""
         token = meta.get("continue") or ""
         if not token:
-            return items, version
+            return
+
+
+def list_pages(api: client.ApiClient, path: str, selector: str | None = None, page_size: int = 500,
+               timeout=30, fields: str | None = None) -> tuple[list[dict], str]:
+    """Every item of one collection, read in pages, and the list's resourceVersion (where a
+    watch resumes); ApiException on an error status."""
+    items, version = [], ""
+    for page, page_version in pages(api, path, selector, page_size, timeout, fields):
+        items += page
+        version = page_version or version
+    return items, version
+
+
+def each_item(api: client.ApiClient, path: str, selector: str | None = None, page_size: int = 500,
+              timeout=30, fields: str | None = None):
+    """Every item of one collection, one page decoded at a time, read as the caller consumes
+    them: a cluster's pods are never all held at once (the caller keeps what it reduces them to)."""
+    for page, _version in pages(api, path, selector, page_size, timeout, fields):
+        yield from page
 
 
 _CALLS = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="api-call")

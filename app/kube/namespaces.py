@@ -6,13 +6,14 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 
 import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from app.common import view_of
-from .client import list_pages, within
+from .client import each_item, list_pages, within
 
 log = logging.getLogger("dra_bridge.kube")
 
@@ -84,17 +85,19 @@ class NamespaceLabels:
 RUNNING = "status.phase!=Succeeded,status.phase!=Failed"
 
 
-def running_pods(api: client.ApiClient, page_size: int = 500) -> list[dict]:
-    """Every pod not finished, cluster-wide, read in pages."""
-    return list_pages(api, "/api/v1/pods", None, page_size, fields=RUNNING)[0]
+def running_pods(api: client.ApiClient, page_size: int = 500) -> Iterator[dict]:
+    """Every pod not finished, cluster-wide, read a page at a time as it is consumed (errors
+    come from the iteration)."""
+    return each_item(api, "/api/v1/pods", None, page_size, fields=RUNNING)
 
 
-def opted_in_pods(api: client.ApiClient, selector: str | None, page_size: int = 500) -> tuple[dict[str, dict], list]:
-    """(name -> labels of the namespaces `selector` picks (None: all), their pods still running),
-    read in pages; ApiException or a connection error when the API does not answer."""
+def opted_in_pods(api: client.ApiClient, selector: str | None,
+                  page_size: int = 500) -> tuple[dict[str, dict], Iterator[dict]]:
+    """(name -> labels of the namespaces `selector` picks (None: all), their pods still running,
+    read a page at a time as they are consumed); ApiException or a connection error when the API
+    does not answer (from the iteration, for the pods)."""
     namespaces = {view_of(n).name: view_of(n).labels
                   for n in list_pages(api, "/api/v1/namespaces", selector, page_size)[0]}
-    pods = []
-    for name in sorted(namespaces):
-        pods += list_pages(api, f"/api/v1/namespaces/{name}/pods", None, page_size, fields=RUNNING)[0]
+    pods = (pod for name in sorted(namespaces)
+            for pod in each_item(api, f"/api/v1/namespaces/{name}/pods", None, page_size, fields=RUNNING))
     return namespaces, pods

@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from app.common import Backoff, metadata_of, Throttled, vocabulary, view_of
 
-from .client import list_pages, raw_get, watch_events, why_failed
+from .client import each_item, list_pages, raw_get, watch_events, why_failed
 
 log = logging.getLogger("dra_bridge.template_gc")
 MANAGED = f"{vocabulary.MANAGED_BY_LABEL}={vocabulary.OURS}"
@@ -147,7 +147,7 @@ class TemplateCollector:
             self.unused_since.clear()  # the next holder starts its own count
             return []
         templates = self._list(TEMPLATES, MANAGED)
-        in_use = referenced(self._list(PODS))
+        in_use = referenced(each_item(self.api, PODS, None, self.page_size))
         delete, self.unused_since = collectable(templates, in_use, self.unused_since, self.clock(), self.grace_s)
         if not delete:
             return []
@@ -162,7 +162,7 @@ class TemplateCollector:
                     log.warning("template %s/%s not deleted: API answered %s", ns, name, exc.status)
         # A pod admitted while we decided (its webhook's cache still said "exists") gets it back.
         self.sleep(self.settle_s)
-        now_in_use = referenced(self._list(PODS))
+        now_in_use = referenced(each_item(self.api, PODS, None, self.page_size))
         for key in gone:
             self.unused_since.pop(key, None)
             if key in now_in_use:

@@ -27,13 +27,12 @@ class GpuPriorityWatch(Periodic):
         self._failures = Throttled(log)
 
     def run_once(self):
-        try:
-            pods = self.read()
+        try:  # read() may read as it is consumed: what it yields is reduced page by page
+            found = gpu_pod_priorities(self.read(), self.state.policy.policy.migration)
         except Exception as exc:  # noqa: BLE001 - the API down or RBAC: the last set stays
             self._failures.failed("cannot read the priorities GPU pods run at (%s): the last ones read stay", exc)
             return self.state.gpu_pods
         self._failures.recovered("the priorities GPU pods run at are readable again")
-        found = gpu_pod_priorities(pods, self.state.policy.policy.migration)
         if found != self.state.gpu_pods:  # a new object only on change: decisions keyed on it stay
             log.info("GPU pods run at %d distinct priorities", len(found))
             self.state.gpu_pods = found

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from app.application import per_namespace, unmigrated
 
@@ -16,8 +16,8 @@ from .service import ServiceState
 
 log = logging.getLogger("dra_bridge.unmigrated")
 
-# () -> (opted-in namespace name -> labels, their pods)
-Read = Callable[[], tuple[dict[str, dict], list[dict]]]
+# () -> (opted-in namespace name -> labels, their pods: any iterable, consumed once)
+Read = Callable[[], tuple[dict[str, dict], Iterable[dict]]]
 
 
 class UnmigratedCount(Periodic):
@@ -34,15 +34,14 @@ class UnmigratedCount(Periodic):
         if not self.state.readiness()[1]["inventory"]:
             return None
         metrics = self.state.metrics
-        try:
+        try:  # the pods may be read as they are consumed: counted page by page, none kept
             namespaces, pods = self.read()
+            counts = per_namespace(unmigrated(pods, namespaces, self.state.policy.policy,
+                                              self.state.cluster_facts(self.state.path_facts()), self.opt_in))
         except Exception as exc:  # noqa: BLE001 - counted, logged, tried again next round
             metrics.unmigrated_failures.inc()
             log.warning("could not count unmigrated pods: %s", exc)
             return None
-        counts = per_namespace(unmigrated(pods, namespaces, self.state.policy.policy,
-                                            self.state.cluster_facts(self.state.path_facts()),
-                                          self.opt_in))
         for namespace in self._counted - set(namespaces):
             metrics.unmigrated.remove(namespace)  # no longer opted in
         for namespace in namespaces:  # 0 where none: the alert resolves, the series stays

@@ -138,3 +138,8 @@ def test_issue_47_the_priorities_gpu_pods_run_at_narrow_it_to_real_victims():
             raise OSError("connection refused")
         kept = state.gpu_pods
         assert GpuPriorityWatch(state, down).run_once() is kept and state.gpu_pods is kept
+
+        def first_page_then_down():  # read as consumed: the API fails on a later page
+            yield pod([container("main", {"nvidia.com/gpu": 1})])
+            raise OSError("connection reset")
+        assert GpuPriorityWatch(state, first_page_then_down).run_once() is kept and state.gpu_pods is kept

@@ -36,7 +36,7 @@ def test_only_running_pods_the_webhook_would_rewrite_now_count():
     pods = [gpu_pod("missed"), gpu_pod("bound", nodeName="gpu-h100-0"), finished, migrated,
             gpu_pod("elsewhere", namespace="plain"), gpu_pod("off", namespace="off")]
     namespaces = {"team-a": {"dra-bridge.io/migrate": "enabled"}, "off": {}}
-    found = unmigrated(pods, namespaces, default_policy(), UNKNOWN, OPT_IN)
+    found = list(unmigrated(pods, namespaces, default_policy(), UNKNOWN, OPT_IN))
     assert [p["metadata"]["name"] for p in found] == ["missed", "bound"]
     assert per_namespace(found) == {"team-a": 2}
 
@@ -60,6 +60,15 @@ def test_the_count_is_a_metric_per_opted_in_namespace_and_a_failed_read_keeps_th
     assert counter.run_once() is None
     text = service.metrics.render().decode()
     assert "dra_bridge_unmigrated_count_failures_total 1.0" in text
+    assert 'dra_bridge_unmigrated_pods{pod_namespace="team-b"} 0.0' in text
+
+    def pods_then_down():  # pods read as they are consumed: the API fails on a later page
+        yield gpu_pod("missed", namespace="team-b")
+        raise ConnectionError("API down on the next page")
+    reads.append(({"team-b": {}}, pods_then_down()))
+    assert counter.run_once() is None  # the last count stays, the failure is counted
+    text = service.metrics.render().decode()
+    assert "dra_bridge_unmigrated_count_failures_total 2.0" in text
     assert 'dra_bridge_unmigrated_pods{pod_namespace="team-b"} 0.0' in text
 
 

@@ -31,6 +31,11 @@ def _field(obj: dict, path: str):
 
 def _selected(obj: dict, query: dict) -> bool:
     for term in filter(None, (query.get("fieldSelector") or "").split(",")):
+        if "!=" in term:
+            key, _, value = term.partition("!=")
+            if str(_field(obj, key)) == value:
+                return False
+            continue
         key, _, value = term.partition("=")
         if str(_field(obj, key)) != value:
             return False
