@@ -60,6 +60,17 @@ def binaries():
         pytest.skip(str(exc))
 
 
+@pytest.fixture(scope="session")
+def kwok_binary():
+    """KWOK (tests/e2e/kwok.py), built from the module proxy as the control plane is."""
+    from tests.e2e import kwok
+
+    try:
+        return kwok.build()
+    except GoUnavailable as exc:
+        pytest.skip(str(exc))
+
+
 @contextlib.contextmanager
 def own_plane(binaries, tmp_path_factory, name: str):
     """A control plane of its own for a module (or the session), stopped however the tests end."""

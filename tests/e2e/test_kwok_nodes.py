@@ -13,13 +13,9 @@ pytestmark = pytest.mark.timeout(600)
 
 
 @pytest.fixture(scope="module")
-def fleet(binaries, tmp_path_factory):
-    try:
-        binary = kwok.build()
-    except kwok.gobuild.GoUnavailable as exc:
-        pytest.skip(str(exc))
+def fleet(binaries, kwok_binary, tmp_path_factory):
     with own_plane(binaries, tmp_path_factory, "kwok") as plane:
-        runner = kwok.Kwok(plane, binary).start()
+        runner = kwok.Kwok(plane, kwok_binary).start()
         try:
             runner.add_nodes([kwok.fake_node(f"kw-{i}", {"nvidia.com/gpu": "8"}) for i in range(3)])
             yield plane, runner

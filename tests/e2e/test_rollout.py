@@ -1,10 +1,11 @@
 """Issue 26: `dra-bridge rollout` moves a running cluster off the device plugin, wave by wave, on a
 control plane of its own, run as an admin bound only to the `dra-bridge-rollout` ClusterRole.
 
-The harness stands in for the kubelets: it follows the node labels as the two DaemonSets would
-(the device plugin advertises GPUs while `nvidia.com/gpu.deploy.device-plugin=true`; NVIDIA's
-kubelet plugin publishes slices while `nvidia.com/dra-kubelet-plugin=true`) and marks bound pods
-Ready, so PodDisruptionBudgets count them. After every wave: every workload has its pods bound
+KWOK plays the nodes' kubelets (pods really reach Running and Ready, so PodDisruptionBudgets
+count them, and finish when deleted); tests.e2e.kwok.GpuAgents follows the node labels as the two
+DaemonSets' programs would (the device plugin advertises GPUs while
+`nvidia.com/gpu.deploy.device-plugin=true`; NVIDIA's kubelet plugin publishes slices, through our
+reporter, while `nvidia.com/dra-kubelet-plugin=true`). After every wave: every workload has its pods bound
 again, pods on moved nodes hold DRA devices there, no pod is bound to a node without what it asks.
 """
 
@@ -15,14 +16,14 @@ import json
 import signal
 import subprocess
 import sys
-import threading
 
 import pytest
 
 from tests.conftest import ROOT
+from tests.e2e import kwok
 from tests.e2e.cluster import ControlPlane, kubeconfig
 from tests.e2e.conftest import INSTALLED_KINDS, NVIDIA_CLASSES, Webhook, rendered_manifests, wait_for
-from tests.e2e.test_brownfield import report, set_allocatable
+from tests.e2e.test_brownfield import report
 
 pytestmark = pytest.mark.timeout(900)
 NODES = ("rl-0", "rl-1", "rl-2")
@@ -65,84 +66,47 @@ DEVICE_PLUGIN = {"apiVersion": "apps/v1", "kind": "DaemonSet",
                  "metadata": {"name": "nvidia-device-plugin-daemonset", "namespace": "kube-system"},
                  "spec": {"selector": {"matchLabels": {"app": "nvidia-device-plugin"}}, "template": {
                      "metadata": {"labels": {"app": "nvidia-device-plugin"}},
-                     "spec": {"nodeSelector": {PLUGIN_LABEL: "true"},
+                     "spec": {"nodeSelector": {PLUGIN_LABEL: "true"}, "terminationGracePeriodSeconds": 1,
                               "containers": [{"name": "plugin", "image": "nvidia/k8s-device-plugin"}]}}}}
 
 
-class Kubelets:
-    """What the device plugin, NVIDIA's kubelet plugin and the kubelet would do, from the labels."""
-
-    def __init__(self, plane, nodes=NODES, namespace=NS, hardware=None):
-        self.plane, self.stop, self.nodes, self.namespace = plane, threading.Event(), nodes, namespace
-        self.hardware = hardware or {}  # node -> (what its device plugin advertises, fake GPU description)
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.errors: list[str] = []
-
-    def run(self):
-        while not self.stop.wait(0.3):
-            try:
-                self.once()
-            except Exception as exc:  # noqa: BLE001 - the test reads them
-                self.errors.append(repr(exc))
-
-    def once(self):
-        plane = self.plane
-        for node in (plane.json("node", n) for n in self.nodes):
-            name, labels = node["metadata"]["name"], node["metadata"].get("labels", {})
-            resources, description = self.gear(name)
-            advertised = bool(set(resources) & set(node.get("status", {}).get("allocatable") or {}))
-            if labels.get(PLUGIN_LABEL) == "true" and not advertised:
-                set_allocatable(plane, name, resources)
-            elif labels.get(PLUGIN_LABEL) != "true" and advertised:
-                set_allocatable(plane, name, {})
-            published = plane.json("resourceslices", f"--field-selector=spec.nodeName={name},spec.driver=gpu.nvidia.com")
-            if labels.get(DRA_LABEL) == "true" and not published["items"]:
-                assert report(plane, name, "publish", description).returncode == 0
-            elif labels.get(DRA_LABEL) != "true" and published["items"]:
-                plane.kubectl("delete", "resourceslices", f"--field-selector=spec.nodeName={name},spec.driver=gpu.nvidia.com")
-        for pod in plane.json("pods", "-n", self.namespace)["items"]:
-            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions") or [])
-            if pod["spec"].get("nodeName") and not ready and not pod["metadata"].get("deletionTimestamp"):
-                plane.kubectl("patch", "pod", pod["metadata"]["name"], "-n", self.namespace, "--subresource=status",
-                              "--type=merge",
-                              "-p", json.dumps({"status": {"phase": "Running", "conditions": [
-                                  {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}}),
-                              check=False)
-
-    def gear(self, node) -> tuple[dict, str]:
-        return self.hardware.get(node, ({"nvidia.com/gpu": "8"}, "h100x8.yaml"))
+def gear_of(hardware: dict | None):
+    """node -> (what its device plugin advertises, the fake GPU description our reporter reads)."""
+    return lambda node: (hardware or {}).get(node, ({"nvidia.com/gpu": "8"}, "h100x8.yaml"))
 
 
 @contextlib.contextmanager
-def moving_plane(workdir, binaries, nodes=NODES, namespace=NS, hardware=None):
-    """A control plane with dra-bridge installed, `nodes` on the device plugin (shadowed by our
-    reporter), the harness's kubelets, and `plane.mover`: a kubeconfig bound only to the rollout
+def moving_plane(workdir, binaries, kwok_binary, nodes=NODES, namespace=NS, hardware=None):
+    """A control plane with dra-bridge installed, `nodes` (KWOK's) on the device plugin (shadowed by
+    our reporter), tests.e2e.kwok.GpuAgents for the GPU Operator's DaemonSets (NVIDIA's plugin
+    publishing through our reporter), and `plane.mover`: a kubeconfig bound only to the rollout
     ClusterRole."""
     plane = ControlPlane(workdir, binaries).start()
-    webhook, kubelets = None, None
+    webhook = runner = agents = None
+    gear = gear_of(hardware)
     try:
         plane.apply([d for d in rendered_manifests(plane) if d["kind"] in INSTALLED_KINDS])
         plane.apply([{"apiVersion": "v1", "kind": "Namespace",
                       "metadata": {"name": namespace, "labels": {"dra-bridge.io/migrate": "enabled"}}}])
-        plane.apply([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": {
-            "kubernetes.io/hostname": n, PLUGIN_LABEL: "true", **PRODUCT}}} for n in nodes])
-        kubelets = Kubelets(plane, nodes, namespace, hardware)
+        runner = kwok.Kwok(plane, kwok_binary, jobs_complete=False).start()  # training runs on
+        runner.add_nodes([kwok.fake_node(n, gear(n)[0], {PLUGIN_LABEL: "true", **PRODUCT}) for n in nodes])
         for node in nodes:
-            resources, description = kubelets.gear(node)
-            set_allocatable(plane, node, resources)
-            assert report(plane, node, "shadow", description).returncode == 0
+            assert report(plane, node, "shadow", gear(node)[1]).returncode == 0
         plane.apply(NVIDIA_CLASSES + [DEVICE_PLUGIN])
         webhook = Webhook(plane, "--template-gc-interval", "3600").start()
         plane.apply(webhook.configurations())
-        kubelets.thread.start()
+
+        def publish(node):
+            published = report(plane, node, "publish", gear(node)[1])
+            assert published.returncode == 0, published.stderr[-2000:]
+        agents = kwok.GpuAgents(plane, lambda node: gear(node)[0], publish, PLUGIN_LABEL, DRA_LABEL).start()
         plane.mover = mover_kubeconfig(plane)
-        plane.kubelets = kubelets
+        plane.agents = agents
         yield plane
     finally:
-        if kubelets is not None:
-            kubelets.stop.set()
-        if webhook is not None:
-            webhook.stop()
+        for part in (agents, webhook, runner):
+            if part is not None:
+                part.stop()
         plane.stop()
 
 
@@ -159,8 +123,8 @@ def mover_kubeconfig(plane) -> str:
 
 
 @pytest.fixture(scope="module")
-def rolling(binaries, tmp_path_factory):
-    with moving_plane(tmp_path_factory.mktemp("rollout"), binaries) as plane:
+def rolling(binaries, kwok_binary, tmp_path_factory):
+    with moving_plane(tmp_path_factory.mktemp("rollout"), binaries, kwok_binary) as plane:
         yield plane
 
 
@@ -206,7 +170,7 @@ def check_invariants(plane, phase):
         else:
             assert "nvidia.com/gpu" in node["status"]["allocatable"], \
                 f"{phase}: {p['metadata']['name']} asks the device plugin on {node['metadata']['name']}, which has none"
-    assert not plane.kubelets.errors, plane.kubelets.errors[:3]
+    assert not plane.agents.errors, plane.agents.errors[:3]
     return pods
 
 

@@ -42,8 +42,8 @@ ONESHOT = fleet_workload("Job", "oneshot", 1, 1, node="fl-0", backoffLimit=0)
 
 
 @pytest.fixture(scope="module")
-def fleet(binaries, tmp_path_factory):
-    with moving_plane(tmp_path_factory.mktemp("fleet"), binaries, NODES, NS, HARDWARE) as plane:
+def fleet(binaries, kwok_binary, tmp_path_factory):
+    with moving_plane(tmp_path_factory.mktemp("fleet"), binaries, kwok_binary, NODES, NS, HARDWARE) as plane:
         yield plane
 
 
@@ -82,7 +82,7 @@ def check(plane, phase, expected):
         assert annotations.get("dra-bridge.io/rollout-step") not in (None, "done"), f"{phase}: {name} left cordoned"
     status = rollout(plane, "status", "-o", "json")
     assert status.returncode == 0, f"{phase}: status says something is in trouble: {status.stdout}"
-    assert not plane.kubelets.errors, plane.kubelets.errors[:3]
+    assert not plane.agents.errors, plane.agents.errors[:3]
     return pods, json.loads(status.stdout)
 
 

@@ -39,8 +39,8 @@ GATED = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "queued", "name
 
 
 @pytest.fixture(scope="module")
-def shared(binaries, tmp_path_factory):
-    with moving_plane(tmp_path_factory.mktemp("shared"), binaries, NODES, NS) as plane:
+def shared(binaries, kwok_binary, tmp_path_factory):
+    with moving_plane(tmp_path_factory.mktemp("shared"), binaries, kwok_binary, NODES, NS) as plane:
         yield plane
 
 
