@@ -5,11 +5,13 @@ places and KWOK runs: Deployments of one-GPU pods, half asking nvidia.com/gpu (t
 half), half a ResourceClaimTemplate of one gpu.nvidia.com device (the DRA half).
 
 Measures, in one run: the fleet's creation and the pods reaching Running; `rollout plan` against
-it (wall time and peak RSS); `serve --inventory live` ready time and RSS; and pod creates from
+it (wall time and peak RSS); `serve --inventory live` ready time and RSS; pod creates from
 concurrent clients into a namespace our webhook serves (a rewrite per pod, dry run) beside the
-same creates into one it does not (the baseline).
+same creates into one it does not (the baseline); then `rollout run` of the first wave end to
+end, the fleet's namespace opted in (its evicted pods come back through the webhook), with
+tests.e2e.kwok.GpuAgents playing the GPU Operator's two DaemonSets on the label flips.
 
-Usage: python bench/kwok_fleet.py [--nodes 500] [--pods 4000] [--clients 8] [--creates 200]
+Usage: python bench/kwok_fleet.py [--nodes 500] [--pods 3600] [--clients 8] [--creates 200] [--wave-size 25]
 """
 
 import argparse
@@ -32,9 +34,9 @@ from tests.e2e.burst import quantile  # noqa: E402
 from tests.e2e.cluster import ControlPlane, build  # noqa: E402
 from tests.e2e.conftest import INSTALLED_KINDS, NVIDIA_CLASSES, Webhook, rendered_manifests, wait_for  # noqa: E402
 
-PLUGIN = {"nvidia.com/gpu.deploy.device-plugin": "true", "nvidia.com/gpu.present": "true",
-          "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
-DRA = {"nvidia.com/gpu.deploy.dra-plugin": "true", "nvidia.com/gpu.present": "true"}
+PLUGIN_LABEL, DRA_LABEL = "nvidia.com/gpu.deploy.device-plugin", "nvidia.com/dra-kubelet-plugin"  # rollout's
+PLUGIN = {PLUGIN_LABEL: "true", "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+DRA = {DRA_LABEL: "true", "nvidia.com/gpu.present": "true"}
 
 
 def gpu_pod(name: str, namespace: str) -> dict:
@@ -66,7 +68,8 @@ def running(plane: ControlPlane) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=500)
-    parser.add_argument("--pods", type=int, default=4000)
+    parser.add_argument("--pods", type=int, default=3600)  # room left for a wave on each side
+    parser.add_argument("--wave-size", type=int, default=25)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--creates", type=int, default=200)
     args = parser.parse_args()
@@ -75,7 +78,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as workdir:
         plane = ControlPlane(pathlib.Path(workdir), binaries).start()
         runner = kwok.Kwok(plane, kwok_binary).start()
-        webhook = None
+        webhook = agents = None
         try:
             plane.apply([d for d in rendered_manifests(plane) if d["kind"] in INSTALLED_KINDS] + NVIDIA_CLASSES)
             plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, "labels": labels}}
@@ -101,7 +104,8 @@ def main() -> int:
             print(f"{args.pods // per * per} GPU pods scheduled and Running (KWOK) in {time.monotonic() - started:.0f}s")
 
             started = time.monotonic()
-            plan = subprocess.run([sys.executable, "-m", "app", "rollout", "plan", "-o", "json", "--wave-size", "25",
+            plan = subprocess.run([sys.executable, "-m", "app", "rollout", "plan", "-o", "json", "--wave-size",
+                                   str(args.wave_size),
                                    "--kubeconfig", plane.admin_kubeconfig], capture_output=True, text=True, cwd=ROOT,
                                   timeout=1800)
             took = time.monotonic() - started
@@ -129,12 +133,57 @@ def main() -> int:
             ratio = quantile(results["served"], 0.5) / quantile(results["plain"], 0.5)
             print(f"median ratio served / no webhook: {ratio:.2f}; webhook RSS after: "
                   f"{rss_mb(webhook.process.pid):.0f} MB")
+            agents = kwok.GpuAgents(plane, lambda node: {"nvidia.com/gpu": "8"},
+                                    lambda node: plane.apply(render.slices(gpus, node, "gpu.nvidia.com", 1)),
+                                    PLUGIN_LABEL, DRA_LABEL, interval_s=1.0).start()
+            return first_wave(plane, args, webhook)
         finally:
+            if agents:
+                agents.stop()
+                print(f"GPU agents: {agents.reactions} reactions, errors: {agents.errors[-3:] or 'none'}")
             if webhook:
                 webhook.stop()
             runner.stop()
             plane.stop()
-    return 0
+
+
+def first_wave(plane: ControlPlane, args, webhook) -> int:
+    """`rollout run --wave 1` end to end; 0 when it succeeded and every pod of the fleet runs."""
+    plane.kubectl("label", "namespace", "fleet", "dra-bridge.io/migrate=enabled")
+    expected = args.pods // 40 * 40
+    started = time.monotonic()
+    run = subprocess.Popen([sys.executable, "-m", "app", "rollout", "run", "--wave", "1", "--wave-size",
+                            str(args.wave_size), "--timeout", "1500", "--kubeconfig", plane.admin_kubeconfig],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    peak = 0.0
+    while run.poll() is None:
+        peak = max(peak, peak_mb(run.pid))
+        time.sleep(0.5)
+    took, output = time.monotonic() - started, run.stdout.read()
+    lines = output.strip().splitlines()
+    print(f"rollout run --wave 1 ({args.wave_size} nodes): exit {run.returncode} in {took:.0f}s, peak RSS "
+          f"{peak:.0f} MB; last lines:\n  " + "\n  ".join(lines[-4:]))
+    pods = plane.json("pods", "-n", "fleet")["items"]
+    phases: dict[str, int] = {}
+    for pod in pods:
+        phases[pod.get("status", {}).get("phase", "?")] = phases.get(pod.get("status", {}).get("phase", "?"), 0) + 1
+    claims = [c for c in plane.json("resourceclaims", "-n", "fleet")["items"] if c.get("status", {}).get("allocation")]
+    moved = [n for n in plane.json("nodes")["items"] if (n["metadata"].get("labels") or {}).get(DRA_LABEL) == "true"
+             and (n["metadata"].get("labels") or {}).get(PLUGIN_LABEL) == "false"]
+    print(f"after the wave: pods {phases} (expected {expected} Running); {len(claims)} claims allocated; "
+          f"{len(moved)} nodes moved; webhook RSS {rss_mb(webhook.process.pid):.0f} MB")
+    status = subprocess.run([sys.executable, "-m", "app", "rollout", "status",
+                             "--kubeconfig", plane.admin_kubeconfig], capture_output=True, text=True, cwd=ROOT)
+    print("rollout status:\n  " + "\n  ".join(line[:100] for line in status.stdout.strip().splitlines()[:6]))
+    return 0 if run.returncode == 0 and phases.get("Running") == expected and len(moved) == args.wave_size else 1
+
+
+def peak_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            return next(int(line.split()[1]) / 1024 for line in handle if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return 0.0
 
 
 if __name__ == "__main__":

@@ -156,8 +156,11 @@ class LiveInventory:
             self._live = self.make_index(slices, classes, claims, nodes,
                                          resources, quotas, rules, cordoned, unready, priorities, leaving,
                                          previous=previous)
-            del previous
             gc.freeze()
+        except Exception:
+            # Handed over or not, the previous one is what the next full build takes from.
+            self._live, self._full = previous, True
+            raise
         finally:
             if collecting:
                 gc.enable()

@@ -232,3 +232,35 @@ def test_issue_47_priority_classes_are_watched_for_the_path_choice(live, fake_ku
     assert kept["value"] == 1000 and "description" not in kept
     facts = cluster_facts(default_policy(), live.index())
     assert facts.path.preemption.classes["serving"].value == 1000
+
+
+def test_a_full_build_takes_unchanged_slices_from_the_last_even_after_one_failed(fake_kube):
+    """Issue 48: full builds (here a DeviceClass change) reuse the devices of slices whose bytes
+    did not change, so a rebuild never holds two copies of them; a build that fails hands the
+    next one what it would have taken."""
+    for node in ("n1", "n2", "n3"):
+        fake_kube.add_cluster_object("resourceslices", slice_obj(f"{node}-s", node, 2))
+    fake_kube.add_cluster_object("deviceclasses", CLASS)
+    built = []
+
+    class FlakyIndex(LiveIndex):
+        def __init__(self, *args, previous=None, **kwargs):
+            built.append(previous)
+            if len(built) == 2:
+                raise RuntimeError("a bug in one build")
+            super().__init__(*args, previous=previous, **kwargs)
+
+    inv = LiveInventory(api_client_for_host(fake_kube.url), FlakyIndex, watch_timeout_s=5, backoff_s=0.1,
+                        rebuild_interval_s=0).start()
+    try:
+        assert inv.wait_synced(5)
+        eventually(lambda: inv.builds >= 1 and inv.index().device_count == 6)
+        first = inv.index()
+        fake_kube.add_cluster_object("deviceclasses", {**CLASS, "metadata": {"name": "other"}})
+        eventually(lambda: len(built) >= 3 and inv.index() is not first)
+        assert built[1] is not None and built[2] is built[1]  # the failed build's previous, handed on
+        assert inv._live.build.cache.reused == 3 and set(inv.index().classes) == {"gpu.nvidia.com", "other"}
+        kept = {d.key: d for d in first.devices}
+        assert all(kept[d.key] is d for d in inv.index().devices)  # the very same device objects
+    finally:
+        inv.stop()
