@@ -7,7 +7,10 @@ latency of one slice change and one claim change, from the write to the API unti
 would see it, and of a Node label change (a full build taking the unchanged slices' devices);
 against the baseline of a full build of the same objects taking nothing, in the same run.
 
-    .venv/bin/python bench/live_inventory.py [--nodes 12500] [--updates 30]
+    .venv/bin/python bench/live_inventory.py [--nodes 12500] [--updates 30] [--serve]
+
+--serve first runs the whole webhook (`serve --inventory live`) against the same objects and
+reports its peak RSS through the same kinds of rebuilds.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import pathlib
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -125,10 +130,76 @@ def child(url: str, updates: int) -> None:
     print(json.dumps(out))
 
 
+def process_peak_mb(pid: int, reset: bool = False) -> float:
+    """Another process's VmHWM (root may reset it through its clear_refs)."""
+    with open(f"/proc/{pid}/status") as handle:
+        peak = next(int(line.split()[1]) / 1024 for line in handle if line.startswith("VmHWM:"))
+    if reset:
+        with open(f"/proc/{pid}/clear_refs", "w") as handle:
+            handle.write("5")
+    return peak
+
+
+def serve_phase(fake: FakeKube, workdir: pathlib.Path) -> None:
+    """The whole webhook (`serve --inventory live`) against the same objects: its peak RSS when
+    ready, through a Node label change and through a DeviceTaintRule on every device (seen when
+    a claim's verdict changes), and answering /validate."""
+    import orjson
+
+    from tests.helpers import review
+    from tests.http import server as srv
+
+    def write(path: str, obj: dict) -> None:
+        request = urllib.request.Request(f"{fake.url}{path}/{obj['metadata']['name']}", data=orjson.dumps(obj),
+                                         method="PUT", headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(request).read()
+
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"},
+             "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}
+    body = orjson.dumps(review(claim, kind="ResourceClaim", namespace="default"))
+    started = time.perf_counter()
+    server = srv.start(workdir, "--inventory", "live", "--kubeconfig", fake.kubeconfig(workdir / "kc"),
+                       "--log-level", "warning")
+    try:
+        with server.client() as client:
+            server.wait_ready(client, 600)
+            ready_s = time.perf_counter() - started
+            verdict = client.post("/validate", content=body, timeout=60).json()["response"]
+            ready = process_peak_mb(server.proc.pid, reset=True)
+            write("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
+                                    "metadata": {"name": "node-00043", "labels": {"bench": "flipped"}}})
+            time.sleep(8)  # a full build at this size takes about a second
+            label = process_peak_mb(server.proc.pid, reset=True)
+            rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+                    "metadata": {"name": "bench-drain"},
+                    "spec": {"deviceSelector": {}, "taint": {"key": "bench/drain", "effect": "NoSchedule"}}}
+            original = orjson.loads(orjson.dumps(rule))
+            original["spec"]["deviceSelector"] = {"driver": "none.example.com"}
+            write("/apis/resource.k8s.io/v1/devicetaintrules", rule)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                tainted = client.post("/validate", content=body, timeout=60).json()["response"]
+                if tainted.get("warnings") != verdict.get("warnings"):
+                    break
+                time.sleep(0.5)
+            else:
+                raise SystemExit("serve never saw the DeviceTaintRule on every device")
+            tainted_peak = process_peak_mb(server.proc.pid, reset=True)
+            write("/apis/resource.k8s.io/v1/devicetaintrules", original)  # as the child phase expects
+            time.sleep(5)
+    finally:
+        server.stop()
+    print(f"serve --inventory live (the whole webhook): ready in {ready_s:.1f} s; peak RSS to ready "
+          f"{ready:.0f} MB; through a Node label change {label:.0f} MB; through a DeviceTaintRule on every "
+          f"device {tainted_peak:.0f} MB (its /validate verdict changed: "
+          f"{(tainted.get('warnings') or ['none'])[0][:90]!r})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=12_500)
     parser.add_argument("--updates", type=int, default=30)
+    parser.add_argument("--serve", action="store_true", help="also run the whole webhook against the objects")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -151,6 +222,9 @@ def main() -> None:
     fake.events.clear()  # watches start from the list: no history to scan
     fake.start()
     try:
+        if args.serve:
+            with tempfile.TemporaryDirectory() as workdir:
+                serve_phase(fake, pathlib.Path(workdir))
         result = subprocess.run([sys.executable, __file__, "--child", fake.url, "--updates", str(args.updates)],
                                 stdout=subprocess.PIPE, text=True, check=True)
     finally:

@@ -84,6 +84,9 @@ class LiveInventory:
         self._build_lock = threading.Lock()
         self._changed = threading.Event()
         self.builds = self.full_builds = 0
+        # Called (builder thread) once a full build's index is published: whoever keeps things
+        # per index lets the old one go now, not at its next read.
+        self.on_full_build: Callable[[], None] | None = None
         self.last_build_s = 0.0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -112,11 +115,14 @@ class LiveInventory:
                 keys.clear()
             self._full = False
         index = None if full else self._apply_changes(changed)
-        if index is None:
+        rebuilt = index is None
+        if rebuilt:
             index = self._rebuild()
         self._built = (version, index)
         self.builds += 1
         self.last_build_s = time.monotonic() - started
+        if rebuilt and self.on_full_build is not None:
+            self.on_full_build()
 
     def claims_in(self, namespace: str) -> list[dict]:
         """The namespace's ResourceClaims as last watched (the admin rules' namespace totals)."""

@@ -101,6 +101,15 @@ class ServiceState:
                 log.warning("%d device(s) left out of the inventory: %s", len(rejected), "; ".join(rejected[:5]))
         return index
 
+    def index_replaced(self) -> None:
+        """A full build replaced the live index: what is kept per index goes now, not at the next
+        review (else a rebuild with no review between holds three indexes: the one kept here,
+        the one reviews read, the new one); the new index's left-out devices are said now."""
+        self.cached.facts = None
+        self.cached.states_of = None
+        if self.live is not None:
+            self._noted(self.live.index())
+
     def path_facts(self):
         """What the inventory tells the path choice (native classes, never-satisfiable claims),
         per index; UNKNOWN_FACTS until the inventory is synced (then no pod is judged against it)."""
