@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from app.reporter import render  # noqa: E402
 from app.reporter.backends import FakeBackend  # noqa: E402
 from bench.e2e_scale import post_all, rss_mb  # noqa: E402
+from bench.validate import peak_rss_mb  # noqa: E402
 from tests.e2e import kwok  # noqa: E402
 from tests.e2e.burst import quantile  # noqa: E402
 from tests.e2e.cluster import ControlPlane, build  # noqa: E402
@@ -157,7 +158,10 @@ def first_wave(plane: ControlPlane, args, webhook) -> int:
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     peak = 0.0
     while run.poll() is None:
-        peak = max(peak, peak_mb(run.pid))
+        try:
+            peak = max(peak, peak_rss_mb(pid=run.pid))
+        except (OSError, StopIteration):
+            pass  # it has just ended
         time.sleep(0.5)
     took, output = time.monotonic() - started, run.stdout.read()
     lines = output.strip().splitlines()
@@ -176,14 +180,6 @@ def first_wave(plane: ControlPlane, args, webhook) -> int:
                              "--kubeconfig", plane.admin_kubeconfig], capture_output=True, text=True, cwd=ROOT)
     print("rollout status:\n  " + "\n  ".join(line[:100] for line in status.stdout.strip().splitlines()[:6]))
     return 0 if run.returncode == 0 and phases.get("Running") == expected and len(moved) == args.wave_size else 1
-
-
-def peak_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            return next(int(line.split()[1]) / 1024 for line in handle if line.startswith("VmHWM:"))
-    except (OSError, StopIteration):
-        return 0.0
 
 
 if __name__ == "__main__":

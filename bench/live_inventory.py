@@ -130,16 +130,6 @@ def child(url: str, updates: int) -> None:
     print(json.dumps(out))
 
 
-def process_peak_mb(pid: int, reset: bool = False) -> float:
-    """Another process's VmHWM (root may reset it through its clear_refs)."""
-    with open(f"/proc/{pid}/status") as handle:
-        peak = next(int(line.split()[1]) / 1024 for line in handle if line.startswith("VmHWM:"))
-    if reset:
-        with open(f"/proc/{pid}/clear_refs", "w") as handle:
-            handle.write("5")
-    return peak
-
-
 def serve_phase(fake: FakeKube, workdir: pathlib.Path) -> None:
     """The whole webhook (`serve --inventory live`) against the same objects: its peak RSS when
     ready, through a Node label change and through a DeviceTaintRule on every device (seen when
@@ -165,11 +155,11 @@ def serve_phase(fake: FakeKube, workdir: pathlib.Path) -> None:
             server.wait_ready(client, 600)
             ready_s = time.perf_counter() - started
             verdict = client.post("/validate", content=body, timeout=60).json()["response"]
-            ready = process_peak_mb(server.proc.pid, reset=True)
+            ready = peak_rss_mb(reset=True, pid=server.proc.pid)
             write("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
                                     "metadata": {"name": "node-00043", "labels": {"bench": "flipped"}}})
             time.sleep(8)  # a full build at this size takes about a second
-            label = process_peak_mb(server.proc.pid, reset=True)
+            label = peak_rss_mb(reset=True, pid=server.proc.pid)
             rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
                     "metadata": {"name": "bench-drain"},
                     "spec": {"deviceSelector": {}, "taint": {"key": "bench/drain", "effect": "NoSchedule"}}}
@@ -184,7 +174,7 @@ def serve_phase(fake: FakeKube, workdir: pathlib.Path) -> None:
                 time.sleep(0.5)
             else:
                 raise SystemExit("serve never saw the DeviceTaintRule on every device")
-            tainted_peak = process_peak_mb(server.proc.pid, reset=True)
+            tainted_peak = peak_rss_mb(reset=True, pid=server.proc.pid)
             write("/apis/resource.k8s.io/v1/devicetaintrules", original)  # as the child phase expects
             time.sleep(5)
     finally:

@@ -45,13 +45,14 @@ CLAIM = {"devices": {"requests": [
 ]}}
 
 
-def peak_rss_mb(reset: bool = False) -> float:
-    """The most RSS this process held since it started or the last reset (the kernel's VmHWM:
-    every moment, not a sample); reset starts a new window."""
-    with open("/proc/self/status") as handle:
+def peak_rss_mb(reset: bool = False, pid: int | str = "self") -> float:
+    """The most RSS a process (this one by default) held since it started or the last reset (the
+    kernel's VmHWM: every moment, not a sample); reset starts a new window (another process's:
+    as root). OSError when the process is gone."""
+    with open(f"/proc/{pid}/status") as handle:
         peak = next(int(line.split()[1]) / 1024 for line in handle if line.startswith("VmHWM:"))
     if reset:
-        with open("/proc/self/clear_refs", "w") as handle:
+        with open(f"/proc/{pid}/clear_refs", "w") as handle:
             handle.write("5")
     return peak
 

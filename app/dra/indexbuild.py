@@ -295,18 +295,15 @@ class Build:
         bytes item was unpacked from, when the caller had to); None: no spec."""
         if isinstance(item, bytes):
             raw, item = item, None
-        if raw is not None:
-            found = self.cache.earlier(raw)
-            if found is not None:
-                self.cache.remember(found.kept["metadata"]["name"], raw, found)
-                return found
+        found = self.cache.earlier(raw) if raw is not None else None
+        if found is None:
             item = unpack(raw) if item is None else item
-        if not isinstance(item.get("spec"), dict):
-            return None
-        is_shadow = bool(shadow.shadow_of(item))
-        served = shadow.as_served(item) if is_shadow else item
-        found = self.builder.derive(apply_taint_rules(served, self.inventory.taint_rules), is_shadow,
-                                    self.cache.donor(view_of(item).name))
+            if not isinstance(item.get("spec"), dict):
+                return None
+            is_shadow = bool(shadow.shadow_of(item))
+            served = shadow.as_served(item) if is_shadow else item
+            found = self.builder.derive(apply_taint_rules(served, self.inventory.taint_rules), is_shadow,
+                                        self.cache.donor(view_of(item).name))
         if raw is not None:
             self.cache.remember(found.kept["metadata"]["name"], raw, found)
         return found

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from app.common import (InputError, add_quota, allocation_results, extended_allocatable, leaving_dra, not_ready, parse_quantity,
-                        view_of)
+from app.common import (InputError, add_quota, allocation_results, extended_allocatable, leaving_dra, not_ready,
+                        parse_quantity, view_of)
 
 SUPPORTED = "resource.k8s.io/v1"
 INVENTORY_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "DeviceTaintRule")

@@ -230,14 +230,17 @@ def list_items(api: client.ApiClient, path: str, timeout=30) -> list[dict]:
 def pages(api: client.ApiClient, path: str, selector: str | None = None, page_size: int = 500,
           timeout=30, fields: str | None = None):
     """Each page of one collection as it is read (limit + continue): (its items, the list's
-    resourceVersion); ApiException on an error status."""
+    resourceVersion); ApiException on an error status. A caller that lets go of a page before
+    asking for the next holds one decoded page at a time."""
     token = ""
     while True:
         query = [("limit", str(page_size))] + ([("labelSelector", selector)] if selector else []) \
             + ([("fieldSelector", fields)] if fields else []) + ([("continue", token)] if token else [])
         data = orjson.loads(raw_get(api, path, query, timeout).data)
-        meta = data.get("metadata") or {}
-        yield data.get("items") or [], meta.get("resourceVersion") or ""
+        meta, items = data.get("metadata") or {}, data.get("items") or []
+        del data  # nothing of this page is held here while the next one is read
+        yield items, meta.get("resourceVersion") or ""
+        del items
         token = meta.get("continue") or ""
         if not token:
             return
@@ -260,6 +263,7 @@ def each_item(api: client.ApiClient, path: str, selector: str | None = None, pag
     them: a cluster's pods are never all held at once (the caller keeps what it reduces them to)."""
     for page, _version in pages(api, path, selector, page_size, timeout, fields):
         yield from page
+        del page  # not held while the next page is read
 
 
 _CALLS = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="api-call")

@@ -25,7 +25,6 @@ import threading
 import time
 from collections.abc import Callable
 
-import orjson
 import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -33,7 +32,7 @@ from kubernetes.client.exceptions import ApiException
 from app.common import (Backoff, device_quota, extended_allocatable, leaving_dra, not_ready, pack, Throttled, unpack,
                         view_of)
 
-from .client import raw_get, watch_events, why_failed
+from .client import pages, raw_get, watch_events, why_failed
 
 log = logging.getLogger("dra_bridge.live")
 RESOURCES = ("resourceslices", "deviceclasses", "resourceclaims", "nodes", "resourcequotas", "devicetaintrules",
@@ -227,27 +226,17 @@ class LiveInventory:
                    "spec": {"hard": found[2] if found else {}}}
         return pack(obj)
 
-    def _get(self, resource: str, query: list, stream: bool):
-        """The raw urllib3 response: JSON is decoded here, not into generated model objects."""
-        return raw_get(self.api, self._path(resource), query, (5, self.watch_timeout_s + 10) if stream else 10)
 
     def list_once(self, resource: str) -> str:
         """The whole collection, in pages: only one page is ever decoded at a time (one list of
         100,000 devices decoded at once was most of the webhook's peak memory)."""
         items: dict[str, bytes] = {}
-        token, version = "", ""
-        while True:
-            query = [("limit", str(self.page_size))] + ([("continue", token)] if token else [])
-            data = orjson.loads(self._get(resource, query, stream=False).data)
-            for i in data.get("items") or []:
-                items[view_of(i).namespace + "/" + i["metadata"]["name"]] = \
-                    self._kept(resource, i)
-            meta = data.get("metadata") or {}
-            version = meta.get("resourceVersion", version)
-            token = meta.get("continue") or ""
-            del data
-            if not token:
-                break
+        version = ""
+        for page, page_version in pages(self.api, self._path(resource), page_size=self.page_size, timeout=10):
+            for i in page:
+                items[view_of(i).namespace + "/" + i["metadata"]["name"]] = self._kept(resource, i)
+            version = page_version or version
+            del page  # not held while the next page is read
         self.failing_since[resource] = None
         with self._lock:
             self.objects[resource] = items
@@ -272,7 +261,8 @@ class LiveInventory:
         """Apply watch events until the server ends the stream; returns the last resourceVersion."""
         query = [("watch", "true"), ("resourceVersion", version), ("allowWatchBookmarks", "true"),
                  ("timeoutSeconds", str(self.watch_timeout_s))]
-        response = self._get(resource, query, stream=True)
+        # The raw urllib3 response: JSON is decoded here, not into generated model objects.
+        response = raw_get(self.api, self._path(resource), query, (5, self.watch_timeout_s + 10))
         self.failing_since[resource] = None  # the API answered: not stale
         for event in watch_events(response):
             version = self._apply(resource, event, version)

@@ -13,7 +13,6 @@ RAW_METADATA_READERS = {
     "dra/inventory.py": "validates Nodes and Namespaces, naming the field",
     "migration/podshape.py": "validates a pod, naming the field",
     "kube/client.py": "a list's metadata (resourceVersion, continue)",
-    "kube/live_inventory.py": "a list's metadata (resourceVersion, continue)",
     "cli/plancli.py": "copies it without the server's fields",
     "migration/budgets.py": "copies it without the server's fields",
 }
