@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 
 from app import dra
 from app.common import labels_by_name, view_of
+from app.common import release as releases
+from app.common.release import Release
 from app.migration import UNKNOWN_FACTS, ClusterSharing, Facts, KueueView, ShareableDevices, extended_resources, \
     gpu_pod_priorities, plugin_nodes, preemption_of, served_resources
 from app.policy import MigrationRules, Policy
@@ -33,6 +35,7 @@ class ClusterFacts:
     lookup: Lookup = no_lookup
     namespace_claims: NamespaceClaims = None
     verdicts: dra.TemplateVerdicts | None = None  # the index's template verdicts, where built here
+    release: Release | None = None  # the Kubernetes release judged for (None: not known: the default's rules)
 
     def labels_of(self, namespace: str) -> dict | None:
         return None if self.namespaces is None else self.namespaces.get(namespace)
@@ -79,15 +82,19 @@ def cluster_facts(policy: Policy, index: dra.Index | None = None, *, source: str
                   objects: Iterable[dict] = (), claims_known: bool | None = None, kueue: KueueView | None = None,
                   classes: list[dict] | None = None, namespaces: Mapping[str, dict] | None = None,
                   lookup: Lookup | None = None, namespace_claims: NamespaceClaims = None,
-                  path: Facts | None = None) -> ClusterFacts:
+                  path: Facts | None = None, release: Release | None = None) -> ClusterFacts:
     """The one constructor. objects: what was read besides the inventory (an export, a listing):
     the claims and templates among them are what pods name and what namespaces hold, unless
     `lookup` and `namespace_claims` are given (the webhook's live readers); claims_known: whether
     those objects hold every ResourceClaim of their namespaces (a cluster listing, an export with
     claims); None: known when any ResourceClaim is among them. classes: DeviceClasses known
     without an inventory (else those among the objects). path: facts already built for this index
-    (the webhook keeps them across reviews)."""
+    (the webhook keeps them across reviews). release: the Kubernetes release judged for (else the
+    index's): the objects are read as it keeps them."""
     objects = [o for o in objects if isinstance(o, dict)]
+    release = release or (index.release if index is not None else None)
+    if release is not None:
+        objects = [releases.strip(o, release)[0] for o in objects]
     verdicts = None
     if path is None:
         if index is not None:
@@ -97,12 +104,14 @@ def cluster_facts(policy: Policy, index: dra.Index | None = None, *, source: str
                 path = replace(path, dra=None)
             if any(o.get("kind") in ("Pod", "PriorityClass") for o in objects):  # an export, a listing
                 path = replace(path, preemption=preemption_facts(index.priority_classes, objects, policy.migration))
+            path = replace(path, release=release)
         else:
             if classes is None:
                 classes = [o for o in objects if o.get("kind") == "DeviceClass"]
             extended = extended_resources({view_of(c).name: c for c in classes})
             path = Facts(kueue=kueue, extended=extended or None,
                          preemption=preemption_facts(None, objects, policy.migration))
+        path = replace(path, release=release)
     if lookup is None:
         known = KnownClaims(objects)
         lookup = known.lookup
@@ -110,15 +119,18 @@ def cluster_facts(policy: Policy, index: dra.Index | None = None, *, source: str
             claims_known = any(o.get("kind") == "ResourceClaim" for o in objects)
         if namespace_claims is None and claims_known:
             namespace_claims = known.in_namespace
-    return ClusterFacts(source, index, path, namespaces, lookup, namespace_claims, verdicts)
+    return ClusterFacts(source, index, path, namespaces, lookup, namespace_claims, verdicts, release)
 
 
-def inventory_source(index: dra.Index | None, where: str) -> str:
-    """What a command says it judged against: where the inventory came from, and its size."""
+def inventory_source(index: dra.Index | None, where: str, release: Release | None = None) -> str:
+    """What a command says it judged against: where the inventory came from, its size, and the
+    Kubernetes release (given, else the index's)."""
+    release = release or (index.release if index is not None else None)
+    said = f"; {release.describe()}" if release is not None else ""
     if index is None:
-        return "no inventory (satisfiability and the path choice not judged)"
+        return f"no inventory (satisfiability and the path choice not judged){said}"
     nodes = len([n for n, positions in index.by_node.items() if n is not None and positions])
-    return f"{where}, {nodes} node(s), {index.device_count} device(s)"
+    return f"{where}, {nodes} node(s), {index.device_count} device(s){said}"
 
 
 # What the path choice's inventory reads from a rollout snapshot: key, kind, apiVersion.

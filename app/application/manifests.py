@@ -111,11 +111,14 @@ def kueue_of_inputs(inputs) -> KueueView | None:
     return kueue_in_objects(objects_of(inputs))
 
 
-def manifest_facts(inputs, policy: Policy, index: dra.Index | None = None, source: str = "") -> ClusterFacts:
+def manifest_facts(inputs, policy: Policy, index: dra.Index | None = None, source: str = "",
+                   release=None) -> ClusterFacts:
     """The facts of a set of manifests or an export, with an inventory where one was given: the
-    Namespaces, claims, DeviceClasses and Kueue configuration among them (cluster_facts)."""
-    return cluster_facts(policy, index, source=inventory_source(index, source or "inventory"),
-                         objects=objects_of(inputs), kueue=kueue_of_inputs(inputs), namespaces=namespace_labels(inputs))
+    Namespaces, claims, DeviceClasses and Kueue configuration among them (cluster_facts), read as
+    `release` (else the index's) keeps them."""
+    return cluster_facts(policy, index, source=inventory_source(index, source or "inventory", release),
+                         objects=objects_of(inputs), kueue=kueue_of_inputs(inputs), namespaces=namespace_labels(inputs),
+                         release=release)
 
 
 def plan_objects(inputs, policy: Policy, namespace: str | None, facts: ClusterFacts | None = None,

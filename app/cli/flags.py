@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from app.common import InputError
+from app.common import release as releases
 from app.migration import OPT_IN_LABEL
 
 from .parser import BadValue, positive_seconds
@@ -56,3 +57,14 @@ def kube_flags(p, request_timeout: bool = True) -> None:
         opt(p, "--request-timeout", type=positive_seconds, default=30.0,
             help="seconds a single request to the API server may take before the command gives up (exit 3), "
                  "as kubectl's")
+
+
+def release_flags(p, live: bool = False) -> None:
+    """--kube-version and --feature-gates: the release a command judges and writes for."""
+    said = f"{releases.DEFAULT_VERSION}" + (", or the cluster's own /version when it reads one" if live else "")
+    opt(p, "--kube-version", help=f"the Kubernetes release to judge and write for (1.{releases.OLDEST} to "
+        f"1.{releases.NEWEST}: which DRA fields it keeps, its allocator's rules), as `helm template --kube-version`",
+        shown=said)
+    opt(p, "--feature-gates", help="DRA feature gates an admin set on that release's API server and scheduler, "
+        "as kube-apiserver spells them: DRADeviceTaints=true,DRAConsumableCapacity=false",
+        shown="the release's defaults")

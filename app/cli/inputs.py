@@ -9,6 +9,7 @@ from importlib import resources
 
 from app import dra
 from app.common import InputError, parse_objects, parse_quantity, read_objects
+from app.common import release as releases
 from app.migration import pod_templates
 
 EXAMPLE_INVENTORY = "data/example-inventory.yaml"
@@ -81,28 +82,85 @@ def ambient_cluster():
     return kube.connect(timeout_retries=False, request_timeout=30.0)
 
 
-def choose_inventory(value: str | None, connect=None) -> tuple[dra.Inventory | None, str]:
+def flag_release(args, found: releases.Release | None = None) -> releases.Release:
+    """The release a command judges and writes for: `found` (what a cluster's /version or an
+    export says), else --kube-version, else the default; then --feature-gates. A --kube-version
+    other than what the cluster runs is refused, naming both."""
+    text = getattr(args, "kube_version", None)
+    try:
+        release = releases.parse(text, "--kube-version") if text else None
+    except releases.UnknownRelease as exc:
+        raise InputError("--kube-version", str(exc)) from None
+    if found is not None and release is not None and release.minor != found.minor:
+        raise InputError("--kube-version", f"{text}, but the cluster runs {found.version} ({found.source})")
+    release = found or release or releases.default_release()
+    gates = getattr(args, "feature_gates", None)
+    if gates:
+        try:
+            release = release.with_gates(parse_gates(gates), f"--feature-gates {gates}")
+        except releases.UnknownRelease as exc:
+            raise InputError("--feature-gates", str(exc)) from None
+    return release
+
+
+def parse_gates(text: str) -> dict[str, bool]:
+    """'A=true,B=false' as kube-apiserver's --feature-gates spells it."""
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        if not sep or value.strip().lower() not in ("true", "false"):
+            raise InputError("--feature-gates", f"{part!r}: write GATE=true or GATE=false")
+        out[name.strip()] = value.strip().lower() == "true"
+    return out
+
+
+def exported_release(objects) -> releases.Release | None:
+    """The release an export names: a `kubectl version -o yaml` document among its objects."""
+    for _line, obj in objects:
+        server = obj.get("serverVersion") if isinstance(obj, dict) else None
+        if isinstance(server, dict):
+            try:
+                return releases.from_server(server)
+            except releases.UnknownRelease as exc:
+                raise InputError("serverVersion", str(exc)) from None
+    return None
+
+
+def choose_inventory(value: str | None, connect=None, args=None) -> tuple[dra.Inventory | None, str]:
     """One rule for every command's --inventory: (the inventory, what it is, for "judged against").
-    connect() -> (api, target) for 'live' (None where no cluster is configured)."""
+    connect() -> (api, target) for 'live' (None where no cluster is configured). The inventory is
+    read as its release keeps it (inventory.release: the cluster's, the export's or the flags')."""
     chosen = value or "none"
     if chosen == "none":
         return None, "no inventory"
-    if chosen == "example":
-        return load_inventory(None), EXAMPLE_SAID
     if chosen == "live":
         found = connect() if connect else None
         if found is None:
             raise InputError("--inventory", "live needs a cluster: $KUBECONFIG, ~/.kube/config or in-cluster "
                                             "(none was found)")
+        from app import kube
         from app.application import live_inventory
-        return live_inventory(found[0]), f"live cluster {found[1].server} ({found[1].context or found[1].source})"
-    return load_inventory(chosen), f"inventory {chosen}"
+        release = flag_release(args, kube.server_release(found[0]))
+        inventory = live_inventory(found[0])
+        where = f"live cluster {found[1].server} ({found[1].context or found[1].source})"
+    elif chosen == "example":
+        inventory, where = load_inventory(None), EXAMPLE_SAID
+        release = flag_release(args)
+    else:
+        objects = read_objects(chosen)
+        inventory, where = load_inventory(chosen, objects), f"inventory {chosen}"
+        release = flag_release(args, exported_release(objects))
+    inventory, lost = dra.as_kept_by(inventory, release)
+    if lost:
+        sys.stderr.write(f"Kubernetes {release.version} drops from this inventory: {'; '.join(lost)}\n")
+    return inventory, where
 
 
-def load_inventory(path: str | None) -> dra.Inventory:
-    """The inventory in a file, or the bundled example inventory when `path` is None."""
+def load_inventory(path: str | None, objects: list | None = None) -> dra.Inventory:
+    """The inventory in a file (its objects, when already read), or the bundled example inventory
+    when `path` is None."""
     if path:
-        objects = read_objects(path)
+        objects = read_objects(path) if objects is None else objects
         if not any(obj.get("kind") in INVENTORY_KINDS for _line, obj in objects):
             kinds = sorted({str(obj.get("kind")) for _line, obj in objects})
             raise InputError(path, f"not an inventory: no ResourceSlice or DeviceClass in it (found "

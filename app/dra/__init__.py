@@ -25,9 +25,10 @@ from .inventory import from_objects as inventory_from_objects
 from .classes import ClassConflict, native_gaps
 from .classes import generate as generate_classes
 from .live import LiveIndex
+from .kept import as_kept_by
 from .sharing import shareable_classes, time_sliced
 
-__all__ = ["CLAIM_KINDS", "IDENTITY_ATTRIBUTES", "SUPPORTED_VERSIONS", "CelError", "candidates", "ClaimError", "ClaimSpec", "ClassConflict", "Index", "LiveIndex", "generate_classes",
+__all__ = ["as_kept_by", "CLAIM_KINDS", "IDENTITY_ATTRIBUTES", "SUPPORTED_VERSIONS", "CelError", "candidates", "ClaimError", "ClaimSpec", "ClassConflict", "Index", "LiveIndex", "generate_classes",
            "Inventory", "Request", "TemplateVerdicts", "Verdict", "plugin_advertising", "publishes", "allocated_capacity", "allocated_devices", "build_from_api",
            "build_index", "cel", "check", "claim_spec", "compile_selector", "device_variable", "estimated_cost",
            "from_v1beta1", "inventory_from_objects", "parse_claim_object", "parse_claim_spec", "shareable_classes", "shared_devices",

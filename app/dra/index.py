@@ -127,6 +127,7 @@ class Index:
     # Shared by the snapshots that differ only in what is allocated (claim updates): what the
     # path choice reads besides verdicts (classes, devices, nodes, quotas) is the same in all.
     epoch: object = field(default_factory=object)
+    release: object = None  # common.release.Release whose allocator is followed; None: the default
 
     @property
     def device_count(self) -> int:

@@ -249,7 +249,7 @@ class Build:
                       priority_classes=inventory.priority_classes,
                       cordoned=frozenset(inventory.cordoned), not_ready=frozenset(inventory.not_ready),
                       leaving=frozenset(inventory.leaving), shapes=table.shapes, shape_flat=table.flat,
-                      shape_taints=table.taints, shape_capacity=table.capacity)
+                      shape_taints=table.taints, shape_capacity=table.capacity, release=inventory.release)
         self.index, self.inventory = index, inventory
         self.builder = _Builder(inventory, index, table)
         self.local: dict[str, list[dict]] = {}

@@ -32,6 +32,7 @@ class Inventory:
     namespaces: dict[str, dict] | None = None
     taint_rules: list[dict] = field(default_factory=list)
     priority_classes: list[dict] | None = None  # what pods preempt by (None: none read)
+    release: object = None  # common.release.Release judged by (its allocator's rules); None: the default
 
     @property
     def device_count(self) -> int:

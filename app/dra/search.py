@@ -131,7 +131,10 @@ class Search:
         self.spec, self.view, self.index, self.selectable, self.now = spec, view, index, selectable, now
         self.per_device = per_device
         self.budget = budget
-        self.pools = [p for p in view if p.status == "ok" or (not now and p.status == "incomplete")]
+        # 1.34's allocator takes exact-count devices from incomplete pools too (1.35+ does not).
+        release = index.release
+        incomplete_ok = not now or (release is not None and release.incomplete_pools_allocatable)
+        self.pools = [p for p in view if p.status == "ok" or (incomplete_ok and p.status == "incomplete")]
         self.taking: set[int] = set()  # positions being allocated whole by this claim
         self.shares: dict[int, dict] = {}  # position -> capacity this claim's shares take
         self.counters: dict[tuple, dict] = {}  # pool key -> counterSet -> counter -> Decimal taken

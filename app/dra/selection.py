@@ -5,6 +5,7 @@ checks. Pure."""
 from __future__ import annotations
 
 from app.common import deadline
+from app.common import release as releases
 
 from app import cel
 
@@ -83,7 +84,10 @@ class Selection:
 
     def results(self, expr: str, path: str) -> Results | None:
         try:
-            selector = cel.compile_selector(expr)
+            # The release's CEL environment: before 1.36 `device.allowMultipleAllocations` is undefined.
+            release = self.index.release
+            selector = cel.compile_selector(expr, consumable_capacity=release is None
+                                            or release.has(releases.CONSUMABLE_CAPACITY))
         except cel.CelError as exc:
             self.errors.append(f"{path}: {exc}")
             return None

@@ -146,12 +146,14 @@ def cannot(spec: ClaimSpec, histogram, index: Index, selection: Selection, now: 
     """A quick sufficient test that the search would fail: some request finds fewer free,
     tolerated devices passing its selectors than it needs (only for claims without All, where no
     error can come first). `passes` caches (request path, shape) -> bool across groups."""
+    release = index.release
+    incomplete_skipped = now and not (release is not None and release.incomplete_pools_allocatable)
     for alternatives in spec.requests:
         enough = False
         for req in alternatives:
             have = 0
             for shape, state, n in histogram:
-                if state is None and now or (now and state and not req.admin):
+                if state is None and incomplete_skipped or (now and state and not req.admin):
                     continue  # incomplete pool now, or allocated
                 key = (req.path, shape)
                 ok = passes.get(key)

@@ -4,6 +4,7 @@ inventory (ResourceSlices, DeviceClasses, ResourceClaims), templates and namespa
 from .client import (ApiTarget, api_client, api_client_for_host, api_message, connect, kubeconfig_paths, last_target, list_items,
                      list_pages, probe, raw_get, raw_send, unreachable)
 from .admission_policies import AdmissionPolicySync
+from .release import probed_release, server_release
 from .claimreader import ClaimReader
 from .events import EventSink
 from .kueue_config import list_kueue, list_queues, read_kueue, read_queues
@@ -15,6 +16,6 @@ from .namespaces import NamespaceLabels, NamespaceLookupError, opted_in_pods, ru
 from .template_gc import Lease, TemplateCollector, TemplateWatch
 from .templates import TemplateConflict, TemplateStore
 
-__all__ = ["AdmissionPolicySync", "list_kueue", "list_queues", "read_queues", "read_kueue", "ClaimReader", "EventSink", "NodeWrites", "LeaseStore", "rollout_snapshot", "Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "opted_in_pods", "running_pods", "TemplateConflict", "TemplateStore", "ApiTarget", "api_client", "connect", "kubeconfig_paths", "last_target", "unreachable", "api_client_for_host", "api_message", "probe", "raw_send",
+__all__ = ["AdmissionPolicySync", "probed_release", "server_release", "list_kueue", "list_queues", "read_queues", "read_kueue", "ClaimReader", "EventSink", "NodeWrites", "LeaseStore", "rollout_snapshot", "Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "opted_in_pods", "running_pods", "TemplateConflict", "TemplateStore", "ApiTarget", "api_client", "connect", "kubeconfig_paths", "last_target", "unreachable", "api_client_for_host", "api_message", "probe", "raw_send",
            "list_items", "list_pages",
            "raw_get"]

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from app.common import tolerates, vocabulary, view_of
+from app.common.release import CONSUMABLE_CAPACITY, EXTENDED_RESOURCE, WHAT_IT_DOES, Release, first_default_minor
 from app.policy import MigrationRules
 
 from .kueue import KueueView, kueue_uncounted
@@ -50,6 +51,7 @@ class Facts:
     extended: Mapping[str, str] | None = None
     kueue: KueueView | None = None
     preemption: Preemption | None = None  # PriorityClasses and GPU pods' priorities (None: not known)
+    release: Release | None = None  # the Kubernetes release judged for (None: not known, the default's rules)
 
 
 class Path(enum.StrEnum):
@@ -88,7 +90,17 @@ def served_resources(classes: dict[str, dict]) -> dict[str, str]:
     return out
 
 
-def _native_gap(pod: dict, plan: Plan, rules: MigrationRules, served: dict[str, str]) -> str | None:
+def _lacking(release: Release | None, gate: str) -> str:
+    """": Kubernetes 1.34 keeps no ... (DRAExtendedResource is off; on by default from 1.36)", or ""."""
+    if release is None or release.has(gate):
+        return ""
+    since = first_default_minor(gate)
+    later = f"; on by default from 1.{since}" if since and since > release.minor else ""
+    return f": Kubernetes {release.version} has no {WHAT_IT_DOES[gate]} ({gate} is off{later})"
+
+
+def _native_gap(pod: dict, plan: Plan, rules: MigrationRules, served: dict[str, str],
+                release: Release | None = None) -> str | None:
     """Why native cannot give this pod what it asks for; None when it can."""
     spec = pod["spec"]
     expected = set()
@@ -102,7 +114,7 @@ def _native_gap(pod: dict, plan: Plan, rules: MigrationRules, served: dict[str, 
         if rule.role != "count" or rule.countAs != "devices":
             return f"container {container}: {resource} asks for a share of a device, not whole devices"
         if resource not in served:
-            return f"no DeviceClass serves {resource} (extendedResourceName)"
+            return f"no DeviceClass serves {resource} (extendedResourceName){_lacking(release, EXTENDED_RESOURCE)}"
         expected.add(rule.deviceClass)
     other = sorted(_classes(plan) - expected)
     if other:  # e.g. nvidia.com/gpu on a MIG single-strategy node: its labels make it a MIG device
@@ -136,7 +148,7 @@ def choose(pod: dict, plan: Plan, rules: MigrationRules, path: str, facts: Facts
     elif facts.served is None:
         gap = "no inventory"
     else:
-        gap = _native_gap(pod, plan, rules, facts.served)
+        gap = _native_gap(pod, plan, rules, facts.served, facts.release)
     if gap is None:
         resources = sorted({r for _c, r in legacy_resources(spec, rules)})
         return Choice(Path.NATIVE, "served by DRA as extended resources: " +
@@ -155,7 +167,8 @@ def kept_on_plugin(pod: dict, plan: Plan, rules: MigrationRules, facts: Facts, c
     resources = sorted({r for _c, r in legacy_resources(pod["spec"], rules)})
     plugin = _plugin_text(resources, facts.plugin_nodes)
     if plan.costly and rules.fractional == "legacy":
-        return Choice(Path.LEGACY, f"{plan.costly[0]} on DRA (no device here allows multiple allocations){plugin}; "
+        return Choice(Path.LEGACY, f"{plan.costly[0]} on DRA (no device here allows multiple allocations"
+                                f"{_lacking(facts.release, CONSUMABLE_CAPACITY)}){plugin}; "
                                 "policy fractional: wholeDevice would rewrite it at that cost", "share")
     classes = sorted(_classes(plan))
     queue = kueue_per_pod(pod)

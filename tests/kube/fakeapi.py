@@ -47,6 +47,28 @@ def _selected(obj: dict, query: dict) -> bool:
     return True
 
 
+def _dropped(body: dict, paths: list[tuple]) -> dict:
+    """The body without the fields at `paths`, as a server with their gates off stores it."""
+    import copy
+    body = copy.deepcopy(body)
+
+    def drop(node, path):
+        if not path or node is None:
+            return
+        head, rest = path[0], path[1:]
+        children = (list(enumerate(node)) if isinstance(node, list) else list(node.items()) if isinstance(node, dict)
+                    else []) if head == "*" else ([(head, node.get(head))] if isinstance(node, dict) else [])
+        for key, child in children:
+            if not rest:
+                if isinstance(node, dict):
+                    node.pop(key, None)
+            else:
+                drop(child, rest)
+    for path in paths:
+        drop(body, path)
+    return body
+
+
 @dataclass
 class Fault:
     status: int | None = None
@@ -75,6 +97,10 @@ class FakeKube:
     # As the API server calls admission webhooks: admission(method, path, body) before a write is
     # stored; a (status, message) it returns refuses the write.
     admission: object = None
+    git_version: str = "v1.37.2"  # what /version answers
+    # Gated fields this server drops on every write, as an API server with those DRA gates off
+    # does: (resource, path under the object) where "*" is any list element or map key.
+    drops: tuple = ()
 
     def __post_init__(self):
         self._lock = threading.Lock()
@@ -215,6 +241,11 @@ class FakeKube:
         return None
 
     def _route(self, method: str, path: str, body: dict | None, query: dict | None = None) -> tuple[int, dict]:
+        if path == "/version" and method == "GET":
+            minor = self.git_version.lstrip("v").split(".")[1]
+            return 200, {"major": "1", "minor": minor, "gitVersion": self.git_version}
+        if body is not None and self.drops and method in ("POST", "PUT"):
+            body = _dropped(body, [p for res, p in self.drops if f"/{res}" in path])
         cluster = _CLUSTER.match(path)
         if cluster:
             return self._cluster(method, cluster["res"], cluster["name"], body, query or {})
