@@ -95,6 +95,8 @@ def cluster_facts(policy: Policy, index: dra.Index | None = None, *, source: str
     release = release or (index.release if index is not None else None)
     if release is not None:
         objects = [releases.strip(o, release)[0] for o in objects]
+        if classes is not None:
+            classes = [releases.strip(c, release, "DeviceClass")[0] for c in classes]
     verdicts = None
     if path is None:
         if index is not None:

@@ -23,7 +23,7 @@ from app.migration import (OptIn, extended_resources, legacy_resources, pod_temp
                            unserved_versions)
 from app.policy import load_policy
 
-from .inputs import choose_inventory, read_some_inputs
+from .inputs import choose_inventory, flag_release, read_some_inputs
 from .output import as_yaml, clip
 
 # Workloads whose pod templates we read; bare pods are audited, pods owned by these are not.
@@ -141,9 +141,11 @@ def run_audit(args) -> int:
     else:
         inputs, controlled = _from_cluster(found, live_objects, args.namespace)
         namespaces = _from_cluster(found, lambda api: labels_by_name(kube.list_items(api, "/api/v1/namespaces")))
-    inventory, where = choose_inventory(args.inventory, lambda: found)
+    inventory, where = choose_inventory(args.inventory, lambda: found, args)
     ix = dra.build_index(inventory) if inventory is not None else None
-    sys.stderr.write(f"judged against: {inventory_source(ix, where)}\n")
+    release = inventory.release if inventory is not None else \
+        flag_release(args, _from_cluster(found, kube.server_release) if not args.filename else None)
+    sys.stderr.write(f"judged against: {inventory_source(ix, where, release)}\n")
     # Objects that name no namespace land in the default one, as kubectl would put them.
     if args.filename:
         kueue = kueue_of_inputs(inputs)
@@ -158,8 +160,9 @@ def run_audit(args) -> int:
         existing += _from_cluster(found, claim_objects, args.namespace)
         existing += _from_cluster(found, priority_classes)  # what preemption is decided by
     _default_namespace(existing, args.namespace or "default")
-    facts = cluster_facts(policy, ix, source=inventory_source(ix, where), objects=existing, kueue=kueue,
-                          classes=classes, namespaces=namespaces, claims_known=True if not args.filename else None)
+    facts = cluster_facts(policy, ix, source=inventory_source(ix, where, release), objects=existing, kueue=kueue,
+                          classes=classes, namespaces=namespaces, claims_known=True if not args.filename else None,
+                          release=release)
     result = plan_objects(inputs, policy, args.namespace or "default", facts, opt_in)
     rows = [_row(r) for r in result.reports if r.status != "unchanged" or r.path != "none"]
     running = unmigrated_pods(controlled, policy, facts, namespaces, opt_in) if controlled else []

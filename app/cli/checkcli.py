@@ -7,6 +7,7 @@ import sys
 
 from app import dra
 from app.common import InputError, view_of
+from app.common import release as releases
 from app.policy import load_policy
 from app.application import EveryNamespace, admin_label_rule, chain, cluster_facts, inventory_source
 from app.application.manifests import objects_of
@@ -16,7 +17,18 @@ from .inputs import INVENTORY_HELP, ambient_cluster, choose_inventory, read_inpu
 
 
 def check_object(obj: dict, ix: dra.Index, namespaces: dict | None = None) -> dra.Verdict:
-    """namespaces: name -> labels from the inventory (None: none read, the admin-access rule unchecked)."""
+    """namespaces: name -> labels from the inventory (None: none read, the admin-access rule unchecked).
+    The claim is judged as the inventory's release would store it: the fields it drops are said."""
+    release = ix.release
+    obj, lost = releases.strip(obj, release) if release is not None else (obj, [])
+    verdict = _judged(obj, ix, namespaces)
+    if lost:
+        verdict.notes = [f"Kubernetes {release.version} drops {', '.join(map(str, lost))} without a word: "
+                         "judged as it would be stored", *verdict.notes]
+    return verdict
+
+
+def _judged(obj: dict, ix: dra.Index, namespaces: dict | None) -> dra.Verdict:
     try:
         parsed = dra.parse_claim_object(obj)
     except dra.ClaimError as exc:
@@ -30,7 +42,7 @@ def check_object(obj: dict, ix: dra.Index, namespaces: dict | None = None) -> dr
 
 
 def run_check(args) -> int:
-    inventory, where = choose_inventory(args.inventory, ambient_cluster)
+    inventory, where = choose_inventory(args.inventory, ambient_cluster, args)
     if inventory is None:
         raise InputError("--inventory", f"check judges claims against devices: name them ({INVENTORY_HELP})")
     ix = dra.build_index(inventory)

@@ -9,15 +9,16 @@ from app import dra
 from app.application import inventory_source
 from app.common import InputError, dump_documents
 
-from .inputs import INVENTORY_HELP, ambient_cluster, choose_inventory
+from .inputs import INVENTORY_HELP, ambient_cluster, choose_inventory, refuse_without_extended_resources
 
 
 def run_classes(args) -> int:
-    inventory, where = choose_inventory(args.inventory, ambient_cluster)
+    inventory, where = choose_inventory(args.inventory, ambient_cluster, args)
     if inventory is None:
         raise InputError("--inventory", f"classes are made for the devices you name ({INVENTORY_HELP})")
     # Said first, as every command that judges devices says it: these classes are for this hardware.
     sys.stderr.write(f"judged against: {inventory_source(dra.build_index(inventory), where)}\n")
+    refuse_without_extended_resources(inventory.release, "classes")
     try:
         generated = dra.generate_classes(inventory, args.driver)
     except dra.ClassConflict as exc:
@@ -29,3 +30,4 @@ def run_classes(args) -> int:
     else:
         sys.stderr.write("nothing to add: every resource the inventory can serve has its DeviceClass\n")
     return 0
+

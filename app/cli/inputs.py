@@ -169,3 +169,12 @@ def load_inventory(path: str | None, objects: list | None = None) -> dra.Invento
         return dra.inventory_from_objects(objects, path)
     text = resources.files("app").joinpath(EXAMPLE_INVENTORY).read_text("utf-8")
     return dra.inventory_from_objects(parse_objects(text, "example-inventory.yaml"), "bundled example inventory")
+
+
+def refuse_without_extended_resources(release: releases.Release, what: str) -> None:
+    """Classes declaring extendedResourceName serve nothing where the release drops that field."""
+    if not release.has(releases.EXTENDED_RESOURCE):
+        since = releases.first_default_minor(releases.EXTENDED_RESOURCE)
+        raise InputError("spec.extendedResourceName", f"{what}: Kubernetes {release.version} ({release.source}) drops "
+                         f"it ({releases.EXTENDED_RESOURCE} is off; on by default from 1.{since}): no DeviceClass "
+                         "serves nvidia.com/gpu natively there, pods take the rewrite path")

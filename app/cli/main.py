@@ -15,7 +15,7 @@ from app import __version__
 from app.common import BridgeError, ClusterUnreachable, InputError, PolicyError, vocabulary
 from app.migration import OPT_IN_LABEL
 
-from .flags import EXITS, OFFLINE, VARIABLES, kube_flags, opt, opt_in
+from .flags import EXITS, OFFLINE, VARIABLES, kube_flags, opt, opt_in, release_flags
 from .inputs import INVENTORY_HELP
 from .parser import Parser, at_least, port, positive_seconds, seconds
 
@@ -148,6 +148,7 @@ def _add_plan(sub) -> None:
     _inputs(p)
     opt(p, "--policy", help="policy file", shown="the bundled policy")
     opt(p, "--inventory", help=INVENTORY_HELP + ": check each migration against it", shown="none: not checked")
+    release_flags(p, live=True)
     opt(p, "-n", "--namespace", help="namespace for objects that name none (where their templates go)",
         shown="none")
     opt(p, "-o", "--output", choices=["yaml", "json", "diff", "report"], default="yaml",
@@ -162,6 +163,7 @@ def _add_check(sub) -> None:
     p.set_defaults(runner=("checkcli", "run_check"))
     _inputs(p)
     opt(p, "--inventory", help=INVENTORY_HELP + " (required: none judges nothing)", shown="none")
+    release_flags(p, live=True)
     opt(p, "--policy", help="policy file: also judge claims, templates and pods by its rules, as the webhooks "
                             "would (exit 1 when one is denied)", shown="rules not judged")
     opt(p, "-o", "--output", choices=["table", "text", "json", "yaml"], default="table",
@@ -174,6 +176,7 @@ def _add_classes(sub) -> None:
     p.set_defaults(runner=("classescli", "run_classes"))
     opt(p, "--inventory", help=INVENTORY_HELP + " (required: none judges nothing)", shown="none")
     opt(p, "--driver", default=vocabulary.NVIDIA_DRIVER, help="the DRA driver whose devices the classes select")
+    release_flags(p, live=True)
 
 
 def _add_audit(sub) -> None:
@@ -187,6 +190,7 @@ def _add_audit(sub) -> None:
     opt(p, "-n", "--namespace", help="only this namespace of the cluster; with -f, the namespace of objects "
                                      "that name none", shown="all namespaces / default")
     opt(p, "--inventory", help=INVENTORY_HELP + ": check each migration against it", shown="none: not checked")
+    release_flags(p, live=True)
     opt(p, "--policy", help="policy file", shown="the bundled policy")
     opt(p, "-o", "--output", choices=["table", "wide", "json", "yaml", "policyreport"], default="table",
         help="stdout format (wide: every reason, uncut)")
@@ -205,7 +209,8 @@ def _add_quota(sub) -> None:
     opt(p, "-o", "--output", choices=["yaml", "json", "diff"], default="yaml",
         help="yaml, json: the objects to apply (json as a List); diff: their diffs")
     opt(p, "--budget", choices=["split", "one"], default="split", help="split: a DeviceClass quota key beside each "
-        "limit (1.34+); one: the class declares the resource: one limit over both sides (1.37, KEP-5004)")
+        "limit (1.34+); one: the class declares the resource: one limit over both sides (1.36+, KEP-5004)")
+    release_flags(p, live=True)
 
 
 def _add_reporter(sub) -> None:
@@ -229,7 +234,12 @@ def _add_reporter(sub) -> None:
              "capacities): for GPUs time-sliced or MPS-shared")
     opt(p, "--partitionable", env="partitionable", action="store_true",
         help="publish GPUs that list MIG profiles as NVIDIA's dynamic MIG does: the full GPU and every possible "
-             "MIG placement drawing on shared counters (Kubernetes 1.35+)")
+             "MIG placement drawing on shared counters (where DRAPartitionableDevices is on: 1.36+ by default)")
+    opt(p, "--kube-version", env="kube_version", help="with --once, the release to write for (which DRA fields it "
+        "keeps); a running reporter reads its API server's /version and checks the gates by a dry run",
+        shown="1.37 with --once; the API server's")
+    opt(p, "--feature-gates", env="feature_gates", help="DRA gates set on that release: DRADeviceTaints=true,...",
+        shown="the release's defaults")
     opt(p, "--once", action="store_true", help="print the slices and exit")
     p.add_argument("--with-classes", action=argparse.BooleanOptionalAction, default=True,
                    help="with --once, also print the DeviceClasses the slices need (NVIDIA's gpu/mig classes) "

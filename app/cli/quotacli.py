@@ -14,7 +14,9 @@ from app.migration import (KueueView, clean_object, extended_resources, kueue_co
                            kueue_mappings, kueue_view_of, one_budget_classes, quota_changes, unserved_versions)
 from app.policy import load_policy
 
-from .inputs import read_some_inputs
+from app.common import release as releases
+
+from .inputs import flag_release, read_some_inputs, refuse_without_extended_resources
 from .output import as_json_list
 
 KINDS = {"ResourceQuota": "/api/v1/resourcequotas", "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses"}
@@ -36,6 +38,7 @@ def _from_cluster(args) -> tuple[dict[str, list[dict]], KueueView | None]:
     if connected is None:
         raise BridgeError("quota needs -f FILE or a cluster: --kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster; "
                           "none was found")
+    args.release = flag_release(args, kube.server_release(connected[0]))
     # List items carry no apiVersion or kind: what is proposed from them must, for `kubectl apply`.
     found = {kind: [{"apiVersion": API_VERSIONS[kind], "kind": kind, **item}
                     for item in kube.list_items(connected[0], path)] for kind, path in KINDS.items()}
@@ -47,7 +50,12 @@ def _from_cluster(args) -> tuple[dict[str, list[dict]], KueueView | None]:
 def run_quota(args) -> int:
     rules = load_policy(args.policy).migration
     found, view = _from_files(args.filename) if args.filename else _from_cluster(args)
-    classes = {view_of(c).name: c for c in found["DeviceClass"]}
+    release = getattr(args, "release", None) or flag_release(args)
+    sys.stderr.write(f"judged against: {release.describe()}\n")
+    if args.budget == "one":
+        refuse_without_extended_resources(release, "--budget one")
+    # The classes as the release keeps them: without extendedResourceName no class counts a resource.
+    classes = {view_of(c).name: releases.strip(c, release, "DeviceClass")[0] for c in found["DeviceClass"]}
     proposed_classes, class_notes = ([], []) if args.budget == "split" else \
         one_budget_classes(found["ResourceQuota"], classes, rules)
     diffs = [(f"DeviceClass {metadata_of(c)['name']}", classes[metadata_of(c)["name"]], c) for c in proposed_classes]

@@ -6,6 +6,8 @@ import sys
 
 from app import kube
 from app.common import BridgeError, dump_documents
+
+from .inputs import flag_release
 from app.reporter import EXIT_NO_GPUS, BackendError, driver_for_mode, open_backend, render, render_style, run_loop
 
 
@@ -22,6 +24,9 @@ def run_reporter(args) -> int:
         if not node.gpus:
             raise BackendError("no GPUs found on this node", EXIT_NO_GPUS)
         if args.once:
+            args.release = flag_release(args)
+            for note in render.for_release(args.release, args.shareable, args.partitionable)[2]:
+                print(f"dra-bridge reporter: {note}", file=sys.stderr)
             driver, _qualify = driver_for_mode(args.mode, args.driver_name)
             out = render.slices(node, args.node_name, driver, 1, None, **render_style(args))
             if args.with_classes:
@@ -31,6 +36,11 @@ def run_reporter(args) -> int:
         api = kube.api_client(args.kubeconfig, True, args.context)
         if api is None:
             raise BridgeError("reporter needs a Kubernetes API: run in-cluster or pass --kubeconfig")
+        release, unprobed = kube.probed_release(api, flag_release(args, kube.server_release(api)))
+        for why in unprobed:
+            print(f"dra-bridge reporter: DRA gates not probed ({why}): {release.version}'s defaults assumed",
+                  file=sys.stderr)
+        args.release = release
         return run_loop(api, backend, args)
     except BackendError as exc:
         print(f"dra-bridge reporter: {exc}", file=sys.stderr)

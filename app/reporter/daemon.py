@@ -30,6 +30,9 @@ class ReporterMetrics:
                                   "Unix time of the last successful publish", registry=self.registry)
         self.generation = Gauge("dra_bridge_reporter_pool_generation", "Pool generation published",
                                 registry=self.registry)
+        self.dropped = Counter("dra_bridge_reporter_dropped_fields_total", "Fields the API server dropped from "
+                               "slices we wrote (their DRA feature gate is off there)", ["gate"],
+                               registry=self.registry)
 
 
 def _health_server(port: int, metrics: ReporterMetrics, state: dict) -> ThreadingHTTPServer:
@@ -70,7 +73,8 @@ def render_style(args) -> dict:
     """render.slices keywords for the reporter's flags and mode."""
     _driver, qualify = driver_for_mode(args.mode, args.driver_name)
     return {"qualify": qualify, "shareable": args.shareable, "partitionable": args.partitionable,
-            "shadow_of": render.NVIDIA_DOMAIN if args.mode == "shadow" else None}
+            "shadow_of": render.NVIDIA_DOMAIN if args.mode == "shadow" else None,
+            "release": getattr(args, "release", None)}
 
 
 def run_loop(api, backend: Backend, args) -> int:  # args: the `reporter` command's flags
@@ -88,7 +92,10 @@ def run_loop(api, backend: Backend, args) -> int:  # args: the `reporter` comman
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    log.info("reporter for node %s publishing as driver %s every %.0fs", args.node_name, driver, args.interval)
+    log.info("reporter for node %s publishing as driver %s every %.0fs, for %s", args.node_name, driver,
+             args.interval, publisher.release.describe())
+    for note in render.for_release(publisher.release, args.shareable, args.partitionable)[2]:
+        log.warning("%s", note)
     rounds = 0
     failed = False
     while not stop.is_set():
@@ -99,6 +106,8 @@ def run_loop(api, backend: Backend, args) -> int:  # args: the `reporter` comman
             metrics.gpus.labels("healthy").set(healthy)
             metrics.gpus.labels("unhealthy").set(len(node.gpus) - healthy)
             result = publisher.publish(node)
+            for lost in result.dropped:
+                metrics.dropped.labels(lost.gate).inc()
             metrics.devices.set(result.devices)
             metrics.generation.set(result.generation)
             metrics.last_publish.set(time.time())

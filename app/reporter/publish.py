@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 import urllib3
@@ -12,6 +12,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from app.common import BridgeError, view_of
+from app.common import release as releases
 from app.kube import api_message
 
 from . import render
@@ -32,6 +33,7 @@ class PublishResult:
     deleted: int = 0
     unchanged: bool = False
     devices: int = 0  # devices in the pool as rendered this round
+    dropped: list = field(default_factory=list)  # release.Lost: what the server dropped (then written again)
 
 
 class SlicePublisher:
@@ -40,8 +42,9 @@ class SlicePublisher:
                  sleep=time.sleep):
         self.resource = client.ResourceV1Api(api)
         self.core = client.CoreV1Api(api)
-        # style: render.slices keywords (qualify, shareable, partitionable, shadow_of)
+        # style: render.slices keywords (qualify, shareable, partitionable, shadow_of, release)
         self.node_name, self.driver, self.style = node_name, driver, dict(style or {})
+        self.release = self.style.get("release") or releases.default_release()
         self.timeout_s, self.attempts, self.backoff_s, self.sleep = timeout_s, attempts, backoff_s, sleep
         self._node_uid: str | None = None
 
@@ -93,10 +96,28 @@ class SlicePublisher:
                       and view_of(s).labels.get(render.MANAGED_LABEL) != "dra-bridge")
 
     def publish(self, node: NodeGpus) -> PublishResult:
+        """One round. Every write is compared with what the server stored: a field it dropped
+        means that gate is off there (whatever its release says), so the pool is rendered again
+        without what needs it (an unhealthy GPU left out, counters gone) and written at once."""
+        result = self._publish(node)
+        if not result.dropped:
+            return result
+        gates = releases.gates_from_losses(result.dropped)
+        log.error("the API server dropped %s from our slices: %s off there; publishing again without them",
+                  ", ".join(sorted({str(lost) for lost in result.dropped})[:5]), ", ".join(gates))
+        self.release = self.release.with_gates({g: False for g in gates}, "writes showed " + ", ".join(gates) + " off")
+        again = self._publish(node)
+        if again.dropped:
+            raise PublishError(f"the API server still drops {', '.join(map(str, again.dropped[:3]))}")
+        again.dropped = result.dropped
+        return again
+
+    def _publish(self, node: NodeGpus) -> PublishResult:
         existing = {s["metadata"]["name"]: s for s in self._ours()}
         generation = max([(s["spec"].get("pool") or {}).get("generation", 0) for s in existing.values()] or [0])
         # Rendered once: names and the content label do not depend on the generation.
-        wanted = render.slices(node, self.node_name, self.driver, generation + 1, self.node_uid(), **self.style)
+        style = {**self.style, "release": self.release}
+        wanted = render.slices(node, self.node_name, self.driver, generation + 1, self.node_uid(), **style)
         wanted_hash = wanted[0]["metadata"]["labels"][render.CONTENT_LABEL]
         current_hashes = {(s["metadata"].get("labels") or {}).get(render.CONTENT_LABEL) for s in existing.values()}
         devices = sum(len(s["spec"].get("devices") or []) for s in wanted)
@@ -108,11 +129,16 @@ class SlicePublisher:
             name = obj["metadata"]["name"]
             if name in existing:
                 obj["metadata"]["resourceVersion"] = existing[name]["metadata"].get("resourceVersion")
-                self._retry(f"update resourceslice {name}", self.resource.replace_resource_slice, name, obj)
+                stored = self._retry(f"update resourceslice {name}", self.resource.replace_resource_slice, name, obj,
+                                     _preload_content=False)
                 result.updated += 1
             else:
-                self._retry(f"create resourceslice {name}", self.resource.create_resource_slice, obj)
+                stored = self._retry(f"create resourceslice {name}", self.resource.create_resource_slice, obj,
+                                     _preload_content=False)
                 result.created += 1
+            answer = _decoded(stored)
+            if answer is not None:  # an answer we cannot read proves nothing either way
+                result.dropped += releases.dropped(obj, answer, "ResourceSlice")
         for name in set(existing) - {o["metadata"]["name"] for o in wanted}:
             self._delete(name)
             result.deleted += 1
@@ -130,3 +156,13 @@ class SlicePublisher:
         for name in names:
             self._delete(name)
         return len(names)
+
+
+def _decoded(response) -> dict | None:
+    """The object the server stored, as it answered (raw JSON: a client model would drop fields
+    it does not know); None when there is no such answer."""
+    try:
+        answer = orjson.loads(response.data)
+    except (orjson.JSONDecodeError, AttributeError, TypeError):
+        return None
+    return answer if isinstance(answer, dict) and answer.get("kind") == "ResourceSlice" else None

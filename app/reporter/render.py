@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import replace
 
 import orjson
 
 from app.common import vocabulary
+from app.common.release import CONSUMABLE_CAPACITY, DEVICE_TAINTS, PARTITIONABLE, Release, default_release
 from app.common import NVIDIA_DRIVER as NVIDIA_DOMAIN
 
 from .gpuinfo import Gpu, MigDevice, MigProfile, NodeGpus, gi_profile_id
@@ -277,8 +279,11 @@ def content_hash(device_list: list) -> str:
     return hashlib.sha256(orjson.dumps(device_list, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
-def _chunks(node: NodeGpus, qualify: bool, shareable: bool, partitionable: bool) -> list[dict]:
-    """Slice specs (devices or sharedCounters) of one node's pool, in publishing order."""
+def _chunks(node: NodeGpus, qualify: bool, shareable: bool, partitionable: bool,
+            counters_apart: bool = True) -> list[dict]:
+    """Slice specs (devices or sharedCounters) of one node's pool, in publishing order.
+    counters_apart: 1.35+ wants counter sets in a slice of their own; 1.34 beside the devices
+    that consume them."""
     if not partitionable or not any(g.mig_profiles for g in node.gpus):
         all_devices = devices(node, qualify, shareable)
         return [{"devices": all_devices[i:i + MAX_DEVICES_PER_SLICE]}
@@ -289,22 +294,29 @@ def _chunks(node: NodeGpus, qualify: bool, shareable: bool, partitionable: bool)
     for gpu in sorted(node.gpus, key=lambda g: g.minor):
         if gpu.mig_profiles:
             caps, memory_slices = _max_capacity(gpu)
-            counter_sets.append({"name": counter_set_name(gpu), "counters": _counters(caps, 0, memory_slices)})
-            per_gpu.append({"devices": partition_devices(gpu, node, qualify)})
+            counter_set = {"name": counter_set_name(gpu), "counters": _counters(caps, 0, memory_slices)}
+            counter_sets.append(counter_set)
+            per_gpu.append({**({} if counters_apart else {"sharedCounters": [counter_set]}),
+                            "devices": partition_devices(gpu, node, qualify)})
         elif gpu.mig_enabled:  # MIG devices made by hand stay as they are
             per_gpu.append({"devices": sorted((mig_device(gpu, mig, node, qualify) for mig in gpu.mig_devices),
                                               key=lambda d: d["name"])})
         else:
             per_gpu.append({"devices": [gpu_device(gpu, node, qualify, shareable, domains)]})
-    return [{"sharedCounters": counter_sets}] + per_gpu
+    return ([{"sharedCounters": counter_sets}] if counters_apart else []) + per_gpu
 
 
 def slices(node: NodeGpus, node_name: str, driver: str, generation: int, node_uid: str | None = None,
            qualify: bool = False, shareable: bool = False, partitionable: bool = False,
-           shadow_of: str | None = None) -> list[dict]:
+           shadow_of: str | None = None, release: Release | None = None) -> list[dict]:
     """ResourceSlices for one node's pool. shadow_of: the driver these devices stand for
-    (shadow mode), recorded in a label the validator reads."""
-    chunks = _chunks(node, qualify, shareable, partitionable)
+    (shadow mode), recorded in a label the validator reads. release: write only what it keeps
+    (for_release says what that changes)."""
+    release = release or default_release()
+    shareable, partitionable, _notes = for_release(release, shareable, partitionable)
+    if not release.has(DEVICE_TAINTS):  # a taint it drops would leave a failing GPU allocatable
+        node = replace(node, gpus=tuple(g for g in node.gpus if g.healthy))
+    chunks = _chunks(node, qualify, shareable, partitionable, counters_apart=release.minor >= 35)
     digest = content_hash(chunks)
     out = []
     for i, chunk in enumerate(chunks):
@@ -322,6 +334,27 @@ def slices(node: NodeGpus, node_name: str, driver: str, generation: int, node_ui
                      **chunk},
         })
     return out
+
+
+def for_release(release: Release, shareable: bool, partitionable: bool) -> tuple[bool, bool, list[str]]:
+    """(shareable, partitionable, what the release changes of them and of health): never a field
+    it drops. Without taints an unhealthy GPU is left out; without counters MIG devices are
+    published as configured (a GPU and its placements offered at once would be allocated twice);
+    without consumable capacity GPUs are exclusive."""
+    notes = []
+    name = f"Kubernetes {release.version}"
+    if shareable and not release.has(CONSUMABLE_CAPACITY):
+        shareable = False
+        notes.append(f"--shareable: {name} keeps no allowMultipleAllocations ({CONSUMABLE_CAPACITY} is off): "
+                     "whole GPUs are published exclusive; shares stay on the device plugin")
+    if partitionable and not release.has(PARTITIONABLE):
+        partitionable = False
+        notes.append(f"--partitionable: {name} keeps no shared counters ({PARTITIONABLE} is off): MIG devices "
+                     "are published as configured, never a GPU and its placements at once")
+    if not release.has(DEVICE_TAINTS):
+        notes.append(f"{name} keeps no device taints ({DEVICE_TAINTS} is off): unhealthy GPUs are left out of "
+                     "the slices")
+    return shareable, partitionable, notes
 
 
 def device_classes(driver: str = NVIDIA_DOMAIN, shadow: bool = False) -> list[dict]:

@@ -222,7 +222,9 @@ class FakeKube:
         self._server.server_close()
 
     def writes(self) -> list[Recorded]:
-        return [r for r in self.requests if r.method in ("POST", "PUT", "PATCH", "DELETE")]
+        """Requests that change something (a server-side dry run changes nothing)."""
+        return [r for r in self.requests if r.method in ("POST", "PUT", "PATCH", "DELETE")
+                and r.query.get("dryRun") != "All"]
 
     def kubeconfig(self, path) -> str:
         path.write_text(json.dumps({
@@ -246,6 +248,8 @@ class FakeKube:
             return 200, {"major": "1", "minor": minor, "gitVersion": self.git_version}
         if body is not None and self.drops and method in ("POST", "PUT"):
             body = _dropped(body, [p for res, p in self.drops if f"/{res}" in path])
+        if (query or {}).get("dryRun") == "All" and method in ("POST", "PUT"):
+            return 201, body  # a server-side dry run: answered as stored, nothing kept
         cluster = _CLUSTER.match(path)
         if cluster:
             return self._cluster(method, cluster["res"], cluster["name"], body, query or {})
