@@ -85,3 +85,31 @@ def test_persistent_errors_give_up_with_a_clear_error(fake_kube):
         assert "list resourceslices" in str(exc) and "503" in str(exc)
     else:
         raise AssertionError("expected PublishError")
+
+
+def _with_failing_gpu(name="h100x8"):
+    description = yaml.safe_load((FAKE / f"{name}.yaml").read_text())
+    description["gpus"][3] = {**description["gpus"][3], "healthy": False, "xid": 79}
+    return node_from_description(description, name)
+
+
+def test_a_server_that_drops_taints_gets_slices_without_the_failing_gpu(fake_kube):
+    """Issue 54: a 1.34/1.35 server drops device taints without a word. Each write is compared with
+    what was stored; a dropped taint turns the gate off and the pool is written again at once,
+    leaving the failing GPU out, never allocatable."""
+    fake_kube.drops = (("resourceslices", ("spec", "devices", "*", "taints")),)
+    pub = publisher(fake_kube)  # told nothing: the default release keeps taints
+    result = pub.publish(_with_failing_gpu())
+    assert [str(lost) for lost in result.dropped] == ["spec.devices[3].taints (feature gate DRADeviceTaints)"]
+    assert not pub.release.has("DRADeviceTaints") and "writes showed DRADeviceTaints off" in pub.release.source
+    [stored] = slices(fake_kube).values()
+    assert [d["name"] for d in stored["spec"]["devices"]] == [f"gpu-{i}" for i in range(8) if i != 3]
+    again = pub.publish(_with_failing_gpu())  # known now: nothing dropped, nothing written
+    assert again.unchanged and again.dropped == []
+
+
+def test_a_server_that_keeps_taints_keeps_the_failing_gpu_tainted(fake_kube):
+    pub = publisher(fake_kube)
+    assert pub.publish(_with_failing_gpu()).dropped == []
+    [stored] = slices(fake_kube).values()
+    assert stored["spec"]["devices"][3]["taints"][0]["key"] == "gpu.nvidia.com/xid"

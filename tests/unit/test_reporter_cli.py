@@ -180,3 +180,45 @@ def test_issue_25_run_by_hand_it_writes_shadow_slices_as_the_daemonset_does(tmp_
     printed = yaml.safe_load_all(run("--once", "--backend", f"fake:{FAKE / 'l4x4.yaml'}", "--node-name", "n1").stdout)
     assert {d["spec"]["driver"] for d in printed if d["kind"] == "ResourceSlice"} == {"gpu.nvidia.com"}
     assert "default: shadow (as the DaemonSet)" in " ".join(run("--help").stdout.split())
+
+
+def _failing_gpu_file(tmp_path):
+    description = yaml.safe_load((FAKE / "l4x4.yaml").read_text())
+    description["gpus"][1] = {**description["gpus"][1], "healthy": False, "xid": 79}
+    path = tmp_path / "failing.yaml"
+    path.write_text(yaml.safe_dump(description))
+    return path
+
+
+def _published_once(tmp_path, fake):
+    fake.add_cluster_object("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u1"}})
+    result = run("--backend", f"fake:{_failing_gpu_file(tmp_path)}", "--node-name", "n1", "--mode", "publish",
+                 "--kubeconfig", fake.kubeconfig(tmp_path / "kc"), "--interval", "0.1", "--max-rounds", "1",
+                 "--health-port", "0")
+    assert result.returncode == 0, result.stderr
+    [stored] = [w.body for w in fake.writes() if w.method == "POST" and "resourceslices" in w.path]
+    return result, [d["name"] for d in stored["spec"]["devices"]]
+
+
+def test_the_running_reporter_learns_the_release_and_its_gates(tmp_path):
+    """Issue 54: /version says which release; a dry run (nothing stored) says whether an admin
+    turned device taints on there. Where they are off the failing GPU is left out."""
+    as_134 = (("resourceslices", ("spec", "devices", "*", "taints")),
+              ("resourceslices", ("spec", "devices", "*", "allowMultipleAllocations")),
+              ("resourceslices", ("spec", "devices", "*", "capacity", "*", "requestPolicy")),
+              ("deviceclasses", ("spec", "extendedResourceName")))
+    fake = FakeKube(git_version="v1.34.4", drops=as_134).start()
+    try:
+        result, names = _published_once(tmp_path, fake)
+        assert names == ["gpu-0", "gpu-2", "gpu-3"]
+        assert "for Kubernetes 1.34.4 (the API server's /version)\n" in result.stderr  # its defaults hold
+        assert "unhealthy GPUs are left out" in result.stderr
+    finally:
+        fake.stop()
+    turned_on = FakeKube(git_version="v1.35.4").start()  # keeps taints: the admin turned the gate on
+    try:
+        result, names = _published_once(tmp_path, turned_on)
+        assert names == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+        assert "a dry run shows" in result.stderr and "DRADeviceTaints=true" in result.stderr
+    finally:
+        turned_on.stop()
