@@ -1,12 +1,11 @@
 """Command line: `dra-bridge serve | certs | plan | check | audit | reporter` (also `python -m app`,
 `kubectl dra-bridge`): the command tree (each parser names the module that runs it; flags are
-declared as `flags` says), logging, dispatch, and the one-line error every command ends with."""
+declared as `flags` says), dispatch, and the one-line error every command ends with."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import logging
 import os
 import sys
@@ -16,32 +15,13 @@ from app.common import BridgeError, ClusterUnreachable, InputError, PolicyError,
 from app.migration import OPT_IN_LABEL
 
 from .flags import EXITS, OFFLINE, VARIABLES, kube_flags, opt, opt_in, release_flags
+from .logsetup import setup_logging
 from .inputs import INVENTORY_HELP
 from .parser import Parser, at_least, port, positive_seconds, seconds
 
 EXIT_BAD_INPUT = 2
 EXIT_UNREACHABLE = 3  # could not ask the cluster: never read as an answer
 log = logging.getLogger("dra_bridge")
-
-
-class _JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {"time": self.formatTime(record), "level": record.levelname.lower(),
-                 "logger": record.name, "msg": record.getMessage()}
-        if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
-
-
-def setup_logging(fmt: str, level: str = "info") -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_JsonFormatter() if fmt == "json" else
-                         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    # urllib3 logs each retry of a refused connection; our callers say the failure once, with its cause.
-    logging.getLogger("urllib3").setLevel(max(logging.ERROR, root.level))
 
 
 DESCRIPTION = """Moves Kubernetes GPU workloads from the device plugin onto DRA (resource.k8s.io/v1).
@@ -76,6 +56,7 @@ def _add_serve(sub) -> None:
              "without it, serve talks to a cluster only when in-cluster or given --kubeconfig/--context")
     opt(p, "--inventory", env="inventory", help=INVENTORY_HELP + "; live is watched",
         shown="live with a cluster; example in demo mode")
+    release_flags(p, live=True, env=True)
     kube_flags(p, request_timeout=False)
     opt(p, "--log-format", env="log_format", default="text", choices=["json", "text"], help="log lines as")
     opt(p, "--log-level", env="log_level", default="info", choices=["debug", "info", "warning", "error"],
@@ -235,11 +216,7 @@ def _add_reporter(sub) -> None:
     opt(p, "--partitionable", env="partitionable", action="store_true",
         help="publish GPUs that list MIG profiles as NVIDIA's dynamic MIG does: the full GPU and every possible "
              "MIG placement drawing on shared counters (where DRAPartitionableDevices is on: 1.36+ by default)")
-    opt(p, "--kube-version", env="kube_version", help="with --once, the release to write for (which DRA fields it "
-        "keeps); a running reporter reads its API server's /version and checks the gates by a dry run",
-        shown="1.37 with --once; the API server's")
-    opt(p, "--feature-gates", env="feature_gates", help="DRA gates set on that release: DRADeviceTaints=true,...",
-        shown="the release's defaults")
+    release_flags(p, live=True, env=True)
     opt(p, "--once", action="store_true", help="print the slices and exit")
     p.add_argument("--with-classes", action=argparse.BooleanOptionalAction, default=True,
                    help="with --once, also print the DeviceClasses the slices need (NVIDIA's gpu/mig classes) "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import gc
 import logging
 import os
@@ -17,14 +18,14 @@ import uvicorn
 
 from app import certs
 from app import __version__, dra, kube
-from app.common import BridgeError, InputError
+from app.common import BridgeError, ClusterUnreachable, InputError
 from app.migration import OptIn, kueue_view_of
 from app.policy import vap_changes
 from app.server import (BudgetWatch, DeadlineHttpProtocol, GpuPriorityWatch, KueueWatch, Metrics, PolicyHolder,
                         QueueBudgetWatch, ServiceState, UnmigratedCount, create_app, create_health_app,
                         small_tls_buffers, tls)
 
-from .inputs import choose_inventory
+from .inputs import choose_inventory, flag_release
 
 log = logging.getLogger("dra_bridge")
 # Idle review connections stay open longer than the API server keeps them (Go's 90 s idle
@@ -44,6 +45,27 @@ def _configmap(text: str) -> tuple[str, str] | None:
     return namespace, name
 
 
+def _cluster_release(args, api):
+    """The release the API server runs and the DRA gates a dry run shows there (those it may not
+    probe keep the release's defaults, said); its defaults, said, when /version cannot be read."""
+    try:
+        release, unprobed = kube.probed_release(api, flag_release(args, kube.server_release(api)))
+    except ClusterUnreachable as exc:
+        release = flag_release(args)
+        log.warning("%s: judging and writing for %s until restarted", exc, release.describe())
+        return release
+    for why in unprobed:
+        log.info("DRA gates not probed by a dry run (%s): %s's defaults assumed for them", why, release.version)
+    return release
+
+
+def _count_dropped(metrics):
+    def count(gates: list[str]) -> None:
+        for gate in gates:
+            metrics.dropped_fields.labels("ResourceClaimTemplate", gate).inc()
+    return count
+
+
 def run_serve(args) -> int:
     # Ports first: a port in use is said before seconds of inventory loading, not after.
     _check_port(args.host, args.port, "--port", "DRA_BRIDGE_PORT")
@@ -57,7 +79,7 @@ def run_serve(args) -> int:
         raise InputError("--demo", "serves the bundled example inventory with no Kubernetes API: leave out "
                                    "--kubeconfig, --context and --inventory")
     # A file (or the example) is read first: a bad one is said before certificates and the cluster.
-    inv, where = choose_inventory(args.inventory) if args.inventory not in (None, "live") else (None, "")
+    inv, where = choose_inventory(args.inventory, args=args) if args.inventory not in (None, "live") else (None, "")
     _dev_certs(args.tls_cert, args.tls_key)
     context = tls.server_context(args.client_ca)
     reloader = tls.CertReloader(context, args.tls_cert, args.tls_key, args.client_ca)
@@ -81,10 +103,12 @@ def run_serve(args) -> int:
     # Unsaid, serve judges the cluster it acts on; only demo mode judges the bundled example.
     chosen = args.inventory or ("live" if api is not None else "example")
     if inv is None and chosen == "example":
-        inv, where = choose_inventory(chosen)
+        inv, where = choose_inventory(chosen, args=args)
+    release = _cluster_release(args, api) if api is not None and not api_down else \
+        (inv.release if inv is not None else flag_release(args))
     if chosen == "live":
         # Watches need their own client: long reads must not share the admission path's pool.
-        live = kube.LiveInventory(_own_client(args), dra.LiveIndex).start()
+        live = kube.LiveInventory(_own_client(args), functools.partial(dra.LiveIndex, release=release)).start()
     elif inv.device_count == 0:
         log.warning("inventory %s holds no devices: every claim is judged 'never' and no pod takes the native "
                     "path (expected ResourceSlices, as `kubectl get resourceslices,deviceclasses -o yaml` prints)",
@@ -96,7 +120,8 @@ def run_serve(args) -> int:
         policy=holder, templates=kube.TemplateStore(api, timeout_s=args.api_timeout,
                                                     namespace_allowed=_namespace_gate(args.template_namespace_label,
                                                                                       labels),
-                                                    on_create=metrics.templates_created.inc),
+                                                    on_create=metrics.templates_created.inc,
+                                                    on_dropped=_count_dropped(metrics)),
         namespace_labels=labels, metrics=metrics, claims=kube.ClaimReader(api, timeout_s=args.api_timeout),
         inventory=inv, certs=reloader, reload_interval_s=args.reload_interval, live=live,
         review_deadline_s=args.review_deadline)
@@ -132,9 +157,10 @@ def run_serve(args) -> int:
     config.ssl = context  # ours: TLS 1.2+, strong ciphers, reloadable
     inventory_text = "live watch of the cluster" if live is not None else f"{where}, {inv.device_count} devices"
     servers = [_Started(config, lambda address: log.info(
-        "dra-bridge %s listening on https://%s (policy: %s; inventory: %s; kubernetes: %s)", __version__, address,
-        args.policy or "bundled default", inventory_text,
-        "none (demo mode)" if api is None else "unreachable at start" if api_down else "reachable"),
+        "dra-bridge %s listening on https://%s (policy: %s; inventory: %s; kubernetes: %s; judged for %s)",
+        __version__, address, args.policy or "bundled default", inventory_text,
+        "none (demo mode)" if api is None else "unreachable at start" if api_down else "reachable",
+        release.describe()),
         args.drain_seconds, state, min(args.drain_min_seconds, args.drain_seconds))]
     if args.health_port:
         health = uvicorn.Config(create_health_app(state), host=args.host, port=args.health_port, log_config=None,

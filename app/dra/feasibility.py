@@ -67,7 +67,9 @@ def check(spec: ClaimSpec, index: Index, count_nodes: bool = False, allocatable_
     cluster_nodes = len(index.node_labels) if index.node_labels is not None else len(index.views)
     every = count_nodes or cluster_nodes < FILTER_ALL_BELOW
     units = Units(index, spec, selection, (index.shadow_nodes | skip) if allocatable_only else skip)
-    quick = not any(r.mode == "All" for r in units.reqs)
+    # 1.34 stops with an error where its search reaches an invalid pool: only the search knows where.
+    old = index.release is not None and index.release.minor < 35
+    quick = not any(r.mode == "All" for r in units.reqs) and not (old and index.invalid_pools)
 
     failed: list = []  # (node, why) of nodes only that one fails: invalid pools (ErrFailedAllocationOnNode)
 

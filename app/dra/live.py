@@ -60,14 +60,16 @@ class LiveIndex:
                  node_resources: dict[str, dict[str, int]] | None = None, quotas: list[dict] | None = None,
                  taint_rules: list[dict] | None = None, cordoned=frozenset(), not_ready=frozenset(),
                  priority_classes: list[dict] | None = None, leaving=frozenset(),
-                 previous: "LiveIndex | None" = None):
+                 previous: "LiveIndex | None" = None, release=None):
         """slices: iterable of ResourceSlices (decoded, or packed: app.common.packed), claims: of (key,
         claim) pairs (decoded or packed) or a key -> claim map; each consumed once, so neither need be decoded all at
         once. previous: the index this one replaces; what it derived from unchanged raw slices
         is taken, not rebuilt (app.dra.slicecache). nodes: name -> labels;
         node_resources: name -> extended resources allocatable (what device plugins advertise);
         quotas: ResourceQuotas; taint_rules: DeviceTaintRules (None: not watched); cordoned: names of
-        nodes with spec.unschedulable; priority_classes: PriorityClasses (None: not read)."""
+        nodes with spec.unschedulable; priority_classes: PriorityClasses (None: not read); release:
+        the cluster's Kubernetes release (common.release; its allocator's rules)."""
+        self.release = release
         self.priority_classes = priority_classes
         self.classes, self.nodes, self.node_resources = dict(classes), nodes, node_resources
         self.cordoned, self.not_ready, self.leaving = frozenset(cordoned), frozenset(not_ready), frozenset(leaving)
@@ -94,7 +96,8 @@ class LiveIndex:
         self.build = Build(Inventory(slices=slices, classes=self.classes, source="live", nodes=self.nodes,
                                      node_resources=self.node_resources, quotas=self.quotas,
                                      taint_rules=self.taint_rules, cordoned=self.cordoned, leaving=self.leaving,
-                                     not_ready=self.not_ready, priority_classes=self.priority_classes),
+                                     not_ready=self.not_ready, priority_classes=self.priority_classes,
+                                     release=self.release),
                            set(self.whole), {k: dict(v) for k, v in self.capacity.items() if v}, set(self.shares),
                            previous=cache)
         self.dead = 0
@@ -222,7 +225,7 @@ class LiveIndex:
             node_labels=old.node_labels, node_resources=old.node_resources, quotas=old.quotas,
             priority_classes=old.priority_classes, selector_slices=old.selector_slices,
             selector_cache=old.selector_cache, shadow_nodes=old.shadow_nodes, cordoned=old.cordoned,
-            leaving=old.leaving)
+            leaving=old.leaving, release=old.release)
         self.build.index = self.build.builder.index = snapshot
         self.build.builder.copied = set()
         self._previous, self._rejected_dirty = old, False

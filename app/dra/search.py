@@ -21,6 +21,7 @@ from app.common import deadline, vocabulary
 
 from .claims import ClaimSpec, Request
 from .constraints import Constraint
+from .quirks import all_continues_as_first, all_skips_used_capacity, searched_pools, selector_stand_ins
 
 MAX_DEVICES_PER_CLAIM = vocabulary.DRA_MAX_DEVICES_PER_CLAIM
 DEFAULT_BUDGET = 200_000  # device attempts per node before we give up deciding
@@ -131,16 +132,14 @@ class Search:
         self.spec, self.view, self.index, self.selectable, self.now = spec, view, index, selectable, now
         self.per_device = per_device
         self.budget = budget
-        # 1.34's allocator takes exact-count devices from incomplete pools too (1.35+ does not).
-        release = index.release
-        incomplete_ok = not now or (release is not None and release.incomplete_pools_allocatable)
-        self.pools = [p for p in view if p.status == "ok" or (incomplete_ok and p.status == "incomplete")]
+        self.pools = searched_pools(view, index.release, now)
         self.taking: set[int] = set()  # positions being allocated whole by this claim
         self.shares: dict[int, dict] = {}  # position -> capacity this claim's shares take
         self.counters: dict[tuple, dict] = {}  # pool key -> counterSet -> counter -> Decimal taken
         self.results: list[tuple] = []
         self.constraints: list[Constraint] = []
         self.rows: list[list[_Alternative]] = []
+        self.enumerate_as = selector_stand_ins(spec, index.release)  # 1.34/1.35
 
     # -- upstream's Allocate: checks first, then the search ---------------------------------
     def run(self) -> Outcome:
@@ -153,6 +152,7 @@ class Search:
                                       f"limit of {MAX_DEVICES_PER_CLAIM}, with {total} already accounted for")
             total += fewest
             self.rows.append(row)
+        self.continue_with = all_continues_as_first(self.rows, self.index.release)  # 1.34/1.35
         for i, raw in enumerate(self.spec.constraints):
             if not (raw.get("matchAttribute") or raw.get("distinctAttribute")):
                 raise AllocationError(f"constraint #{i}: empty constraint (unsupported constraint type?)")
@@ -182,9 +182,10 @@ class Search:
             if pool.status == "invalid":
                 raise AllocationError(f"request {req.name}: asks for all devices, but resource pool {pool.key[1]} "
                                       f"is currently invalid ({pool.reason})")
-            for p in pool.devices:
-                if self._selectable(req, pool, p) and capacity_fits(
-                        req.capacity, self.index.shape_capacity[self.index.devices[p].shape]):
+            for p in pool.devices:  # before 1.37 All leaves out devices whose capacity is in use
+                if self._selectable(self.enumerate_as.get(req.path, req), pool, p) and capacity_fits(
+                        req.capacity, self.index.shape_capacity[self.index.devices[p].shape],
+                        *(self._used(p) if all_skips_used_capacity(self.index.release) else ())):
                     alt.every.append((pool, p))
         alt.count = len(alt.every)
         return alt
@@ -224,10 +225,12 @@ class Search:
             undo = self._take(alt.req, pool, p, must=True)
             if undo is None:
                 return False
-            return self._then(undo, r, alt, i + 1, (0, 0))
+            return self._then(undo, r, self.continue_with.get(id(alt), alt), i + 1, (0, 0))
         tried: set = set()
         for pool_at in range(start[0], len(self.pools)):
             pool = self.pools[pool_at]
+            if pool.status == "invalid":  # 1.34: an error where the search reaches it
+                raise AllocationError(f"pool {pool.key[1]} is invalid: {pool.reason}")
             first = start[1] if pool_at == start[0] else 0
             for device_at in range(first, len(pool.devices)):
                 p = pool.devices[device_at]

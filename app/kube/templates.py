@@ -11,11 +11,13 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
+import orjson
 import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from app.common import TemplateEnsureError, view_of
+from app.common import release as releases
 
 from .client import api_message, within
 
@@ -70,14 +72,16 @@ class TemplateStore:
     """Creates ResourceClaimTemplates on demand; knows which exist so hits make no call."""
 
     def __init__(self, api: client.ApiClient | None, timeout_s: float = 2.0, namespace_allowed=None,
-                 writers: int = 8, on_create: Callable[[], None] | None = None):
+                 writers: int = 8, on_create: Callable[[], None] | None = None,
+                 on_dropped: Callable[[list[str]], None] | None = None):
         """namespace_allowed(namespace) -> bool: may templates be written there (the namespaces
         the webhook configurations select)? A forged review cannot make us write elsewhere.
-        on_create: called once per create call made to the API."""
+        on_create: called once per create call made to the API; on_dropped(gates): a create the
+        server stored without fields of those gates."""
         self.api = client.ResourceV1Api(api) if api is not None else None
         self.namespace_allowed = namespace_allowed
         self.timeout_s = timeout_s
-        self.on_create = on_create
+        self.on_create, self.on_dropped = on_create, on_dropped
         # key -> None when confirmed ours; the watched object while only the watch has seen it.
         self._known: dict[tuple, dict | None] = {}
         self._inflight: dict[tuple, Future] = {}
@@ -170,14 +174,42 @@ class TemplateStore:
             self.offline[key] = template
             return
         try:
-            within(self.timeout_s, self.api.create_namespaced_resource_claim_template,
-                   key[0], template, _request_timeout=self.timeout_s)
+            stored = within(self.timeout_s, self._create_call, key[0], template)
         except ApiException as exc:
             if exc.status != 409:
                 raise TemplateEnsureError(api_message(exc)) from None
             self._check_existing(key, template)  # the name is predictable: is what exists ours?
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise TemplateEnsureError(f"API unreachable or too slow: {type(exc).__name__}") from None
+        else:
+            self._verify(key, template, stored)
+
+    def _create_call(self, namespace: str, template: dict) -> bytes:
+        """The create, and the answer read within the same deadline: the object as stored, raw
+        (a client model would drop fields it does not know)."""
+        return self.api.create_namespaced_resource_claim_template(
+            namespace, template, _request_timeout=self.timeout_s, _preload_content=False).data
+
+    def _verify(self, key: tuple, template: dict, stored: bytes) -> None:
+        """The API server drops the fields of DRA gates that are off there without a word: a
+        template that lost one would give pods less than they asked. It is deleted, and the
+        create fails naming the field and the gate (the policy's onTemplateError decides)."""
+        try:
+            answer = orjson.loads(stored)
+        except (orjson.JSONDecodeError, TypeError):
+            return  # an answer we cannot read proves nothing either way
+        lost = releases.dropped(template, answer, "ResourceClaimTemplate") if isinstance(answer, dict) else []
+        if not lost:
+            return
+        if self.on_dropped:
+            self.on_dropped([x.gate for x in lost])
+        try:
+            within(self.timeout_s, self.api.delete_namespaced_resource_claim_template, key[1], key[0],
+                   _request_timeout=self.timeout_s)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError):
+            pass  # said below either way; the template collector removes what is left
+        raise TemplateEnsureError(f"the API server dropped {', '.join(map(str, lost[:3]))} from ResourceClaimTemplate "
+                                  f"{key[0]}/{key[1]}: that gate is off there; the template was removed")
 
     def _check_existing(self, key: tuple, template: dict) -> None:
         try:

@@ -43,6 +43,10 @@ class Metrics:
         self.templates_created = Counter("dra_bridge_template_ensure_calls_total",
                                          "ResourceClaimTemplate creations: create calls made to the API (in demo mode, in memory)",
                                          registry=self.registry)
+        self.dropped_fields = Counter("dra_bridge_dropped_fields_total",
+                                      "Fields the API server dropped from objects we wrote (their DRA feature gate is "
+                                      "off there); such a template is removed, never used", ["kind", "gate"],
+                                      registry=self.registry)
         self.template_conflicts = Counter("dra_bridge_template_conflicts_total",
                                           "Templates of a generated name found with content we did not generate "
                                           "(never used)", registry=self.registry)

@@ -183,3 +183,28 @@ def test_api_timeout_is_a_deadline_for_a_trickling_api(fake_kube):
     with pytest.raises(TemplateEnsureError, match="too slow"):
         store.ensure(template(7))
     assert time.monotonic() - started < 1.5
+
+
+def test_a_template_the_server_stored_without_a_gated_field_is_removed_and_refused(fake_kube):
+    """Issue 54: an API server with DRAPrioritizedList off drops `firstAvailable` (the aligned-GPU
+    preference) without a word. What it stored is compared with what was sent: the damaged
+    template is deleted, the create fails naming the field and the gate, and the metric counts it."""
+    fake_kube.drops = (("resourceclaimtemplates", ("spec", "spec", "devices", "requests", "*", "firstAvailable")),)
+    gates = []
+    store = TemplateStore(api_client_for_host(fake_kube.url), on_dropped=gates.extend)
+    t = template(count=2)
+    assert "firstAvailable" in t["spec"]["spec"]["devices"]["requests"][0]
+    with pytest.raises(TemplateEnsureError, match=r"dropped spec\.spec\.devices\.requests\[0\]\.firstAvailable "
+                                                  r"\(feature gate DRAPrioritizedList\)"):
+        store.ensure(t)
+    assert gates == ["DRAPrioritizedList"]
+    assert ("team-a", RCT, t["metadata"]["name"]) not in fake_kube.objects
+    assert not store.cached(t)
+
+
+def test_a_template_stored_whole_is_kept(fake_kube):
+    gates = []
+    store = TemplateStore(api_client_for_host(fake_kube.url), on_dropped=gates.extend)
+    t = template(count=2)
+    store.ensure(t)
+    assert gates == [] and store.cached(t)

@@ -90,6 +90,13 @@ SCENARIOS = [
             "DraBridgeTemplateConflicts", "warning",
             "Templates with dra-bridge's generated names hold content it did not generate.",
             namespace="dra-bridge")])]),
+    ("fields dropped", [("dra_bridge_dropped_fields_total{%s, kind='ResourceClaimTemplate', gate='DRAPrioritizedList'}",
+                         "0 0 1 1")], [
+        ("1m", "DraBridgeFieldsDropped", []),
+        ("3m", "DraBridgeFieldsDropped", [fired(
+            "DraBridgeFieldsDropped", "warning",
+            "The API server dropped DRAPrioritizedList fields from a ResourceClaimTemplate dra-bridge wrote.",
+            namespace="dra-bridge", kind="ResourceClaimTemplate", gate="DRAPrioritizedList")])]),
     ("the API server failed open on our webhook", [
         ("apiserver_admission_webhook_fail_open_count{job='apiserver', name='mutate.dra-bridge.io', type='admit'}",
          "0 0 2 2"),

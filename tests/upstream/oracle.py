@@ -14,8 +14,13 @@ import orjson
 from tests.gobuild import GoUnavailable, go_command
 
 HERE = pathlib.Path(__file__).resolve().parent
-SOURCES = ("go.mod", "go.sum", "oracle/main.go")
+SOURCES = ("oracle/main.go", "oracle/features_k134.go", "oracle/features_k135.go", "oracle/features_k136.go",
+           "oracle/features_k137.go")
 BIN_DIR = HERE / ".bin"
+# Each release's oracle: its k8s.io modules (go.mod for the newest, go.k1XX.mod for the others,
+# with their go.sum files beside them) and the build tag that picks its default feature gates.
+RELEASES = {"1.37": ("go.mod", ""), "1.36": ("go.k136.mod", "k136"), "1.35": ("go.k135.mod", "k135"),
+            "1.34": ("go.k134.mod", "k134")}
 
 
 OracleUnavailable = GoUnavailable  # no Go toolchain: the only reason the upstream tests may skip
@@ -25,22 +30,26 @@ def go_binary() -> str:
     return go_command("the upstream oracle (tests/upstream)")
 
 
-def build() -> pathlib.Path:
-    """The oracle binary for the current sources; rebuilt only when they change (the Go build
-    cache keeps even a rebuild short)."""
-    digest = hashlib.sha256(b"".join((HERE / name).read_bytes() for name in SOURCES)).hexdigest()[:16]
-    target = BIN_DIR / f"oracle-{digest}"
+def build(release: str = "1.37") -> pathlib.Path:
+    """The oracle binary of a release (its k8s.io modules and default gates) for the current
+    sources; rebuilt only when they change (the Go build cache keeps even a rebuild short)."""
+    modfile, tag = RELEASES[release]
+    sums = modfile.removesuffix(".mod") + ".sum"
+    digest = hashlib.sha256(b"".join((HERE / name).read_bytes() for name in (*SOURCES, modfile, sums))
+                            ).hexdigest()[:16]
+    name = f"oracle-{release}-"
+    target = BIN_DIR / f"{name}{digest}"
     if target.exists():
         return target
     BIN_DIR.mkdir(exist_ok=True)
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"}
     tmp = target.with_suffix(".tmp")
-    result = subprocess.run([go_binary(), "build", "-o", str(tmp), "./oracle"], cwd=HERE, env=env,
-                            capture_output=True, text=True, timeout=1800)
+    result = subprocess.run([go_binary(), "build", f"-modfile={modfile}", "-tags", tag or "k137", "-o", str(tmp),
+                             "./oracle"], cwd=HERE, env=env, capture_output=True, text=True, timeout=1800)
     if result.returncode != 0:
-        raise RuntimeError(f"building the oracle failed:\n{result.stderr}")
+        raise RuntimeError(f"building the oracle of Kubernetes {release} failed:\n{result.stderr}")
     tmp.rename(target)
-    for old in BIN_DIR.glob("oracle-*"):
+    for old in BIN_DIR.glob(f"{name}*"):
         if old != target:
             old.unlink(missing_ok=True)
     return target

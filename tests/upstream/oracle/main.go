@@ -9,15 +9,15 @@
 //	  -> {"nodes": [{"node", "allocations" (one per claim, null when not allocatable there), "error"}]}:
 //	  the structured allocator, once per node, as the scheduler's DRA plugin calls it.
 //
-// Feature sets default to what Kubernetes 1.37 enables by default. Nothing here is our own DRA
-// logic: the program only decodes JSON into upstream types and calls upstream functions.
+// Feature sets default to what the release it is built for enables by default (features_*.go,
+// chosen by a build tag: k134, k135, k136; none: 1.37). Nothing here is our own DRA logic: the
+// program only decodes JSON into upstream types and calls upstream functions.
 package main
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 
@@ -29,22 +29,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 )
-
-// Kubernetes 1.37 defaults (pkg/features/kube_features.go): on are AdminAccess, ConsumableCapacity,
-// DeviceBindingConditions + ResourceClaimDeviceStatus, DeviceTaints, FractionalCapacityRange,
-// PartitionableDevices, PrioritizedList; off (alpha) are CompatibilityGroups, DerivedAttributes,
-// ListTypeAttributes, OptionalNodeOperations.
-var defaultAllocatorFeatures = structured.Features{
-	AdminAccess:             true,
-	ConsumableCapacity:      true,
-	DeviceBindingAndStatus:  true,
-	DeviceTaints:            true,
-	FractionalCapacityRange: true,
-	PartitionableDevices:    true,
-	PrioritizedList:         true,
-}
-
-var defaultCELFeatures = cel.Features{EnableConsumableCapacity: true}
 
 type celFeatures struct {
 	ConsumableCapacity *bool `json:"consumableCapacity"`
@@ -142,15 +126,7 @@ func main() {
 func text(s string) *string { return &s }
 
 func evaluateCEL(req request) celAnswer {
-	features := defaultCELFeatures
-	if req.CELFeatures != nil {
-		if req.CELFeatures.ConsumableCapacity != nil {
-			features.EnableConsumableCapacity = *req.CELFeatures.ConsumableCapacity
-		}
-		if req.CELFeatures.ListTypeAttributes != nil {
-			features.EnableListTypeAttributes = *req.CELFeatures.ListTypeAttributes
-		}
-	}
+	features := celFeaturesOf(req.CELFeatures)
 	envType := environment.NewExpressions // what the API server checks when a claim is created
 	if req.EnvType == "stored" {
 		envType = environment.StoredExpressions
@@ -283,10 +259,7 @@ func allocate(req request) any {
 		classes[class.Name] = class
 	}
 	ctx := context.Background()
-	celCache := cel.NewCache(1000, cel.Features{
-		EnableConsumableCapacity: features.ConsumableCapacity,
-		EnableListTypeAttributes: features.ListTypeAttributes,
-	})
+	celCache := cel.NewCache(1000, cacheFeatures(features))
 	state := allocatedState(req.AllocatedClaims, features.ConsumableCapacity)
 	for _, id := range req.AllocatedDevices {
 		state.AllocatedDevices.Insert(structured.MakeDeviceID(id.Driver, id.Pool, id.Device))
@@ -301,7 +274,7 @@ func allocate(req request) any {
 		entry := nodeAnswer{Node: node.Name, Allocations: results}
 		if err != nil {
 			entry.Error = text(err.Error())
-			entry.NodeOnly = errors.Is(err, structured.ErrFailedAllocationOnNode)
+			entry.NodeOnly = failedOnNodeOnly(err)
 			entry.Allocations = nil
 		}
 		answer.Nodes = append(answer.Nodes, entry)
