@@ -27,6 +27,8 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -q
 
 # A real control plane from upstream Kubernetes (built with Go, cached): see README "Tests".
+# KUBE_VERSION=1.34.4 (a release tests/e2e/go.k1XX.mod pins) builds and runs that release instead.
+export KUBE_VERSION
 e2e: $(VENV)/.installed
 	$(PY) -c 'from tests.e2e.cluster import build; print("control plane binaries:", build())'
 	$(PY) -c 'from tests.helm.helmbin import build; print("helm:", build())'

@@ -19,6 +19,7 @@ from app.application import (ClusterFacts, admin_access, claim_objects, rollout,
 from app.application.manifests import ObjectReport, exit_status, kueue_of_inputs, namespace_labels, objects_of, \
     plan_objects
 from app.common import BridgeError, by_kind, controller_ref, dump_documents, labels_by_name, view_of
+from app.common import release as releases
 from app.migration import (OptIn, extended_resources, legacy_resources, pod_templates, queue_use, quota_use,
                            unserved_versions)
 from app.policy import load_policy
@@ -174,6 +175,9 @@ def run_audit(args) -> int:
     budgets, queues = _budgets(existing, classes, policy, kueue)
     for note in filter(None, [kueue.refused if kueue else None, unserved_versions(existing)]):
         sys.stderr.write(f"Kueue: {note}\n")
+    old_dra = releases.old_dra_objects(existing)
+    if old_dra:
+        sys.stderr.write(f"DRA: {old_dra}\n")
     exposure = admin_access(namespaces or {}, existing, policy)
     native = dra.native_gaps({view_of(c).name: c for c in classes}, _asked(objects_of(inputs) + controlled, policy))
     if args.output in ("json", "yaml"):  # one content, two spellings (kubectl's)
@@ -228,7 +232,7 @@ def run_audit(args) -> int:
             if q.problem:
                 sys.stdout.write(f"escaped budget: {q.problem}\n")
     budget_broken = any(b.escaped or b.twice or b.over for b in budgets) or any(q.escaped for q in queues)
-    return max(exit_status([r["status"] for r in rows]), 1 if violations or budget_broken or hazards else 0)
+    return max(exit_status([r["status"] for r in rows]), 1 if violations or budget_broken or hazards or old_dra else 0)
 
 
 DEVICE_CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"

@@ -286,3 +286,17 @@ def strip(obj: dict, release: Release, kind: str | None = None) -> tuple[dict, l
                 del parent[path[-1]]
                 losses.append(Lost(field_name(path), gate))
     return out, losses
+
+
+OLD_DRA_VERSIONS = ("resource.k8s.io/v1beta1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3")
+
+
+def old_dra_objects(objects) -> str | None:
+    """A note naming objects written in a DRA version no release from 1.34 serves by default."""
+    old = sorted({f"{o.get('kind')}/{(o.get('metadata') or {}).get('name')} ({o.get('apiVersion')})"
+                  for o in objects if isinstance(o, dict) and o.get("apiVersion") in OLD_DRA_VERSIONS})
+    if not old:
+        return None
+    return (f"{len(old)} object(s) are written in a DRA version that Kubernetes 1.{OLDEST} to 1.{NEWEST} serve only "
+            f"where an admin turns it on ({', '.join(old[:3])}{' ...' if len(old) > 3 else ''}): write "
+            "resource.k8s.io/v1")

@@ -2,12 +2,12 @@
 resources needs so that migrated pods' claims count against the same budget (`dra-bridge quota`).
 Pure: objects in, proposed objects and notes out; nothing is written.
 
-ResourceQuota (Kubernetes 1.37): a claim of DeviceClass C is counted under
+ResourceQuota (Kubernetes 1.36+, DRAExtendedResource): a claim of DeviceClass C is counted under
 `C.deviceclass.resource.k8s.io/devices`, and also under `requests.R` when C declares
 `extendedResourceName: R` (KEP-5004). So a quota on `requests.nvidia.com/gpu` already counts
 the claims of a class that declares `nvidia.com/gpu`: one budget over both sides. For any other
 class the class's own key is proposed with the same value: a second budget, as large, for the
-DRA side (the note says so). Or, for one budget (`--budget one`, 1.37), the class itself is
+DRA side (the note says so). Or, for one budget (`--budget one`, 1.36+), the class itself is
 proposed declaring the resource.
 
 Kueue counts a claim's devices against a ClusterQueue's resource only through its Configuration's
@@ -75,7 +75,7 @@ def quota_changes(quotas: list[dict], rules: MigrationRules, extended: Mapping[s
 def one_budget_classes(quotas: list[dict], classes: Mapping[str, dict],
                        rules: MigrationRules) -> tuple[list[dict], list[str]]:
     """DeviceClasses to apply so that every legacy GPU limit is one budget over both sides: the
-    class our templates use for `requests.R` declaring `extendedResourceName: R` (1.37, KEP-5004),
+    class our templates use for `requests.R` declaring `extendedResourceName: R` (1.36+, KEP-5004),
     and a note per class. A class declaring another resource already, a resource another class
     declares, or a class that stands for several resources (MIG profiles) is left alone: the
     split keys (quota_changes) still cover those."""
@@ -109,7 +109,7 @@ def one_budget_classes(quotas: list[dict], classes: Mapping[str, dict],
             proposed.append(changed)
             notes.append(f"DeviceClass {name}: declare extendedResourceName {resource}, so its claims count under "
                          f"requests.{resource} with the pods still on the device plugin: one budget (Kubernetes "
-                         f"1.37). Pods asking only a count of {resource} then take the native path (KEP-5004) "
+                         f"1.36+). Pods asking only a count of {resource} then take the native path (KEP-5004) "
                          "where no device plugin advertises it")
     return proposed, notes
 

@@ -1,5 +1,6 @@
-"""What a move to DRA takes from a pod through Kubernetes 1.37: preemption. The scheduler does not
-preempt for DRA devices (KEP-5690 brings it in 1.38 behind DRAPreemption), so a GPU pod that
+"""What a move to DRA takes from a pod on every release from 1.34 to 1.38: preemption. The
+scheduler does not preempt for DRA devices (no release up to 1.38.0-beta.0 has a DRAPreemption
+gate; KEP-5690 is not in it), so a GPU pod that
 preempts lower-priority GPU pods would wait Pending on DRA instead, and one that others preempt
 could no longer be evicted for them. Pure: PriorityClasses and pods' priorities in, a reason out.
 """

@@ -41,7 +41,7 @@ def kueue_per_pod(pod: dict) -> str | None:
 
 def counted_by(hard: Mapping, resource: str, device_class: str, extended: Mapping[str, str] | None) -> str | None:
     """The key of a quota's `hard` under which a claim of `device_class` is counted against its
-    limit on `resource` (Kubernetes 1.37): requests.<resource> when the class declares it as its
+    limit on `resource` (Kubernetes 1.36+): requests.<resource> when the class declares it as its
     extendedResourceName, else the class's own key where limited, or its implicit extended
     resource key (which quota matches only for a class declaring an extendedResourceName); None:
     not counted."""
@@ -58,7 +58,7 @@ def quota_escapes(quotas: list[tuple[str, dict]], resources: list[str], classes:
                   extended: Mapping[str, str] | None = None) -> str | None:
     """Why a rewritten pod would escape a ResourceQuota of its namespace: it limits a legacy
     resource that the claim's DeviceClass is counted by neither way, by the class's own key or
-    (1.37, KEP-5004) under requests.<resource> because the class declares it as its
+    (1.36+, KEP-5004) under requests.<resource> because the class declares it as its
     extendedResourceName; None when every GPU quota counts it."""
     for name, hard in quotas:
         for resource in resources:
@@ -83,7 +83,7 @@ def quota_additions(quota: dict, rules: MigrationRules,
                     extended: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
     """Hard limits to add (DeviceClass quota key -> value) and a note per legacy GPU limit.
     extended: DeviceClass -> its extendedResourceName (a class declaring the limited resource is
-    counted under that limit already, Kubernetes 1.37)."""
+    counted under that limit already, Kubernetes 1.36+)."""
     hard = ((quota.get("spec") or {}).get("hard") or {}) if isinstance(quota, dict) else {}
     if not isinstance(hard, dict):
         return {}, []
@@ -113,6 +113,6 @@ def quota_additions(quota: dict, rules: MigrationRules,
         notes.append(f"{key}: migrated pods are counted by {target}{scope}; add it with the same value "
                      f"{value} (keep {key} for pods left on the native or legacy path). The two limits are "
                      f"apart: pods on both sides can hold up to twice {value} together, unless DeviceClass "
-                     f"{rule.deviceClass} declares extendedResourceName {_resource(key)} (Kubernetes 1.37: its "
+                     f"{rule.deviceClass} declares extendedResourceName {_resource(key)} (Kubernetes 1.36+: its "
                      f"claims then count under {key} too, one budget)")
     return additions, notes

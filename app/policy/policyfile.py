@@ -134,8 +134,8 @@ class MigrationRules(_Strict):
     # DeviceClass serves the resource (extendedResourceName), legacy where DRA cannot serve it.
     path: Path = "auto"
     draSchedulers: list[str] = ["default-scheduler"]  # schedulers that allocate ResourceClaims
-    # Whether kube-scheduler preempts for DRA devices: on only from 1.38 with its DRAPreemption
-    # gate (KEP-5690). Off, a GPU pod that preempts or is preempted stays on the device plugin.
+    # Whether kube-scheduler preempts for DRA devices: no release up to 1.38.0-beta.0 does (no
+    # DRAPreemption gate, KEP-5690). Off, a GPU pod that preempts or is preempted stays on the device plugin.
     draPreemption: Literal["off", "on"] = "off"
     topology: Optional[TopologyRule] = None  # None: multi-device requests take any devices
     sharing: SharingRule = SharingRule()

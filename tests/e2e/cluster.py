@@ -35,23 +35,51 @@ CONTROLLERS = ("serviceaccount-controller", "serviceaccount-token-controller", "
                "validatingadmissionpolicy-status-controller")
 
 
-def _release() -> str:
-    """The k8s.io/kubernetes version go.mod pins (what `go build` alone would not stamp)."""
-    for line in (HERE / "go.mod").read_text().splitlines():
+def modfile() -> str:
+    """The module file of the release the e2e tier runs: go.mod (1.37.2) unless $KUBE_VERSION names
+    another, each with its own go.k1XX.mod and .sum (k8s.io/kubernetes and its staging modules at
+    that release): `make e2e KUBE_VERSION=1.34.4`."""
+    wanted = os.environ.get("KUBE_VERSION", "").removeprefix("v")
+    if not wanted or wanted == _release("go.mod").removeprefix("v"):
+        return "go.mod"
+    name = f"go.k1{wanted.split('.')[1]}.mod" if wanted.count(".") >= 1 else ""
+    if not name or not (HERE / name).exists() or _release(name).removeprefix("v") != wanted:
+        known = sorted(_release(p.name) for p in HERE.glob("go*.mod"))
+        raise RuntimeError(f"KUBE_VERSION={wanted}: no tests/e2e module file pins it (pinned: {', '.join(known)})")
+    return name
+
+
+def _release(name: str | None = None) -> str:
+    """The k8s.io/kubernetes version a module file pins (what `go build` alone would not stamp)."""
+    name = name or modfile()
+    for line in (HERE / name).read_text().splitlines():
         parts = line.split()
         if len(parts) >= 2 and parts[0] == "k8s.io/kubernetes":
             return parts[1]
-    raise RuntimeError("tests/e2e/go.mod does not require k8s.io/kubernetes")
+    raise RuntimeError(f"tests/e2e/{name} does not require k8s.io/kubernetes")
+
+
+def kube_minor() -> int:
+    """The minor release of the control plane this run builds (34 for 1.34.4)."""
+    return int(_release().split(".")[1])
 
 
 def build() -> pathlib.Path:
-    """The folder with the five binaries for the current go.mod, stamped with its release: a
-    client that reads /version (Kueue's manager) needs a real one, not v0.0.0-master."""
-    release = _release()
+    """The folder with the five binaries for the release's module file, stamped with its release:
+    a client that reads /version (Kueue's manager) needs a real one, not v0.0.0-master. Releases
+    keep apart (.bin, .bin-k134, ...); 1.38 needs Go 1.27, which the module proxy serves."""
+    name, release = modfile(), _release()
     stamp = " ".join(f"-X {package}.{key}={value}" for package in ("k8s.io/component-base/version",
                                                                    "k8s.io/client-go/pkg/version")
                      for key, value in (("gitVersion", release), ("gitMajor", "1"), ("gitMinor", release.split(".")[1])))
-    return gobuild.build(HERE, SOURCES, PACKAGES, "the e2e control plane", ldflags=stamp)
+    if name == "go.mod":
+        return gobuild.build(HERE, SOURCES, PACKAGES, "the e2e control plane", ldflags=stamp)
+    sums = name.removesuffix(".mod") + ".sum"
+    env = {"GOFLAGS": f"-mod=readonly -modfile={name}"}
+    if kube_minor() >= 38:
+        env["GOTOOLCHAIN"] = "go1.27.3"
+    return gobuild.build(HERE, (name, sums, "etcd/main.go"), PACKAGES, f"the e2e control plane {release}",
+                         ldflags=stamp, cache=f".bin-{name.removesuffix('.mod').removeprefix('go.')}", env=env)
 
 
 def free_port() -> int:

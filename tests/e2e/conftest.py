@@ -17,7 +17,7 @@ import yaml
 
 from app import certs
 from tests.conftest import ROOT
-from tests.e2e.cluster import ControlPlane, GoUnavailable, build, free_port, kubeconfig
+from tests.e2e.cluster import ControlPlane, GoUnavailable, build, free_port, kube_minor, kubeconfig
 from tests.manifests_tree import operator_tree
 
 # GPU nodes: name -> fake GPU description; plus one node without GPUs.
@@ -39,6 +39,14 @@ POLICY = {"apiVersion": "dra-bridge.io/v1alpha1", "kind": "Policy",
           "defaults": {"mode": "warn"}, "namespaces": [{"names": ["strict"], "mode": "enforce"}]}
 NAMESPACES = {"team-a": {"dra-bridge.io/migrate": "enabled"}, "strict": {"dra-bridge.io/migrate": "enabled"},
               "plain": {}}
+
+
+def requires_kube(release: str, why: str):
+    """A test that needs Kubernetes `release` or newer (`make e2e KUBE_VERSION=...` runs others):
+    skipped on an older control plane, saying why."""
+    minor = int(release.split(".")[1])
+    return pytest.mark.skipif(kube_minor() < minor, reason=f"needs Kubernetes {release}+: {why} "
+                                                            f"(this run: 1.{kube_minor()})")
 
 
 def wait_for(check, timeout_s=90.0, what="condition", interval=0.5):

@@ -211,3 +211,16 @@ def test_check_says_what_the_release_drops_from_a_claim(tmp_path):
     old = run("check", "-f", str(claim), "--inventory", "example", "--kube-version", "1.34")
     assert "drops spec.devices.requests[0].exactly.capacity (feature gate DRAConsumableCapacity)" in old.stdout
     assert "drops" not in run("check", "-f", str(claim), "--inventory", "example").stdout
+
+
+def test_audit_names_dra_objects_in_versions_no_release_serves_by_default(tmp_path):
+    manifest = tmp_path / "chart.yaml"
+    manifest.write_text("apiVersion: resource.k8s.io/v1beta1\nkind: ResourceClaimTemplate\nmetadata: {name: old}\n"
+                        "spec: {spec: {devices: {requests: [{name: gpu, deviceClassName: gpu.nvidia.com}]}}}\n")
+    result = run("audit", "-f", str(manifest))
+    assert result.returncode == 1
+    assert "ResourceClaimTemplate/old (resource.k8s.io/v1beta1)" in result.stderr and "write resource.k8s.io/v1" \
+        in result.stderr
+    manifest.write_text(manifest.read_text().replace("v1beta1", "v1").replace(
+        "{name: gpu, deviceClassName: gpu.nvidia.com}", "{name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}"))
+    assert run("audit", "-f", str(manifest)).returncode == 0
