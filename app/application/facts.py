@@ -64,7 +64,8 @@ def index_facts(index: dra.Index, rules: MigrationRules, judge, kueue: KueueView
     sharing = ClusterSharing(shareable, dra.time_sliced(index.node_labels, nodes, sharing_labels))
     return Facts(served_resources(index.classes), judge, sharing, plugin_nodes(index.node_resources), index.quotas,
                  extended_resources(index.classes), kueue,
-                 preemption_of(index.priority_classes, gpu_pods) if index.priority_classes is not None else None)
+                 preemption_of(index.priority_classes, gpu_pods) if index.priority_classes is not None else None,
+                 index.release)
 
 
 def preemption_facts(priority_classes: list[dict] | None, objects: Iterable[dict], rules: MigrationRules):

@@ -224,3 +224,30 @@ def test_audit_names_dra_objects_in_versions_no_release_serves_by_default(tmp_pa
     manifest.write_text(manifest.read_text().replace("v1beta1", "v1").replace(
         "{name: gpu, deviceClassName: gpu.nvidia.com}", "{name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}"))
     assert run("audit", "-f", str(manifest)).returncode == 0
+
+
+def test_a_hami_share_stays_on_the_device_plugin_where_consumable_capacity_is_dropped():
+    """The webhook's one decision on a 1.35 cluster: the shareable slices lost
+    allowMultipleAllocations at the API server, so the share stays on the device plugin, and the
+    reason names the gate and the release that would move it (never a silent whole GPU)."""
+    from app import application
+    from app.policy import default_policy
+    from tests.helpers import container, pod
+
+    device = {"name": "gpu-0", "attributes": {"type": {"string": "gpu"}}, "allowMultipleAllocations": True,
+              "capacity": {"memory": {"value": "80Gi", "requestPolicy": {"default": "80Gi"}},
+                           "dra-bridge.io/cores": {"value": "100"}}}
+    nvidia = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+              "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}
+    slices = [{**slice_("n1", [device]), "spec": {**slice_("n1", [device])["spec"], "driver": "gpu.nvidia.com"}}]
+    share = pod([container("w", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000})])
+    policy = default_policy()
+    outcomes = {}
+    for version in ("1.35", "1.36"):
+        inventory, _ = dra.as_kept_by(Inventory(slices=slices, classes={"gpu.nvidia.com": nvidia}), at(version))
+        index = dra.build_index(inventory)
+        decision = application.decide_pod(share, "team-a", policy, application.cluster_facts(policy, index))
+        outcomes[version] = (decision.outcome.value, decision.path.reason if decision.path else "")
+    assert outcomes["1.36"][0] == "rewrite"
+    path, reason = outcomes["1.35"]
+    assert path == "legacy" and "DRAConsumableCapacity is off; on by default from 1.36" in reason, reason
