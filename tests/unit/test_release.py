@@ -246,7 +246,9 @@ def test_a_hami_share_stays_on_the_device_plugin_where_consumable_capacity_is_dr
     for version in ("1.35", "1.36"):
         inventory, _ = dra.as_kept_by(Inventory(slices=slices, classes={"gpu.nvidia.com": nvidia}), at(version))
         index = dra.build_index(inventory)
-        decision = application.decide_pod(share, "team-a", policy, application.cluster_facts(policy, index))
+        # As the webhook builds them: path facts kept per index (ServiceState.path_facts), then the rest.
+        path = application.index_facts(index, policy.migration, dra.TemplateVerdicts(index, "spec").dra)
+        decision = application.decide_pod(share, "team-a", policy, application.cluster_facts(policy, index, path=path))
         outcomes[version] = (decision.outcome.value, decision.path.reason if decision.path else "")
     assert outcomes["1.36"][0] == "rewrite"
     path, reason = outcomes["1.35"]
