@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@ $(VENV)/.installed-run
 
-.PHONY: install run test e2e bench lock image wheels-arm64
+.PHONY: install run test e2e e2e-plane e2e-matrix bench lock image wheels-arm64
 install: $(VENV)/.installed
 
 run: $(VENV)/.installed-run
@@ -36,6 +36,19 @@ e2e: $(VENV)/.installed
 	$(PY) -c 'from tests.e2e.kwok import build; print("kwok:", build())'
 	$(PY) -m tests.e2e.realnode
 	DRA_BRIDGE_E2E=1 $(PY) -m pytest -q tests/e2e
+
+# The control-plane tier (no real nodes, KWOK, rollout or image) on the release KUBE_VERSION names:
+# `make e2e-plane KUBE_VERSION=1.34.4`; `make e2e-matrix` runs it on every release tests/e2e pins.
+E2E_PLANE = $(filter-out tests/e2e/test_kwok_nodes.py tests/e2e/test_real_nodes.py tests/e2e/test_rollout%.py \
+	tests/e2e/test_image.py,$(wildcard tests/e2e/test_*.py))
+E2E_RELEASES ?= 1.34.4 1.35.4 1.36.3 1.37.2 1.38.0-beta.0
+e2e-plane: $(VENV)/.installed
+	$(PY) -c 'from tests.e2e.cluster import build, _release; print("control plane", _release() + ":", build())'
+	$(PY) -c 'from tests.e2e.kueue_manager import build; print("kueue:", build())'
+	DRA_BRIDGE_E2E=1 $(PY) -m pytest -q $(E2E_PLANE)
+
+e2e-matrix: $(VENV)/.installed
+	for release in $(E2E_RELEASES); do $(MAKE) e2e-plane KUBE_VERSION=$$release || exit 1; done
 
 # The container image (image/build.sh): docker, or Debian's podman / buildah. IMAGE=name:tag;
 # PYTHON_IMAGE=debian builds the Python base from Debian's packages where no registry answers.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 
+import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from app.common import ClusterUnreachable
@@ -29,7 +30,7 @@ def server_release(api, timeout_s: float = 10.0) -> releases.Release:
             response.release_conn()
     except ApiException as exc:
         raise ClusterUnreachable(f"reading the API server's /version: {why_failed(exc)}") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, urllib3.exceptions.HTTPError) as exc:
         raise ClusterUnreachable(f"reading the API server's /version: {why_failed(exc)}") from None
     return releases.from_server(info)
 
@@ -65,8 +66,8 @@ def probed_release(api, release: releases.Release | None = None) -> tuple[releas
         sent = make()
         try:
             returned = raw_send(api, "POST", path, sent, query=[("dryRun", "All")])
-        except ApiException as exc:
-            unprobed.append(f"{sent['kind']}: {why_failed(exc)}")
+        except (ApiException, OSError, ValueError, urllib3.exceptions.HTTPError) as exc:
+            unprobed.append(f"{sent['kind']}: {why_failed(exc)}")  # a probe never stops the caller
             continue
         lost = {loss.gate for loss in releases.dropped(sent, returned)}
         for pattern, gate in releases.KEPT_BY[sent["kind"]]:
