@@ -71,6 +71,25 @@ KEPT_BY: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
     "ResourceClaim": tuple((("spec", *p), g) for p, g in _CLAIM),
     "ResourceClaimTemplate": tuple((("spec", "spec", *p), g) for p, g in _CLAIM),
 }
+# Claim fields 1.34 keeps although their gate is off (its strategies drop them from 1.35 on: no
+# tolerations drop, and a distinctAttribute loop over copies), as its API server showed.
+_KEPT_BY_134 = {p for p, _g in _CLAIM if p[-1] in ("tolerations", "distinctAttribute")}
+
+
+def drops(release: "Release", pattern: tuple[str, ...], gate: str) -> bool:
+    """Whether the release's API server drops the field at `pattern` (a KEPT_BY path)."""
+    if release.has(gate):
+        return False
+    return not (release.minor < 35 and _claim_path(pattern) in _KEPT_BY_134)
+
+
+def _claim_path(pattern: tuple[str, ...]) -> tuple[str, ...]:
+    """A claim or template path without its `spec` (or `spec.spec`) prefix."""
+    while pattern and pattern[0] == "spec":
+        pattern = pattern[1:]
+    return pattern
+
+
 # What a release does without a gate, where that is more than dropping fields.
 WHAT_IT_DOES = {
     DEVICE_TAINTS: "device taints (an unhealthy GPU stays allocatable)",
@@ -245,7 +264,7 @@ def unkept(obj: dict, release: Release, kind: str | None = None) -> list[Lost]:
     kind = _kind(obj, kind)
     out = []
     for pattern, gate in KEPT_BY.get(kind, ()):
-        if release.has(gate):
+        if not drops(release, pattern, gate):
             continue
         out.extend(Lost(field_name(p), gate) for p in _walk(obj, pattern, ()))
     return out
@@ -273,12 +292,13 @@ def strip(obj: dict, release: Release, kind: str | None = None) -> tuple[dict, l
     removed), and what was removed; `obj` itself when nothing is (never changed in place)."""
     losses = []
     kind = _kind(obj, kind)
-    paths = [p for pattern, gate in KEPT_BY.get(kind, ()) if not release.has(gate) for p in _walk(obj, pattern, ())]
+    paths = [p for pattern, gate in KEPT_BY.get(kind, ()) if drops(release, pattern, gate)
+             for p in _walk(obj, pattern, ())]
     if not paths:
         return obj, losses
     out = copy.deepcopy(obj)
     for pattern, gate in KEPT_BY.get(kind, ()):
-        if release.has(gate):
+        if not drops(release, pattern, gate):
             continue
         for path in list(_walk(out, pattern, ())):
             parent = _get(out, path[:-1])
