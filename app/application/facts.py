@@ -147,14 +147,16 @@ SNAPSHOT_INVENTORY = [("resourceslices", "ResourceSlice", "resource.k8s.io/v1"),
 def snapshot_facts(objects: Mapping[str, list[dict]], policy: Policy, source: str = "cluster snapshot",
                    judge_claims: bool = True):
     """(The facts of a rollout snapshot (kind -> objects, as kube.rollout_snapshot reads them or an
-    export gives them): the same the webhook builds from its live inventory, with the snapshot's
+    export gives them; "release": [the cluster's Release], whose allocator judges): the same the webhook builds from its live inventory, with the snapshot's
     claims, namespaces and Kueue view (an inventory with no device says nothing of what DRA
     serves: the path choice then judges no claim; judge_claims False: it never does); whether a
     node's devices, published or shadowed, could ever serve a pod's claims, None with no device
     anywhere (waves then count whole GPUs and MIG profiles).)"""
     tagged = [(0, {"kind": kind, "apiVersion": version, **obj}) for key, kind, version in SNAPSHOT_INVENTORY
               for obj in objects.get(key, [])]
-    index = dra.build_index(dra.inventory_from_objects(tagged, "cluster"))
+    inventory = dra.inventory_from_objects(tagged, "cluster")
+    inventory.release = (objects.get("release") or [None])[0]  # the cluster's (kube.server_release)
+    index = dra.build_index(inventory)
     kueue = (objects.get("kueue") or [None])[0]
     namespaces = labels_by_name(objects.get("namespaces", []))
     # The claims pods name, and the pods (the priorities GPU pods run at).

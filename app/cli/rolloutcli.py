@@ -45,6 +45,7 @@ def run_rollout(args) -> int:
         api = found[0]
         try:
             objects = rollout_snapshot(api)
+            objects["release"] = [kube.server_release(api)]  # its allocator's rules judge the moves
             view, note = read_kueue_view(api)  # what serve's path choice reads too
             if note:
                 sys.stderr.write(f"dra-bridge: {note}\n")

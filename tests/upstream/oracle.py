@@ -14,8 +14,7 @@ import orjson
 from tests.gobuild import GoUnavailable, go_command
 
 HERE = pathlib.Path(__file__).resolve().parent
-SOURCES = ("oracle/main.go", "oracle/features_k134.go", "oracle/features_k135.go", "oracle/features_k136.go",
-           "oracle/features_k137.go")
+SOURCES = tuple(sorted(f"oracle/{p.name}" for p in (HERE / "oracle").glob("*.go")))
 BIN_DIR = HERE / ".bin"
 # Each release's oracle: its k8s.io modules (go.mod for the newest, go.k1XX.mod for the others,
 # with their go.sum files beside them) and the build tag that picks its default feature gates.

@@ -125,6 +125,18 @@ func main() {
 
 func text(s string) *string { return &s }
 
+// celFeaturesOf: the release's CEL environment, with what a request turns on or off.
+func celFeaturesOf(asked *celFeatures) cel.Features {
+	features := cel.Features{EnableConsumableCapacity: defaultAllocatorFeatures.ConsumableCapacity}
+	if asked != nil && asked.ConsumableCapacity != nil {
+		features.EnableConsumableCapacity = *asked.ConsumableCapacity
+	}
+	if asked != nil && asked.ListTypeAttributes != nil {
+		setListTypeAttributes(&features, *asked.ListTypeAttributes)
+	}
+	return features
+}
+
 func evaluateCEL(req request) celAnswer {
 	features := celFeaturesOf(req.CELFeatures)
 	envType := environment.NewExpressions // what the API server checks when a claim is created
