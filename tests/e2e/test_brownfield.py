@@ -21,7 +21,8 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.e2e.cluster import ControlPlane, kubeconfig
-from tests.e2e.conftest import INSTALLED_KINDS, NVIDIA_CLASSES, Webhook, rendered_manifests, reporter_kubeconfig, wait_for
+from tests.e2e.conftest import (INSTALLED_KINDS, NVIDIA_CLASSES, Webhook, rendered_manifests, reporter_kubeconfig,
+                                requires_kube, wait_for)
 
 pytestmark = pytest.mark.timeout(900)
 NODES = ("bf-0", "bf-1", "bf-2", "bf-3")
@@ -207,6 +208,7 @@ def audit(plane, namespace) -> dict:
     return {f"{o['kind']}/{o['name']}": o for o in json.loads(result.stdout)["objects"]}
 
 
+@requires_kube("1.36", "its second wave moves time-sliced shares onto consumable capacity (DRAConsumableCapacity)")
 def test_a_cluster_moves_off_the_device_plugin_without_losing_a_workload(brown):
     plane = brown
     plane.apply(WORKLOADS)

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from tests.e2e.cluster import ControlPlane
-from tests.e2e.conftest import Webhook, wait_for
+from tests.e2e.conftest import Webhook, requires_kube, wait_for
 from tests.e2e.test_brownfield import deployment
 from tests.e2e.twonode import DRA_NODE, PLUGIN_NODE, dra_bridge, gpus_held, install
 
@@ -118,6 +118,7 @@ def bound(pods, name) -> list[dict]:
     return [p for p in pods if p["metadata"]["labels"].get("app") == name and p["spec"].get("nodeName")]
 
 
+@requires_kube("1.36", "--budget one and its class need DRAExtendedResource (refused before, said)")
 def test_the_budget_holds_before_and_after_the_generated_class_with_pods_on_both_sides(plane):
     typed = deployment("typed", NAMESPACE, 3, {"nvidia.com/gpu": "1"})
     typed["spec"]["template"]["metadata"]["annotations"] = TYPED
@@ -176,6 +177,7 @@ def test_the_budget_holds_before_and_after_the_generated_class_with_pods_on_both
     assert (budget["used"], budget["charged"], budget["twice"], budget["over"]) == (4, 4, 0, 0), budget
 
 
+@requires_kube("1.36", "KEP-5004 pods need DRAExtendedResource")
 def test_a_kep_5004_pod_and_its_claim_are_charged_once_as_audit_models_it(plane):
     # After the class declares nvidia.com/gpu (the test above): a plain pod on the DRA node is
     # served natively by a claim the scheduler makes; the quota charges its GPU once.

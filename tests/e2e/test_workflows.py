@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.conftest import GPU_NODES, wait_for
+from tests.e2e.cluster import kube_minor
+from tests.e2e.conftest import GPU_NODES, requires_kube, wait_for
 
 # The first test builds (cold: many minutes) and starts the control plane.
 pytestmark = pytest.mark.timeout(3600)
@@ -98,6 +99,7 @@ def test_a_four_gpu_pod_gets_devices_behind_one_pcie_root(cluster, webhook):
     assert len({roots[r["device"]] for r in results}) == 1, results
 
 
+@requires_kube("1.36", "two claims share one GPU through consumable capacity (DRAConsumableCapacity)")
 def test_two_hami_gpumem_pods_share_one_gpu(cluster, webhook):
     """Sharing kept: HAMi's gpumem becomes consumable capacity, so two such pods land on one
     device that allows multiple allocations, each holding its memory."""
@@ -194,9 +196,13 @@ def test_shadow_devices_are_judged_as_nvidias_and_never_allocated(cluster, webho
     assert "Warning" not in allowed.stderr, allowed.stderr
     denied = cluster.kubectl("create", "-n", "strict", "-f", "-", input=json.dumps(gb200_claim("four-gb200", 4)),
                              check=False)
-    assert denied.returncode != 0 and "1 of them tainted" in denied.stderr, denied.stderr
+    # Where the release keeps device taints the failing GPU is published tainted; where it drops
+    # them (1.34, 1.35) our reporter leaves it out, never allocatable (docs/releases.md).
+    said = "1 of them tainted" if kube_minor() >= 36 else "3 matching (needs 4)"
+    assert denied.returncode != 0 and said in denied.stderr, denied.stderr
 
 
+@requires_kube("1.36", "a DeviceClass serves nvidia.com/gpu through extendedResourceName (DRAExtendedResource)")
 def test_extended_resource_served_by_dra_is_scheduled_natively(cluster, webhook):
     """KEP-5004: a DeviceClass with extendedResourceName serves an unmigrated pod's nvidia.com/gpu."""
     native = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu-native.nvidia.com"},
@@ -216,6 +222,7 @@ def test_extended_resource_served_by_dra_is_scheduled_natively(cluster, webhook)
     assert result["pool"] == pod["spec"]["nodeName"]
 
 
+@requires_kube("1.36", "the native path needs DRAExtendedResource")
 def test_opted_in_pod_takes_the_native_path_where_a_class_serves_it(cluster, webhook):
     """Issue 13: in a migrating namespace, once a DeviceClass serves nvidia.com/gpu (the class of
     the test above), our webhook leaves a plain pod as its owner wrote it and DRA serves it."""
