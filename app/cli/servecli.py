@@ -14,6 +14,7 @@ import socket
 import sys
 import time
 
+import urllib3
 import uvicorn
 
 from app import certs
@@ -50,9 +51,10 @@ def _cluster_release(args, api):
     probe keep the release's defaults, said); its defaults, said, when /version cannot be read."""
     try:
         release, unprobed = kube.probed_release(api, flag_release(args, kube.server_release(api)))
-    except ClusterUnreachable as exc:
+    except (ClusterUnreachable, OSError, urllib3.exceptions.HTTPError) as exc:
         release = flag_release(args)
-        log.warning("%s: judging and writing for %s until restarted", exc, release.describe())
+        log.warning("the API server's release is not known (%s): judging and writing for %s until restarted",
+                    exc, release.describe())
         return release
     for why in unprobed:
         log.info("DRA gates not probed by a dry run (%s): %s's defaults assumed for them", why, release.version)

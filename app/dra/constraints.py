@@ -12,10 +12,12 @@ def applies(names, req: Request) -> bool:
 
 
 class Constraint:
-    def __init__(self, raw: dict):
+    def __init__(self, raw: dict, release=None):
         self.requests = set(raw.get("requests") or ())
         self.attribute = raw.get("matchAttribute") or raw.get("distinctAttribute")
         self.distinct = not raw.get("matchAttribute")
+        # 1.34's allocator compares distinct values by pointer: two devices never count as the same.
+        self.pointers = self.distinct and release is not None and release.minor < 35
         self.values: list = []
 
     def applies(self, req: Request) -> bool:
@@ -25,7 +27,8 @@ class Constraint:
         if value is None:
             return False
         if self.distinct:
-            if self.values and (_kind(value) == "list" or any(_same(value, v) for v in self.values)):
+            if self.values and (_kind(value) == "list" or (
+                    not self.pointers and any(_same(value, v) for v in self.values))):
                 return False
         elif self.values and not _same(value, self.values[0]):
             return False

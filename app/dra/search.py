@@ -156,7 +156,7 @@ class Search:
         for i, raw in enumerate(self.spec.constraints):
             if not (raw.get("matchAttribute") or raw.get("distinctAttribute")):
                 raise AllocationError(f"constraint #{i}: empty constraint (unsupported constraint type?)")
-            self.constraints.append(Constraint(raw))
+            self.constraints.append(Constraint(raw, self.index.release))
         try:
             done = self._request(0)
         except _MaxSize:

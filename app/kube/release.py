@@ -21,7 +21,8 @@ PROBE_NAME = "dra-bridge-feature-probe"
 
 
 def server_release(api, timeout_s: float = 10.0) -> releases.Release:
-    """The release /version names (UnknownRelease for one older than 1.34)."""
+    """The release /version names (UnknownRelease for one older than 1.34). A server that does
+    not answer raises what the client raised: callers name the server and context as for any read."""
     try:
         response = raw_get(api, "/version", timeout=timeout_s)
         try:
@@ -30,7 +31,7 @@ def server_release(api, timeout_s: float = 10.0) -> releases.Release:
             response.release_conn()
     except ApiException as exc:
         raise ClusterUnreachable(f"reading the API server's /version: {why_failed(exc)}") from None
-    except (OSError, ValueError, urllib3.exceptions.HTTPError) as exc:
+    except ValueError as exc:
         raise ClusterUnreachable(f"reading the API server's /version: {why_failed(exc)}") from None
     return releases.from_server(info)
 

@@ -70,8 +70,10 @@ def ours(case: dict, release: releases.Release) -> tuple[str, str]:
 
 def order_matters(case: dict, release: releases.Release) -> bool:
     """Before 1.36 the allocator walks a node's pools in Go map order, a new one each time: where a
-    selector errors on some device (the search stops there, or finds devices first), or on 1.34
-    a pool is invalid (an error where the search reaches it), its outcome is a matter of luck."""
+    selector errors on some device (the search stops there, or finds devices first), on 1.34 a
+    pool is invalid (an error where the search reaches it), or an All subrequest after the first
+    continues with the first subrequest's devices from its second on (which ones: the order's),
+    its outcome is a matter of luck."""
     inventory = dra.Inventory(slices=case["slices"], classes={c["metadata"]["name"]: c for c in case["classes"]},
                               release=release)
     index = dra.build_index(inventory)
@@ -81,6 +83,8 @@ def order_matters(case: dict, release: releases.Release) -> bool:
         spec = dra.parse_claim_spec(case["claims"][0]["spec"])
     except dra.ClaimError:
         return False
+    if any(len(row) > 1 and any(r.mode == "All" for r in row[1:]) for row in spec.requests):
+        return True  # an All subrequest after the first goes on with the first one's devices in map order
     selection = Selection(index)
     requests = [r for alternatives in spec.requests for r in alternatives if r.device_class in index.classes]
     for request in requests:
