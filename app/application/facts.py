@@ -107,7 +107,6 @@ def cluster_facts(policy: Policy, index: dra.Index | None = None, *, source: str
                 path = replace(path, dra=None)
             if any(o.get("kind") in ("Pod", "PriorityClass") for o in objects):  # an export, a listing
                 path = replace(path, preemption=preemption_facts(index.priority_classes, objects, policy.migration))
-            path = replace(path, release=release)
         else:
             if classes is None:
                 classes = [o for o in objects if o.get("kind") == "DeviceClass"]
@@ -147,9 +146,10 @@ SNAPSHOT_INVENTORY = [("resourceslices", "ResourceSlice", "resource.k8s.io/v1"),
 def snapshot_facts(objects: Mapping[str, list[dict]], policy: Policy, source: str = "cluster snapshot",
                    judge_claims: bool = True):
     """(The facts of a rollout snapshot (kind -> objects, as kube.rollout_snapshot reads them or an
-    export gives them; "release": [the cluster's Release], whose allocator judges): the same the webhook builds from its live inventory, with the snapshot's
-    claims, namespaces and Kueue view (an inventory with no device says nothing of what DRA
-    serves: the path choice then judges no claim; judge_claims False: it never does); whether a
+    export gives them; "release": [the cluster's Release], whose allocator judges): the same the
+    webhook builds from its live inventory, with the snapshot's claims, namespaces and Kueue view
+    (an inventory with no device says nothing of what DRA serves: the path choice then judges no
+    claim; judge_claims False: it never does); whether a
     node's devices, published or shadowed, could ever serve a pod's claims, None with no device
     anywhere (waves then count whole GPUs and MIG profiles).)"""
     tagged = [(0, {"kind": kind, "apiVersion": version, **obj}) for key, kind, version in SNAPSHOT_INVENTORY

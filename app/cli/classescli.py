@@ -30,4 +30,3 @@ def run_classes(args) -> int:
     else:
         sys.stderr.write("nothing to add: every resource the inventory can serve has its DeviceClass\n")
     return 0
-

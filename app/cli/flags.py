@@ -64,9 +64,9 @@ def release_flags(p, live: bool = False, env: bool = False) -> None:
     daemons' DRA_BRIDGE_* variables set them too). With a cluster its /version wins, and a
     different --kube-version is refused."""
     said = f"{releases.DEFAULT_VERSION}" + (", or the cluster's own /version when it reads one" if live else "")
-    opt(p, "--kube-version", env="kube_version" if env else None, help=f"the Kubernetes release to judge and write for (1.{releases.OLDEST} to "
-        f"1.{releases.NEWEST}: which DRA fields it keeps, its allocator's rules), as `helm template --kube-version`",
-        shown=said)
-    opt(p, "--feature-gates", env="feature_gates" if env else None, help="DRA feature gates an admin set on that release's API server and scheduler, "
-        "as kube-apiserver spells them: DRADeviceTaints=true,DRAConsumableCapacity=false",
-        shown="the release's defaults")
+    opt(p, "--kube-version", env="kube_version" if env else None, shown=said,
+        help=f"the Kubernetes release to judge and write for (1.{releases.OLDEST} to 1.{releases.NEWEST}: which DRA "
+             "fields it keeps, its allocator's rules), as `helm template --kube-version`")
+    opt(p, "--feature-gates", env="feature_gates" if env else None, shown="the release's defaults",
+        help="DRA feature gates an admin set on that release's API server and scheduler, as kube-apiserver spells "
+             "them: DRADeviceTaints=true,DRAConsumableCapacity=false")

@@ -174,7 +174,6 @@ def load_inventory(path: str | None, objects: list | None = None) -> dra.Invento
 def refuse_without_extended_resources(release: releases.Release, what: str) -> None:
     """Classes declaring extendedResourceName serve nothing where the release drops that field."""
     if not release.has(releases.EXTENDED_RESOURCE):
-        since = releases.first_default_minor(releases.EXTENDED_RESOURCE)
         raise InputError("spec.extendedResourceName", f"{what}: Kubernetes {release.version} ({release.source}) drops "
-                         f"it ({releases.EXTENDED_RESOURCE} is off; on by default from 1.{since}): no DeviceClass "
-                         "serves nvidia.com/gpu natively there, pods take the rewrite path")
+                         f"it ({releases.why_off(release, releases.EXTENDED_RESOURCE)}): no DeviceClass serves "
+                         "nvidia.com/gpu natively there, pods take the rewrite path")

@@ -12,9 +12,8 @@ from app import kube
 from app.common import BridgeError, dump_documents, metadata_of, view_of
 from app.migration import (KueueView, clean_object, extended_resources, kueue_configuration, kueue_in_objects,
                            kueue_mappings, kueue_view_of, one_budget_classes, quota_changes, unserved_versions)
-from app.policy import load_policy
-
 from app.common import release as releases
+from app.policy import load_policy
 
 from .inputs import flag_release, read_some_inputs, refuse_without_extended_resources
 from .output import as_json_list

@@ -6,9 +6,9 @@ import sys
 
 from app import kube
 from app.common import BridgeError, dump_documents
+from app.reporter import EXIT_NO_GPUS, BackendError, driver_for_mode, open_backend, render, render_style, run_loop
 
 from .inputs import flag_release
-from app.reporter import EXIT_NO_GPUS, BackendError, driver_for_mode, open_backend, render, render_style, run_loop
 
 
 def run_reporter(args) -> int:

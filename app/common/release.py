@@ -120,12 +120,6 @@ class Release:
     def has(self, gate: str) -> bool:
         return gate in self.gates
 
-    @property
-    def incomplete_pools_allocatable(self) -> bool:
-        """1.34's allocator takes exact-count devices from a pool whose slices are not all
-        published; from 1.35 on it takes nothing from such a pool (only `All` waits on 1.34)."""
-        return self.minor < 35
-
     def with_gates(self, changes: dict[str, bool], why: str) -> Release:
         """The release with an admin's gate settings (a live check, --feature-gates)."""
         gates = set(self.gates)
@@ -141,12 +135,15 @@ class Release:
         """"Kubernetes 1.34.4 (the API server's /version)" for "judged against" lines."""
         return f"Kubernetes {self.version} ({self.source})"
 
-    def off(self, *gates: str) -> list[str]:
-        return [g for g in gates if not self.has(g)]
-
 
 def _exists(gate: str, minor: int) -> bool:
     return _HISTORY[gate][0][0] <= minor
+
+
+def why_off(release: Release, gate: str) -> str:
+    """"DRAExtendedResource is off; on by default from 1.36": why a release lacks a feature."""
+    since = first_default_minor(gate)
+    return f"{gate} is off" + (f"; on by default from 1.{since}" if since and since > release.minor else "")
 
 
 def first_default_minor(gate: str) -> int | None:

@@ -4,6 +4,7 @@ constraint covers, and attribute values compared by type and value. Pure."""
 from __future__ import annotations
 
 from .claims import Request
+from .quirks import before
 
 
 def applies(names, req: Request) -> bool:
@@ -17,7 +18,7 @@ class Constraint:
         self.attribute = raw.get("matchAttribute") or raw.get("distinctAttribute")
         self.distinct = not raw.get("matchAttribute")
         # 1.34's allocator compares distinct values by pointer: two devices never count as the same.
-        self.pointers = self.distinct and release is not None and release.minor < 35
+        self.pointers = self.distinct and before(release, 35)
         self.values: list = []
 
     def applies(self, req: Request) -> bool:

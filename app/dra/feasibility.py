@@ -14,6 +14,7 @@ from . import search
 from .claims import ClaimSpec
 from .diagnosis import SEARCH_BUDGET, Verdict, candidates, unsatisfiable
 from .index import Index
+from .quirks import before
 from .selection import Selection
 from .units import Units, cannot
 
@@ -68,8 +69,7 @@ def check(spec: ClaimSpec, index: Index, count_nodes: bool = False, allocatable_
     every = count_nodes or cluster_nodes < FILTER_ALL_BELOW
     units = Units(index, spec, selection, (index.shadow_nodes | skip) if allocatable_only else skip)
     # 1.34 stops with an error where its search reaches an invalid pool: only the search knows where.
-    old = index.release is not None and index.release.minor < 35
-    quick = not any(r.mode == "All" for r in units.reqs) and not (old and index.invalid_pools)
+    quick = not any(r.mode == "All" for r in units.reqs) and not (index.invalid_pools and before(index.release, 35))
 
     failed: list = []  # (node, why) of nodes only that one fails: invalid pools (ErrFailedAllocationOnNode)
 

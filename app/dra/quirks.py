@@ -12,10 +12,15 @@ from __future__ import annotations
 from .claims import ClaimSpec, Request
 
 
+def before(release, minor: int) -> bool:
+    """Whether the allocator followed is an older release's than 1.<minor> (None: the default's)."""
+    return release is not None and release.minor < minor
+
+
 def selector_stand_ins(spec: ClaimSpec, release) -> dict[str, Request]:
     """request path -> the subrequest whose selectors enumerate its All devices; empty where the
     release's allocator matches each subrequest by its own."""
-    if release is None or release.minor >= 36:
+    if not before(release, 36):
         return {}
     enumerate_as: dict[str, Request] = {}
     for alternatives in spec.requests:
@@ -34,7 +39,7 @@ def all_continues_as_first(rows, release) -> dict[int, object]:
     """id(alternative) -> the first alternative of its row, for All subrequests after the first:
     before 1.36 the allocator takes their first device, then goes on with the first subrequest's
     devices from the second on (the subrequest index is lost between devices)."""
-    if release is None or release.minor >= 36:
+    if not before(release, 36):
         return {}
     return {id(alt): row[0] for row in rows if len(row) > 1 for alt in row[1:] if alt.req.mode == "All"}
 
@@ -44,7 +49,7 @@ def searched_pools(view, release, now: bool) -> list:
     judging what could be (and now on 1.34, whose allocator takes exact counts from them); on
     1.34 also invalid ones, which stop the search with an error where it reaches them (1.35+
     skips them and fails only that node)."""
-    old = release is not None and release.minor < 35
+    old = before(release, 35)
     return [p for p in view if p.status == "ok" or (p.status == "incomplete" and (old or not now))
             or (p.status == "invalid" and old)]
 
@@ -52,4 +57,4 @@ def searched_pools(view, release, now: bool) -> list:
 def all_skips_used_capacity(release) -> bool:
     """Before 1.37 an All request leaves out a shareable device whose remaining capacity cannot
     hold its request (1.37 keeps it, and the request fails)."""
-    return release is not None and release.minor < 37
+    return before(release, 37)

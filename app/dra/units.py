@@ -8,6 +8,7 @@ from app.common import deadline
 from . import constraints, search
 from .claims import ClaimSpec
 from .index import Index
+from .quirks import before
 from .selection import Selection
 
 
@@ -146,8 +147,7 @@ def cannot(spec: ClaimSpec, histogram, index: Index, selection: Selection, now: 
     """A quick sufficient test that the search would fail: some request finds fewer free,
     tolerated devices passing its selectors than it needs (only for claims without All, where no
     error can come first). `passes` caches (request path, shape) -> bool across groups."""
-    release = index.release
-    incomplete_skipped = now and not (release is not None and release.incomplete_pools_allocatable)
+    incomplete_skipped = now and not before(index.release, 35)  # 1.34 allocates from incomplete pools
     for alternatives in spec.requests:
         enough = False
         for req in alternatives:

@@ -29,9 +29,7 @@ def server_release(api, timeout_s: float = 10.0) -> releases.Release:
             info = json.loads(response.data or b"{}")
         finally:
             response.release_conn()
-    except ApiException as exc:
-        raise ClusterUnreachable(f"reading the API server's /version: {why_failed(exc)}") from None
-    except ValueError as exc:
+    except (ApiException, ValueError) as exc:
         raise ClusterUnreachable(f"reading the API server's /version: {why_failed(exc)}") from None
     return releases.from_server(info)
 

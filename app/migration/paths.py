@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from app.common import tolerates, vocabulary, view_of
-from app.common.release import CONSUMABLE_CAPACITY, EXTENDED_RESOURCE, WHAT_IT_DOES, Release, first_default_minor
+from app.common.release import CONSUMABLE_CAPACITY, EXTENDED_RESOURCE, WHAT_IT_DOES, Release, why_off
 from app.policy import MigrationRules
 
 from .kueue import KueueView, kueue_uncounted
@@ -94,9 +94,7 @@ def _lacking(release: Release | None, gate: str) -> str:
     """": Kubernetes 1.34 keeps no ... (DRAExtendedResource is off; on by default from 1.36)", or ""."""
     if release is None or release.has(gate):
         return ""
-    since = first_default_minor(gate)
-    later = f"; on by default from 1.{since}" if since and since > release.minor else ""
-    return f": Kubernetes {release.version} has no {WHAT_IT_DOES[gate]} ({gate} is off{later})"
+    return f": Kubernetes {release.version} has no {WHAT_IT_DOES[gate]} ({why_off(release, gate)})"
 
 
 def _native_gap(pod: dict, plan: Plan, rules: MigrationRules, served: dict[str, str],
