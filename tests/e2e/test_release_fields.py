@@ -91,3 +91,24 @@ def test_the_reporter_writes_only_what_the_release_keeps(cluster):
     tainted = [d for s in ours for d in s["spec"].get("devices") or [] if d.get("taints")]
     # gb200x4's GPU 3 has a fatal XID: tainted where taints are kept, left out where they are not.
     assert bool(tainted) == release.has(releases.DEVICE_TAINTS)
+
+
+def test_the_slices_the_reporter_renders_come_back_as_written(cluster):
+    """What render.slices writes for this release (a failing GPU, --shareable, --partitionable on
+    an A100 with MIG profiles), created as a server-side dry run: stored with every field it sent."""
+    import yaml
+
+    from app.reporter import node_from_description, render
+    from tests.conftest import ROOT
+
+    description = yaml.safe_load((ROOT / "app/data/fake/a100-mig.yaml").read_text())
+    description["gpus"][3] = {**description["gpus"][3], "healthy": False, "xid": 79}
+    node = node_from_description(description, "a100")
+    release = _this_release()
+    for sent in render.slices(node, ON_NODE, "roundtrip.dra-bridge.io", 1, shareable=True, partitionable=True,
+                              release=release):
+        stored = _stored(cluster, sent)
+        assert releases.dropped(sent, stored) == [], (release.version, sent["metadata"]["name"])
+        assert stored["spec"].get("sharedCounters") == sent["spec"].get("sharedCounters")
+        assert [d["name"] for d in stored["spec"].get("devices") or []] == \
+            [d["name"] for d in sent["spec"].get("devices") or []]
