@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from app.migration import Choice, OptIn, Plan, Planner, decide, plan_only
+from app.migration import Choice, OptIn, Plan, Planner, decide, group_claim_names, plan_only, pod_group_of
 from app.policy import Effective, Policy
 
 from .facts import UNKNOWN, ClusterFacts
@@ -76,7 +76,7 @@ def decide_pod(pod: dict, namespace: str, policy: Policy, facts: ClusterFacts = 
     preview, where who creates the pod is not known: rules that exempt users are named as not
     judged)."""
     labels = facts.labels_of(namespace) if namespace_labels is _FROM_FACTS else namespace_labels
-    found = decide(pod, namespace, labels, policy, facts.path, opt_in, planner)
+    found = decide(pod, namespace, labels, policy, facts.path, opt_in, planner, _group_claims(pod, namespace, facts))
     migrated = found.plan.status == "migrated"
     admitted = found.plan.pod if migrated else pod
     subject = subject_of("Pod", pod, namespace, labels, requester)
@@ -88,6 +88,15 @@ def decide_pod(pod: dict, namespace: str, policy: Policy, facts: ClusterFacts = 
     refused = judged.denial
     return Decision(_outcome(found, refused), found.settings, found.plan, None if refused else found.patch,
                     found.path, found.planned, refused, tuple(judged.violations), tuple(judged.not_judged))
+
+
+def _group_claims(pod: dict, namespace: str, facts: ClusterFacts) -> frozenset[str] | None:
+    """The claim names the pod's PodGroup shares (empty: in none; None: the group was not found)."""
+    group = pod_group_of(pod)
+    if group is None:
+        return frozenset()
+    found = facts.lookup(namespace, "PodGroup", group)
+    return None if found is None else group_claim_names(found)
 
 
 def _outcome(found, refused: str | None) -> Outcome:

@@ -68,11 +68,13 @@ class PlanCache:
         self.hits = self.misses = 0
 
     def plan(self, pod: dict, rules: MigrationRules, namespace: str | None,
-             sharing: ClusterSharing | None = None) -> tuple[Plan, bytes | None]:
+             sharing: ClusterSharing | None = None, group_claims: frozenset[str] | None = None
+             ) -> tuple[Plan, bytes | None]:
         view = _planner_input(pod)
         key = shape_key(pod, namespace, view)
         if key is None:
-            return _plan_and_patch(view, rules, namespace, sharing, pod)[:2]
+            return _plan_and_patch(view, rules, namespace, sharing, pod, group_claims)[:2]
+        key = (*key, group_claims)
         with self._lock:
             # Holding references: an id() could be reused after a reload or a new inventory.
             if self._rules is not rules or self._sharing != sharing:
@@ -83,7 +85,7 @@ class PlanCache:
                 self._items.move_to_end(key)
                 self.hits += 1
                 return found
-        plan, patch, reusable = _plan_and_patch(view, rules, namespace, sharing, pod)
+        plan, patch, reusable = _plan_and_patch(view, rules, namespace, sharing, pod, group_claims)
         result = (plan, patch)
         with self._lock:
             self.misses += 1
@@ -95,14 +97,16 @@ class PlanCache:
         return result
 
 
-def _plan_and_patch(view: dict, rules: MigrationRules, namespace: str | None,
-                    sharing: ClusterSharing | None, pod: dict | None = None) -> tuple[Plan, bytes | None, bool]:
+def _plan_and_patch(view: dict, rules: MigrationRules, namespace: str | None, sharing: ClusterSharing | None,
+                    pod: dict | None = None, group_claims: frozenset[str] | None = None
+                    ) -> tuple[Plan, bytes | None, bool]:
     """(plan, patch, valid for every pod of this view). `pod`: the whole pod, planned instead
     when the view's patch would not be valid for it (then the result is this pod's alone)."""
-    plan = plan_pod(view, rules, namespace, sharing)
+    plan = plan_pod(view, rules, namespace, sharing, group_claims)
     patch = patch_diff(view, plan.pod) if plan.status == "migrated" else None
     if patch is not None and pod is not None and _touches_whole_containers(patch):
-        plan, patch, _ = _plan_and_patch(_planner_input(pod, strip_volumes=False), rules, namespace, sharing)
+        plan, patch, _ = _plan_and_patch(_planner_input(pod, strip_volumes=False), rules, namespace, sharing,
+                                         group_claims=group_claims)
         return plan, patch, False
     return plan, patch, True
 
@@ -120,7 +124,7 @@ def shape_key(pod: dict, namespace: str | None, view: dict | None = None) -> tup
 
 
 
-def plan_with_patch(pod: dict, rules: MigrationRules, namespace: str | None,
-                    sharing: ClusterSharing | None = None) -> tuple[Plan, bytes | None]:
+def plan_with_patch(pod: dict, rules: MigrationRules, namespace: str | None, sharing: ClusterSharing | None = None,
+                    group_claims: frozenset[str] | None = None) -> tuple[Plan, bytes | None]:
     """The planner and the rewrite's JSON patch, uncached (decide_pod's planner)."""
-    return _plan_and_patch(_planner_input(pod), rules, namespace, sharing, pod)[:2]
+    return _plan_and_patch(_planner_input(pod), rules, namespace, sharing, pod, group_claims)[:2]

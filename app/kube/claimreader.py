@@ -1,6 +1,7 @@
-"""Reads the ResourceClaims and templates a pod names, for the admin rules' per-pod totals. Their
-specs are immutable, so an object found is kept a little while (a workload's replicas name the
-same); "not found" never is: a claim created right after is read as it is."""
+"""Reads the ResourceClaims and templates a pod names, for the admin rules' per-pod totals, and the
+PodGroup it joins (which claims the group shares). Their specs are immutable, so an object found
+is kept a little while (a workload's replicas name the same); "not found" never is: a claim
+created right after is read as it is."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from app.common import view_of
 from .client import raw_get, within
 
 PLURALS = {"ResourceClaim": "resourceclaims", "ResourceClaimTemplate": "resourceclaimtemplates"}
+# PodGroups (GenericWorkload) by release: v1alpha2 (1.36), v1alpha3 and v1beta1 (1.37+).
+POD_GROUP_VERSIONS = ("scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1alpha3", "scheduling.k8s.io/v1alpha2")
 
 
 class ClaimReader:
@@ -24,6 +27,7 @@ class ClaimReader:
         self.api, self.timeout_s, self.keep_s, self.size = api, timeout_s, keep_s, size
         self._kept: OrderedDict[tuple, tuple[float, dict | None]] = OrderedDict()
         self._lock = threading.Lock()
+        self._group_versions = POD_GROUP_VERSIONS  # narrowed to the one served once one answers
 
     def remember(self, namespace: str, obj: dict) -> None:
         """A template this replica generated: known before (or without) the API having it."""
@@ -39,17 +43,39 @@ class ClaimReader:
             found = self._kept.get(key)
             if found is not None and found[0] > now:
                 return found[1]
-        if self.api is None or kind not in PLURALS:
+        if self.api is None or (kind not in PLURALS and kind != "PodGroup"):
             return None
-        path = f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace)}/{PLURALS[kind]}/{quote(name)}"
-        try:
-            obj = orjson.loads(within(self.timeout_s, lambda: raw_get(self.api, path, timeout=self.timeout_s).data))
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            return None
-        self._keep(key, obj, now + self.keep_s)
+        if kind == "PodGroup":
+            obj = self._pod_group(namespace, name)
+        else:
+            try:
+                obj = self._get(f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace)}/{PLURALS[kind]}/{quote(name)}")
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                return None
+        if obj is not None:
+            self._keep(key, obj, now + self.keep_s)
         return obj
+
+    def _get(self, path: str) -> dict:
+        return orjson.loads(within(self.timeout_s, lambda: raw_get(self.api, path, timeout=self.timeout_s).data))
+
+    def _pod_group(self, namespace: str, name: str) -> dict | None:
+        """The PodGroup from the first version served; None: not found, or no version served."""
+        for version in self._group_versions:
+            try:
+                obj = self._get(f"/apis/{version}/namespaces/{quote(namespace)}/podgroups/{quote(name)}")
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                if _object_missing(exc):  # the version is served, the object is not there
+                    self._group_versions = (version,)
+                    return None
+                continue
+            self._group_versions = (version,)
+            return obj
+        return None
 
     def _keep(self, key: tuple, obj: dict | None, until: float) -> None:
         with self._lock:
@@ -57,3 +83,12 @@ class ClaimReader:
             self._kept.move_to_end(key)
             while len(self._kept) > self.size:
                 self._kept.popitem(last=False)
+
+
+def _object_missing(exc: ApiException) -> bool:
+    """A 404 about the object (details name its kind), not about a version the server lacks."""
+    try:
+        details = orjson.loads(exc.body or b"{}").get("details") or {}
+    except (orjson.JSONDecodeError, AttributeError):
+        return False
+    return details.get("kind") == "podgroups"

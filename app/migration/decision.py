@@ -66,23 +66,26 @@ class Routed:
     planned: Plan | None = None
 
 
-Planner = Callable[..., tuple[Plan, bytes | None]]  # (pod, rules, namespace, sharing) -> (plan, patch)
+# (pod, rules, namespace, sharing, group_claims) -> (plan, patch)
+Planner = Callable[..., tuple[Plan, bytes | None]]
 
 
-def plan_only(pod: dict, rules, namespace: str | None, sharing=None) -> tuple[Plan, bytes | None]:
+def plan_only(pod: dict, rules, namespace: str | None, sharing=None, group_claims=None) -> tuple[Plan, bytes | None]:
     """The planner without the patch (what previews that print no patch need)."""
-    return plan_pod(pod, rules, namespace, sharing), None
+    return plan_pod(pod, rules, namespace, sharing, group_claims), None
 
 
 UNKNOWN_FACTS = Facts()  # nothing known of the cluster: the path choice judges what it can without it
 
 
 def decide(pod: dict, namespace: str, namespace_labels: dict | None, policy: Policy, facts: Facts = UNKNOWN_FACTS,
-           opt_in: OptIn | None = None, planner: Planner = plan_only) -> Routed:
+           opt_in: OptIn | None = None, planner: Planner = plan_only,
+           group_claims: frozenset[str] | None = None) -> Routed:
     """The migration of a pod being created. facts: what the cluster serves (UNKNOWN_FACTS: no
     inventory: the pod keeps the rewrite path unless its policy, shares or queue say otherwise);
-    planner: plan_pod, or a cache of it."""
-    return _path(pod, namespace, namespace_labels, policy, facts, opt_in, planner)
+    planner: plan_pod, or a cache of it; group_claims: the claim names the pod's PodGroup shares
+    (None: not read)."""
+    return _path(pod, namespace, namespace_labels, policy, facts, opt_in, planner, group_claims)
 
 
 def _kept_by_policy(pod: dict, policy: Policy, keep: list[str]) -> Choice | None:
@@ -106,7 +109,7 @@ def _preemption_lost(pod: dict, policy: Policy, facts: Facts) -> str | None:
 
 
 def _path(pod: dict, namespace: str, namespace_labels: dict | None, policy: Policy, facts: Facts,
-          opt_in: OptIn | None, planner: Planner) -> Routed:
+          opt_in: OptIn | None, planner: Planner, group_claims: frozenset[str] | None) -> Routed:
     if opt_in is not None and not opt_in.admits(namespace_labels):
         return Routed(None, Plan("unchanged", reason=f"its namespace {namespace or '(none)'} is not opted in "
                                                        f"({opt_in}): the webhook is not called, the pod is created "
@@ -119,7 +122,7 @@ def _path(pod: dict, namespace: str, namespace_labels: dict | None, policy: Poli
     if kept is not None:
         return Routed(settings, Plan("unchanged", reason=kept.reason, warnings=[
             f"pod left on the device plugin: {kept.reason}"]), path=kept)
-    plan, patch = planner(pod, policy.migration, namespace or None, facts.sharing)
+    plan, patch = planner(pod, policy.migration, namespace or None, facts.sharing, group_claims)
     if plan.status in ("migrated", "unmigratable"):
         choice = choose(pod, plan, policy.migration, settings.path, facts)
         lost = _preemption_lost(pod, policy, facts) if choice.path is not Path.LEGACY else None

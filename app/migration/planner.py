@@ -17,6 +17,7 @@ from .claim_requests import MAX_REQUESTS, assign_requests, render_template, stri
 from .family_asks import Unmigratable, collect_asks, cost, resolve_device, resolve_share
 from .legacy import legacy_resources, uses_dra
 from .nodelabels import translate
+from .podgroups import own_entry_name, pod_group_of, unread_group_note
 from .podshape import pod_errors
 from .quota import kueue_per_pod
 from .sharing import ClusterSharing
@@ -51,9 +52,10 @@ def deep_copy(obj: dict) -> dict:
 
 
 def plan_pod(pod: dict, rules: MigrationRules, namespace: str | None = None,
-             sharing: ClusterSharing | None = None) -> Plan:
+             sharing: ClusterSharing | None = None, group_claims: frozenset[str] | None = None) -> Plan:
     """Plan the migration of one Pod (or pod template shaped like one). sharing: what the
-    inventory says about shareable devices (None: nothing known, shares cost whole devices)."""
+    inventory says about shareable devices (None: nothing known, shares cost whole devices);
+    group_claims: the claim names its PodGroup shares (None: not read)."""
     errors = pod_errors(pod)
     if errors:
         return Plan("unmigratable", reason=errors[0], warnings=[f"pod left unchanged: {errors[0]}"])
@@ -73,7 +75,7 @@ def plan_pod(pod: dict, rules: MigrationRules, namespace: str | None = None,
             return Plan("unchanged", reason=why, warnings=[why], other_system="kai")
         return Plan("unchanged", reason="no legacy GPU requests")
     try:
-        return _plan(pod, spec, rules, namespace, sharing)
+        return _plan(pod, spec, rules, namespace, sharing, group_claims)
     except Unmigratable as why:
         return Plan("unmigratable", reason=str(why),
                     warnings=[f"pod left unchanged, not migrated to DRA: {why}"])
@@ -140,7 +142,7 @@ def _kai_annotations(pod: dict) -> list[str]:
 
 
 def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None,
-          sharing: ClusterSharing | None) -> Plan:
+          sharing: ClusterSharing | None, group_claims: frozenset[str] | None) -> Plan:
     notes: list[str] = []
     asks = collect_asks(spec, rules, notes)
     # DRA's limits before any per-ask work: each container (or sidecar) asking needs a request.
@@ -212,10 +214,15 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None,
                                    [c for c in (r.config(rules.driverDomain) for r in requests) if c])
         templates.append(template)
         name = template["metadata"]["name"]
-        planned_spec["resourceClaims"] = [{"name": rules.claimName, "resourceClaimTemplateName": name}]
+        entry = own_entry_name(rules.claimName, group_claims or ())
+        unread = unread_group_note(pod, rules.claimName) if group_claims is None else None
+        notes.extend(filter(None, [unread, entry != rules.claimName and (
+            f"claim entry named {entry}: PodGroup {pod_group_of(pod)} shares a claim named {rules.claimName}, "
+            "which would give the whole group this pod's devices")]))
+        planned_spec["resourceClaims"] = [{"name": entry, "resourceClaimTemplateName": name}]
         for (list_name, index), names in refs.items():
             resources = planned_spec[list_name][index].setdefault("resources", {})
-            resources["claims"] = [{"name": rules.claimName, "request": n} for n in names]
+            resources["claims"] = [{"name": entry, "request": n} for n in names]
         rewritten["template"] = name
         _keep_extended_resource_tolerations(planned_spec, [r for a in asks for r in a.removed])
         summary = ", ".join(f"{r.name}: {r.count}x {r.device_class}" for r in requests)

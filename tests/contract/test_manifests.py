@@ -32,6 +32,7 @@ GRANTED = {
         ("", "namespaces", "get"): "kube.NamespaceLabels.get (policy namespace selectors)",
         ("", "namespaces", "list"): "kube.opted_in_pods (serve: dra_bridge_unmigrated_pods)",
         ("resource.k8s.io", "resourceclaims", "get"): "kube.ClaimReader (the claims a pod names: per-pod limits)",
+        ("scheduling.k8s.io", "podgroups", "get"): "kube.ClaimReader (a pod's PodGroup: claims it shares, KEP-5729)",
         **{("resource.k8s.io", r, v): "live.LiveInventory list + watch"
            for r in ("resourceslices", "deviceclasses", "resourceclaims", "devicetaintrules") for v in ("list", "watch")},
         **{("", "nodes", v): "live.LiveInventory list + watch (labels for nodeSelector slices, device-plugin GPUs)"

@@ -98,8 +98,14 @@ def kubeconfig(path: pathlib.Path, server: str, ca: pathlib.Path, token: str, na
 
 
 class ControlPlane:
-    def __init__(self, workdir: pathlib.Path, binaries: pathlib.Path):
+    def __init__(self, workdir: pathlib.Path, binaries: pathlib.Path, gates: dict[str, bool] | None = None,
+                 runtime_config: str = ""):
+        """gates: feature gates turned on or off in every component; runtime_config: API
+        versions the API server serves beside its defaults (--runtime-config)."""
         self.dir, self.bin = workdir, binaries
+        gate_flag = ",".join(f"{k}={str(v).lower()}" for k, v in (gates or {}).items())
+        self.gate_args = [f"--feature-gates={gate_flag}"] if gate_flag else []
+        self.api_args = [*self.gate_args, *([f"--runtime-config={runtime_config}"] if runtime_config else [])]
         self.processes: dict[str, subprocess.Popen] = {}
         self.admin_token = secrets.token_hex(16)
         self.server = ""
@@ -130,7 +136,7 @@ class ControlPlane:
                   "--service-cluster-ip-range=10.0.0.0/24", "--enable-priority-and-fairness=false",
                   # No kubelet or node lifecycle controller would ever lift the not-ready taint.
                   "--disable-admission-plugins=TaintNodesByCondition",
-                  "--endpoint-reconciler-type=none", "--profiling=false", "--v=1")
+                  "--endpoint-reconciler-type=none", "--profiling=false", "--v=1", *self.api_args)
         self.admin_kubeconfig = kubeconfig(self.dir / "admin.kubeconfig", self.server, self.ca, self.admin_token)
         self._wait(lambda: self.get("/readyz") == "ok", timeout_s, "kube-apiserver /readyz")
         self._run("kube-controller-manager", f"--kubeconfig={self.admin_kubeconfig}",
@@ -142,11 +148,11 @@ class ControlPlane:
                   # Quota usage a racing recount left stale is corrected at the next full sync
                   # (default 5 min): the brownfield test waits for it, so sync often.
                   "--resource-quota-sync-period=5s",
-                  "--v=1")
+                  "--v=1", *self.gate_args)
         self._run("kube-scheduler", f"--kubeconfig={self.admin_kubeconfig}",
                   f"--authentication-kubeconfig={self.admin_kubeconfig}",
                   f"--authorization-kubeconfig={self.admin_kubeconfig}", f"--secure-port={free_port()}",
-                  "--leader-elect=false", "--v=1")
+                  "--leader-elect=false", "--v=1", *self.gate_args)
         # Pods need the default ServiceAccount, which the controller-manager creates.
         self._wait(lambda: self.kubectl("get", "serviceaccount", "default", check=False).returncode == 0,
                    timeout_s, "default ServiceAccount")

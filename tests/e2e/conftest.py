@@ -80,9 +80,10 @@ def kwok_binary():
 
 
 @contextlib.contextmanager
-def own_plane(binaries, tmp_path_factory, name: str):
-    """A control plane of its own for a module (or the session), stopped however the tests end."""
-    plane = ControlPlane(tmp_path_factory.mktemp(name), binaries).start()
+def own_plane(binaries, tmp_path_factory, name: str, **flags):
+    """A control plane of its own for a module (or the session), stopped however the tests end.
+    flags: ControlPlane's gates and runtime_config."""
+    plane = ControlPlane(tmp_path_factory.mktemp(name), binaries, **flags).start()
     try:
         yield plane
     finally:

@@ -282,7 +282,9 @@ class FakeKube:
                              "items": items}
             if method == "GET" and name:
                 obj = self.objects.get((ns, res, name))
-                return (200, obj) if obj else (404, _status(404, "not found", "NotFound"))
+                # As the API server answers: the details name the object (a path it lacks has none).
+                return (200, obj) if obj else (404, {**_status(404, f'{res} "{name}" not found', "NotFound"),
+                                                     "details": {"name": name, "kind": res}})
             if method == "PUT" and name:
                 if (ns, res, name) not in self.objects:
                     return 404, _status(404, "not found", "NotFound")

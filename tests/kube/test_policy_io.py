@@ -38,3 +38,23 @@ def test_a_refused_reload_is_an_event_on_the_configmap(fake_kube):
     assert (write.body["type"], write.body["reason"], write.body["reportingInstance"]) == \
         ("Warning", "PolicyRejected", "dra-bridge-0")
     assert kube.EventSink(None, "dra-bridge", "x").post("Warning", "PolicyRejected", "m") is None  # no API: nothing
+
+
+def pod_group(name, *claims):
+    return {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "team-a"},
+            "spec": {"resourceClaims": [{"name": c, "resourceClaimTemplateName": "t"} for c in claims]}}
+
+
+def test_a_pod_group_is_read_from_the_version_the_server_serves(fake_kube):
+    from tests.kube.fakeapi import Fault
+    fake_kube.objects[("team-a", "podgroups", "train")] = pod_group("train", "dra-bridge-gpus")
+    # This server has no v1beta1 (1.36, or 1.37 with only the alpha on): a 404 without details.
+    fake_kube.faults.append(Fault(status=404, path_contains="scheduling.k8s.io/v1beta1/", times=99))
+    reader = kube.ClaimReader(kube.api_client_for_host(fake_kube.url))
+    assert reader("team-a", "PodGroup", "absent") is None  # the object's own 404: served, not there
+    assert reader("team-a", "PodGroup", "train")["spec"]["resourceClaims"][0]["name"] == "dra-bridge-gpus"
+    groups = [r.path.rsplit("/apis/", 1)[1] for r in fake_kube.requests if "podgroups" in r.path]
+    assert groups == ["scheduling.k8s.io/v1beta1/namespaces/team-a/podgroups/absent",
+                      "scheduling.k8s.io/v1alpha3/namespaces/team-a/podgroups/absent",
+                      "scheduling.k8s.io/v1alpha3/namespaces/team-a/podgroups/train"]

@@ -124,7 +124,7 @@ def test_a_patch_that_would_replace_whole_containers_is_never_shared():
     p = with_token_volume(pod([container("w", {"nvidia.com/gpu": 1})]), "zzzzz")
     real = planning._plan_and_patch
     try:  # a planner whose patch replaced a container: planned on the whole pod, not cached
-        planning._plan_and_patch = lambda view, rules, ns, sharing, whole=None: (
+        planning._plan_and_patch = lambda view, rules, ns, sharing, whole=None, groups=None: (
             *real(planning._planner_input(whole, strip_volumes=False), rules, ns, sharing)[:2], False)
         cache.plan(p, POLICY.migration, "a")
     finally:

@@ -23,15 +23,15 @@ def no_lookup(_namespace: str, _kind: str, _name: str) -> None:
 
 
 class KnownClaims:
-    """The claims and templates among a set of objects (files, a cluster's listing): the lookup a
-    pod's claims are read through, and each namespace's ResourceClaims (namespace totals)."""
+    """The claims, templates and PodGroups among a set of objects (files, a cluster's listing): the
+    lookup a pod's claims and group are read through, and each namespace's ResourceClaims."""
 
     def __init__(self, objects, default_namespace: str = "default"):
         self._by_key: dict[tuple, dict] = {}
         self._by_namespace: dict[str, list[dict]] = {}
         for obj in objects:
             view = view_of(obj)
-            if view.kind not in dra.CLAIM_KINDS or not metadata_of(obj):
+            if (view.kind not in dra.CLAIM_KINDS and view.kind != "PodGroup") or not metadata_of(obj):
                 continue
             namespace = view.namespace or default_namespace
             self._by_key[(namespace, view.kind, view.name)] = obj
