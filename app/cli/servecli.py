@@ -61,6 +61,16 @@ def _cluster_release(args, api):
     return release
 
 
+def _deployed_policy(args, metrics: Metrics, configmap: tuple[str, str], api) -> PolicyHolder:
+    """The policy of a deployed replica: Events on its ConfigMap, and each policy taken kept beside
+    it, so a restart with a refused file starts on the last good one instead of crashing."""
+    if api is None:
+        return PolicyHolder(args.policy, metrics, optional=args.policy_optional)
+    events = kube.EventSink(api, *configmap, instance=os.environ.get("POD_NAME") or socket.gethostname())
+    return PolicyHolder(args.policy, metrics, events, optional=args.policy_optional,
+                        last_good=kube.LastGoodPolicy(api, *configmap, timeout_s=args.api_timeout))
+
+
 def _count_dropped(metrics):
     def count(gates: list[str]) -> None:
         for gate in gates:
@@ -74,8 +84,9 @@ def run_serve(args) -> int:
     if args.health_port:
         _check_port(args.host, args.health_port, "--health-port", "DRA_BRIDGE_HEALTH_PORT")
     metrics = Metrics()
-    holder = PolicyHolder(args.policy, metrics, optional=args.policy_optional)
     configmap = _configmap(args.policy_configmap)
+    # Without the policy's ConfigMap (a local run) a refused file stops here, before anything else.
+    holder = PolicyHolder(args.policy, metrics, optional=args.policy_optional) if not configmap else None
     live = None
     if args.demo and (args.kubeconfig or args.context or args.inventory):
         raise InputError("--demo", "serves the bundled example inventory with no Kubernetes API: leave out "
@@ -116,8 +127,8 @@ def run_serve(args) -> int:
                     "path (expected ResourceSlices, as `kubectl get resourceslices,deviceclasses -o yaml` prints)",
                     inv.source)
     labels = kube.NamespaceLabels(api, timeout_s=args.api_timeout)
-    if configmap and api is not None:
-        holder.events = kube.EventSink(api, *configmap, instance=os.environ.get("POD_NAME") or socket.gethostname())
+    if configmap:
+        holder = _deployed_policy(args, metrics, configmap, api)
     state = ServiceState(
         policy=holder, templates=kube.TemplateStore(api, timeout_s=args.api_timeout,
                                                     namespace_allowed=_namespace_gate(args.template_namespace_label,

@@ -229,7 +229,10 @@ def test_rbac_grants_only_what_the_code_uses(objects):
     assert role["metadata"]["namespace"] == "dra-bridge"
     assert {(r["resources"][0], v, tuple(r.get("resourceNames", ()))) for r in role["rules"] for v in r["verbs"]} == {
         ("leases", "create", ()), ("leases", "get", LEASES), ("leases", "update", LEASES),
-        ("events", "create", ())}  # kube.EventSink
+        ("events", "create", ()),  # kube.EventSink
+        # kube.LastGoodPolicy: the last policy taken, by name only once created
+        ("configmaps", "create", ()), ("configmaps", "get", ("dra-bridge-policy-last-good",)),
+        ("configmaps", "update", ("dra-bridge-policy-last-good",))}
     [rb] = by_kind(objects, "RoleBinding")
     assert rb["roleRef"]["name"] == "dra-bridge-template-gc" and rb["subjects"][0]["name"] == "dra-bridge"
     bindings = {b["roleRef"]["name"]: b["subjects"][0]["name"] for b in by_kind(objects, "ClusterRoleBinding")}

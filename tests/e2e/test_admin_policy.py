@@ -202,6 +202,32 @@ def test_a_refused_reload_is_seen_on_readyz_the_metric_and_an_event(guarded, web
         wait_for(lambda: "rejected" not in digest(webhook), 30, "the good policy again")
 
 
+def test_every_replica_restarted_on_a_refused_policy_starts_on_the_last_good_one(guarded, webhook):
+    """Issue 55: the refused file lands while dra-bridge is down (the policy webhook is Ignore),
+    then the replica restarts (a drain, an OOM kill): it starts on the policy it last took, kept
+    in the ConfigMap beside the admin's, and goes on migrating pods and enforcing rules."""
+    enforced = digest(webhook)["digest"]
+    wait_for(lambda: guarded.kubectl("get", "configmap", "dra-bridge-policy-last-good", "-n", "dra-bridge",
+                                     "-o", "jsonpath={.data.digest}", check=False).stdout == enforced, 30,
+             "the policy in force kept beside the admin's")
+    webhook.stop()
+    (guarded.dir / "policy.yaml").write_text("defaults: {mode: sometimes}\n")
+    try:
+        webhook.start()  # ready, or it raises with the replica's log
+        status = digest(webhook)
+        assert status["digest"] == enforced and "defaults.mode" in status["rejected"], status
+        assert "last good policy kept in ConfigMap dra-bridge/dra-bridge-policy-last-good" in status["source"]
+        assert "dra_bridge_policy_rejected 1.0" in webhook.get("/metrics")[1]
+        refused = create(guarded, "guarded", gpu_pod("eight-after-restart", 8))
+        assert refused.returncode != 0 and "rule namespace-settings" in refused.stderr, refused.stderr
+        assert create(guarded, "guarded", gpu_pod("one-after-restart", 1)).returncode == 0
+        rewritten = guarded.json("pod", "one-after-restart", "-n", "guarded")
+        assert rewritten["spec"].get("resourceClaims"), rewritten["spec"]
+    finally:
+        (guarded.dir / "policy.yaml").write_text(yaml.safe_dump(GUARDED))
+        wait_for(lambda: "rejected" not in digest(webhook), 30, "the good policy again")
+
+
 def test_audit_mode_violations_become_policy_report_results(guarded, webhook, tmp_path):
     created = create(guarded, "audited", claim("two", {"deviceClassName": "gpu.nvidia.com", "count": 2}))
     assert created.returncode == 0 and "Warning" not in created.stderr  # audit: admitted silently

@@ -95,8 +95,21 @@ def watch_queue(plane, kueue, until, seconds, what) -> list[dict]:
             return current
         assert time.monotonic() < deadline, f"{what}: not reached in {seconds}s (usage {usage}): " + ", ".join(
             f"{p['metadata']['namespace']}/{p['metadata']['name']} on {p['spec'].get('nodeName')} "
-            f"claims={bool(p['spec'].get('resourceClaims'))}" for p in current) + "\n" + kueue.tail()[-1500:]
+            f"claims={bool(p['spec'].get('resourceClaims'))}" for p in current) + "\n" + workloads(plane) + "\n" \
+            + kueue.tail()[-1500:]
         time.sleep(1)
+
+
+def workloads(plane) -> str:
+    """Kueue's Workloads as a failure shows them: what holds the queue's usage."""
+    out = []
+    for w in plane.json("workloads.kueue.x-k8s.io", "-A")["items"]:
+        meta, status = w["metadata"], w.get("status") or {}
+        conditions = [f"{c['type']}={c['status']}({c.get('reason', '')})" for c in status.get("conditions") or []]
+        out.append(f"workload {meta['namespace']}/{meta['name']} finalizers={meta.get('finalizers')} "
+                   f"deleting={bool(meta.get('deletionTimestamp'))} owners="
+                   f"{[o['kind'] + '/' + o['name'] for o in meta.get('ownerReferences') or []]} {conditions}")
+    return "\n".join(out) or "no workloads"
 
 
 def queue_budget(plane) -> tuple[int, dict]:
