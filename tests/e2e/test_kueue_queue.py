@@ -101,7 +101,7 @@ def watch_queue(plane, kueue, until, seconds, what) -> list[dict]:
 
 
 def workloads(plane) -> str:
-    """Kueue's Workloads as a failure shows them: what holds the queue's usage."""
+    """Kueue's Workloads and the Jobs as a failure shows them: what holds the queue's usage."""
     out = []
     for w in plane.json("workloads.kueue.x-k8s.io", "-A")["items"]:
         meta, status = w["metadata"], w.get("status") or {}
@@ -109,6 +109,17 @@ def workloads(plane) -> str:
         out.append(f"workload {meta['namespace']}/{meta['name']} finalizers={meta.get('finalizers')} "
                    f"deleting={bool(meta.get('deletionTimestamp'))} owners="
                    f"{[o['kind'] + '/' + o['name'] for o in meta.get('ownerReferences') or []]} {conditions}")
+    for j in plane.json("jobs", "-A")["items"]:
+        meta = j["metadata"]
+        out.append(f"job {meta['namespace']}/{meta['name']} finalizers={meta.get('finalizers')} "
+                   f"deleting={bool(meta.get('deletionTimestamp'))} status={j.get('status')}")
+    for ns in (MIGRATING, LEGACY):
+        for p in plane.json("pods", "-n", ns)["items"]:
+            meta = p["metadata"]
+            if meta.get("deletionTimestamp"):
+                out.append(f"pod {ns}/{meta['name']} deleting finalizers={meta.get('finalizers')} "
+                           f"phase={p.get('status', {}).get('phase')} node={p['spec'].get('nodeName')} "
+                           f"claims={p.get('status', {}).get('resourceClaimStatuses')}")
     return "\n".join(out) or "no workloads"
 
 
@@ -152,8 +163,10 @@ def test_a_queue_counts_jobs_on_both_sides_and_pods_once_kueue_maps_the_class(wo
     [configuration] = [d for d in yaml.safe_load_all(proposed.stdout) if d.get("kind") == "Configuration"]
     mappings = configuration["resources"]["deviceClassMappings"]
     assert mappings == [{"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}]
-    plane.kubectl("delete", "jobs", "--all", "-n", MIGRATING, "--cascade=foreground", "--wait=false")
-    plane.kubectl("delete", "jobs", "--all", "-n", LEGACY, "--cascade=foreground", "--wait=false")
+    # In the background: a 1.34 resourceclaim controller gives the claims it makes
+    # blockOwnerDeletion, so a foreground delete waits for the kubelet to end the pod (none here).
+    plane.kubectl("delete", "jobs", "--all", "-n", MIGRATING, "--wait=false")
+    plane.kubectl("delete", "jobs", "--all", "-n", LEGACY, "--wait=false")
     watch_queue(plane, kueue, lambda current, usage: usage == 0 and not current, 120, "jobs gone")
     kueue.stop()
     kueue.start(mappings)
