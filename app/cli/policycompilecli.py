@@ -8,13 +8,13 @@ import json
 import sys
 
 from app.common import InputError, dump_documents
-from app.policy import compile_rule, load_policy
+from app.policy import compile_policy, load_policy
 
 
 def run_policy_compile(args) -> int:
     policy = load_policy(args.policy)
     source = args.policy or "the bundled default policy"
-    found = [compile_rule(rule) for rule in policy.rules]
+    found = compile_policy(policy)[0]
     sys.stderr.write(f"compiled from {source}: {len(policy.rules)} rule(s)\n")
     for each in found:
         enforced = ", ".join(each.compiled) or "nothing"

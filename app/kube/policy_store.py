@@ -14,6 +14,8 @@ import orjson
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from app.common import vocabulary
+
 from .client import api_message, raw_get, raw_send, within
 
 log = logging.getLogger("dra_bridge.policy")
@@ -78,7 +80,7 @@ class LastGoodPolicy:
         data = {DIGEST_KEY: digest, **({BUNDLED_MARK: "true"} if text is None else {TEXT_KEY: text})}
         body = {"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": self.name, "namespace": self.namespace,
-                             "labels": {"app.kubernetes.io/managed-by": "dra-bridge"}},
+                             "labels": dict(vocabulary.MANAGED_BY)},
                 "data": data}
         try:
             try:

@@ -280,7 +280,34 @@ class Policy(_Strict):
         for i in matching[1:]:
             entry = self.namespaces[i]
             found.extend(settings_rule(f"namespaces-{i}", entry, entry.mode or effective.mode))
-        return found + list(self.rules)
+        return found + [r if r.validationActions is not None else
+                        r.model_copy(update={"validationActions": MODE_ACTIONS[effective.mode]}) for r in self.rules]
+
+    def compiled_rules(self) -> list[tuple[Rule, str | None]]:
+        """Each rule with the actions its ValidatingAdmissionPolicyBinding takes, and why they are
+        weaker than the webhook's where they are: a rule that follows the namespace's mode, over
+        namespaces of different modes, is compiled with the actions short of Deny (the webhook
+        denies where the mode is enforce)."""
+        out = []
+        for rule in self.rules:
+            if rule.validationActions is not None:
+                out.append((rule, None))
+                continue
+            modes = self._modes_under(rule)
+            if len(modes) == 1:
+                out.append((rule.model_copy(update={"validationActions": MODE_ACTIONS[modes[0]]}), None))
+                continue
+            actions = sorted({a for m in modes for a in MODE_ACTIONS[m] if a != "Deny"})
+            out.append((rule.model_copy(update={"validationActions": actions}),
+                        f"follows each namespace's mode ({', '.join(modes)}): the API server binding takes "
+                        f"{'+'.join(actions)}; dra-bridge denies where the mode is enforce"))
+        return out
+
+    def _modes_under(self, rule: Rule) -> list[str]:
+        """The modes of the namespaces a rule can match (all the policy's where labels decide)."""
+        if rule.match.namespaces and not any(e.selector is not None for e in self.namespaces):
+            return sorted({self.for_namespace(n).mode for n in rule.match.namespaces})
+        return sorted({self.defaults.mode, *(e.mode for e in self.namespaces if e.mode)})
 
     def for_namespace(self, namespace: str, labels: dict[str, str] | None = None) -> Effective:
         chosen = {**self.defaults.model_dump(), "path": self.migration.path}

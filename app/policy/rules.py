@@ -111,7 +111,8 @@ class CelValidation(_Strict):
 class Rule(_Strict):
     name: str
     description: Optional[str] = None
-    validationActions: list[Action] = ["Deny"]
+    # None: the mode of the namespace judged (defaults.mode, or its namespaces entry's): warn warns
+    validationActions: Optional[list[Action]] = None
     match: Scope = Scope()
     exclude: Optional[Exclusion] = None
     message: Optional[str] = None  # said instead of the generated reason (which is kept after it)
@@ -151,7 +152,9 @@ class Rule(_Strict):
 
     @field_validator("validationActions")
     @classmethod
-    def _actions(cls, values: list[Action]) -> list[Action]:
+    def _actions(cls, values: list[Action] | None) -> list[Action] | None:
+        if values is None:
+            return values
         if not values:
             raise ValueError("at least one of Deny, Warn, Audit")
         if len(set(values)) != len(values):

@@ -40,9 +40,13 @@ class Compiled:
     webhook_only: list[tuple[str, str]] = field(default_factory=list)  # (the rule's field, why)
 
 
-def compile_rule(rule: Rule) -> Compiled:
+def compile_rule(rule: Rule, weaker: str | None = None) -> Compiled:
+    """rule: its validationActions resolved (Policy.compiled_rules); weaker: why the binding's
+    actions fall short of the webhook's (None: they do not)."""
     out = Compiled(rule.name)
     out.webhook_only = [(name, why) for name, why in WEBHOOK_ONLY.items() if getattr(rule, name)]
+    if weaker:
+        out.webhook_only.append(("validationActions", weaker))
     ex = rule.exclude
     if ex is not None and (ex.namespaceSelector is not None or ex.objectSelector is not None):
         out.webhook_only.insert(0, ("exclude.namespaceSelector/objectSelector", "a binding cannot exempt by them"))
@@ -175,9 +179,9 @@ def _binding(rule: Rule, name: str) -> dict:
     return spec
 
 
-def compile_policy(rules) -> tuple[list[Compiled], list[dict]]:
-    """Every rule compiled, and all the objects they make."""
-    found = [compile_rule(rule) for rule in rules]
+def compile_policy(policy) -> tuple[list[Compiled], list[dict]]:
+    """Every rule of a Policy compiled, and all the objects they make."""
+    found = [compile_rule(rule, weaker) for rule, weaker in policy.compiled_rules()]
     return found, [obj for each in found for obj in each.objects]
 
 

@@ -60,7 +60,7 @@ class PolicyHolder:
 
     def _take(self, policy: Policy, digest: str, source: str) -> None:
         self.digest, self.source, self.loaded_at = digest, source, time.time()
-        self.compiled, self.vap_objects = compile_policy(policy.rules)
+        self.compiled, self.vap_objects = compile_policy(policy)
 
     def _start_on_kept(self, refused: PolicyError) -> Policy:
         """The mounted file is refused at start: the kept policy, else the bundled default."""

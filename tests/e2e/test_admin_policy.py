@@ -23,10 +23,10 @@ GUARDED = {**POLICY, "namespaces": [
     {"names": ["h100-only"], "mode": "enforce", "allowedDeviceClasses": ["h100.nvidia.com"]}],
     "rules": [{"name": "audit-big-claims", "validationActions": ["Audit"], "match": {"namespaces": ["audited"]},
                "maxDevicesPerClaim": 1},
-              {"name": "guarded-eight", "match": {"namespaces": ["guarded"]}, "maxDevicesPerNamespace": 8},
-              {"name": "claims-max-4", "match": {"namespaces": ["claims-capped"], "kinds": ["ResourceClaim"]},
+              {"name": "guarded-eight", "validationActions": ["Deny"], "match": {"namespaces": ["guarded"]}, "maxDevicesPerNamespace": 8},
+              {"name": "claims-max-4", "validationActions": ["Deny"], "match": {"namespaces": ["claims-capped"], "kinds": ["ResourceClaim"]},
                "maxDevicesPerClaim": 4},
-              {"name": "pods-max-4", "match": {"namespaces": ["pods-capped"], "kinds": ["Pod"]}, "maxDevicesPerPod": 4}]}
+              {"name": "pods-max-4", "validationActions": ["Deny"], "match": {"namespaces": ["pods-capped"], "kinds": ["Pod"]}, "maxDevicesPerPod": 4}]}
 OPTED = {"dra-bridge.io/migrate": "enabled"}
 H100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
 

@@ -16,10 +16,10 @@ from tests.e2e.conftest import own_plane, wait_for
 
 pytestmark = pytest.mark.timeout(600)
 POLICY = {"rules": [
-    {"name": "claims-max-4", "match": {"namespaces": ["team-a"], "kinds": ["ResourceClaim"]}, "maxDevicesPerClaim": 4,
+    {"name": "claims-max-4", "validationActions": ["Deny"], "match": {"namespaces": ["team-a"], "kinds": ["ResourceClaim"]}, "maxDevicesPerClaim": 4,
      "allowedDeviceClasses": ["gpu.nvidia.com"], "exclude": {"users": ["system:admin-exempt"]}},
-    {"name": "no-admin-access", "allowAdminAccess": False, "match": {"kinds": ["ResourceClaim"]}},
-    {"name": "no-legacy", "match": {"namespaces": ["team-a"]}, "forbidLegacy": True, "maxDevicesPerPod": 4}]}
+    {"name": "no-admin-access", "validationActions": ["Deny"], "allowAdminAccess": False, "match": {"kinds": ["ResourceClaim"]}},
+    {"name": "no-legacy", "validationActions": ["Deny"], "match": {"namespaces": ["team-a"]}, "forbidLegacy": True, "maxDevicesPerPod": 4}]}
 
 
 def claim(name, request):

@@ -17,10 +17,10 @@ from tests.e2e.conftest import INSTALLED_KINDS, NVIDIA_CLASSES, Webhook, rendere
 pytestmark = pytest.mark.timeout(900)
 TENANT = ("--as", "alice", "--as-group", "tenants")
 POLICY = {"rules": [
-    {"name": "claims-max-4", "match": {"namespaces": ["tenant-a"], "kinds": ["ResourceClaim"]},
+    {"name": "claims-max-4", "validationActions": ["Deny"], "match": {"namespaces": ["tenant-a"], "kinds": ["ResourceClaim"]},
      "maxDevicesPerClaim": 4},
-    {"name": "admin-access-in-ops-only", "match": {"kinds": ["ResourceClaim"]}, "adminAccessNamespaces": ["ops"]},
-    {"name": "pods-max-4", "match": {"namespaces": ["tenant-a"], "kinds": ["Pod"]}, "maxDevicesPerPod": 4}]}
+    {"name": "admin-access-in-ops-only", "validationActions": ["Deny"], "match": {"kinds": ["ResourceClaim"]}, "adminAccessNamespaces": ["ops"]},
+    {"name": "pods-max-4", "validationActions": ["Deny"], "match": {"namespaces": ["tenant-a"], "kinds": ["Pod"]}, "maxDevicesPerPod": 4}]}
 OURS = "app.kubernetes.io/managed-by=dra-bridge"
 # Alice may label her own namespace (get/patch it, by name) and work with claims and pods in it.
 TENANT_RBAC = [

@@ -136,6 +136,7 @@ def test_validation_does_not_depend_on_the_migration_opt_in():
 RULES = """
 rules:
 - name: h100-only-team-a
+  validationActions: [Deny]
   match: {namespaces: [team-a]}
   allowedDevices: "%s"
   message: team A runs on H100 only
@@ -180,8 +181,10 @@ def test_required_selectors_and_cel_validations():
     text = """
 rules:
 - name: model-required
+  validationActions: [Deny]
   requireSelectors: [gpu.nvidia.com/productName]
 - name: no-all-mode
+  validationActions: [Deny]
   validations:
   - expression: "request.allocationMode != 'All'"
     messageExpression: "'request ' + request.name + ' would take ' + string(request.devices) + ' devices'"
@@ -256,7 +259,7 @@ def test_a_generated_template_not_yet_written_is_not_warned_about():
 
 
 def test_a_namespace_total_counts_what_its_claims_hold_or_ask_and_this_object():
-    text = "rules:\n- name: team-a-six\n  maxDevicesPerNamespace: 6\n"
+    text = "rules:\n- name: team-a-six\n  validationActions: [Deny]\n  maxDevicesPerNamespace: 6\n"
     held = claim("held", [exactly(3)])
     held["status"] = {"allocation": {"devices": {"results": [
         {"request": "gpus", "driver": "gpu.nvidia.com", "pool": "gpu-h100-0", "device": f"gpu-{i}"}
@@ -303,7 +306,7 @@ def test_a_count_too_large_for_a_claim_is_counted_exactly_not_an_internal_error(
 def test_admin_access_only_in_namespaces_the_policy_names():
     """Issue 45: upstream's admin-access label can be set by whoever may label a namespace; a
     rule names by name where admin access is allowed."""
-    text = "rules:\n- name: ops-only-admin\n  adminAccessNamespaces: [ops]\n"
+    text = "rules:\n- name: ops-only-admin\n  validationActions: [Deny]\n  adminAccessNamespaces: [ops]\n"
     admin = claim("debug", [exactly(1, adminAccess=True)])
     labelled = {ADMIN_ACCESS: "true"}
     denied = validate(admin, text, namespace="team-a", ns_labels=labelled)
@@ -323,3 +326,32 @@ def test_audit_reports_who_can_use_admin_access():
     assert found.namespaces == ("ops", "team-a") and found.requests == ("ResourceClaim team-a/debug",)
     assert found.lines()[1].endswith("(no rule's adminAccessNamespaces names it)")
     assert "names it" not in found.lines()[0]
+
+
+def test_a_rule_without_actions_follows_the_namespaces_mode_and_so_does_its_binding():
+    """Issue 55: warn mode warns. A rule that names no validationActions takes the mode of the
+    namespace judged, and its compiled binding never denies where dra-bridge would only warn."""
+    from app.policy import compile_policy
+
+    text = "rules:\n- name: at-most-two\n  maxDevicesPerClaim: 2\n"
+    three = claim("c", [exactly(3)])
+    warned = validate(three, text)  # the bundled defaults: warn
+    assert warned["allowed"] is True and any("rule at-most-two" in w for w in warned["warnings"])
+    strict = text + "namespaces:\n- names: [strict]\n  mode: enforce\n"
+    assert validate(three, strict, namespace="strict")["allowed"] is False
+    assert validate(three, strict)["allowed"] is True
+    [only_warn] = compile_policy(parse_policy(text))[0]
+    assert actions(only_warn.objects) == {("Warn",)}
+    assert not any(name == "validationActions" for name, _why in only_warn.webhook_only)
+    [mixed] = compile_policy(parse_policy(strict))[0]
+    assert actions(mixed.objects) == {("Warn",)}
+    assert ("validationActions", "follows each namespace's mode (enforce, warn): the API server binding takes "
+            "Warn; dra-bridge denies where the mode is enforce") in mixed.webhook_only
+    enforced = parse_policy("defaults: {mode: enforce}\n" + text)
+    assert actions(compile_policy(enforced)[1]) == {("Deny",)}
+    named = parse_policy(strict.replace("maxDevicesPerClaim: 2", "maxDevicesPerClaim: 2\n  match: {namespaces: [strict]}"))
+    assert actions(compile_policy(named)[1]) == {("Deny",)}  # it matches only enforce namespaces
+
+
+def actions(objects) -> set:
+    return {tuple(o["spec"]["validationActions"]) for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"}

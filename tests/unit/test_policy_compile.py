@@ -9,8 +9,8 @@ from app.policy import compile_rule, parse_policy
 
 
 def rule(text):
-    [found] = parse_policy("rules:\n- name: r\n" + text).rules
-    return compile_rule(found)
+    [(found, weaker)] = parse_policy("rules:\n- name: r\n" + text).compiled_rules()
+    return compile_rule(found, weaker)
 
 
 def verdicts(compiled, obj, namespace="team-a", resource="resourceclaims"):
@@ -124,7 +124,7 @@ def test_serve_writes_what_changed_and_deletes_what_no_rule_compiles_to():
     from app.policy import compile_policy, vap_changes
     text = ("rules:\n- name: a\n  maxDevicesPerRequest: 2\n  match: {kinds: [ResourceClaim]}\n"
             "- name: b\n  allowAdminAccess: false\n  match: {kinds: [ResourceClaim]}\n")
-    compiled, objects = compile_policy(parse_policy(text).rules)
+    compiled, objects = compile_policy(parse_policy(text))
     assert [c.rule for c in compiled] == ["a", "b"] and len(objects) == 4
     assert vap_changes(objects, []) == (objects, [])
     in_cluster = []
@@ -139,7 +139,7 @@ def test_serve_writes_what_changed_and_deletes_what_no_rule_compiles_to():
     assert vap_changes(objects, [*in_cluster, foreign]) == ([], [])
     # Rule a's cap changes and rule b goes: a's two objects are rewritten, b's deleted.
     _, changed = compile_policy(parse_policy("rules:\n- name: a\n  maxDevicesPerRequest: 4\n"
-                                             "  match: {kinds: [ResourceClaim]}\n").rules)
+                                             "  match: {kinds: [ResourceClaim]}\n"))
     write, delete = vap_changes(changed, in_cluster)
     assert [(o["kind"], o["metadata"]["name"]) for o in write] == [  # its binding is unchanged
         ("ValidatingAdmissionPolicy", "dra-bridge.a.resourceclaims")]
