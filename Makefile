@@ -23,7 +23,9 @@ install: $(VENV)/.installed
 run: $(VENV)/.installed-run
 	$(VENV)/bin/dra-bridge serve --demo
 
+# First the Go programs the tests run, each said (the first run builds them: minutes on 2 cores).
 test: $(VENV)/.installed
+	$(PY) -m tests.prebuild
 	$(PY) -m pytest -q
 
 # A real control plane from upstream Kubernetes (built with Go, cached): see README "Tests".

@@ -8,11 +8,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
+import orjson
 from kubernetes.client import ApiClient
 
 from app.common import vocabulary
 
-from .client import api_message, raw_send
+from .client import api_message, raw_get, raw_send
 
 log = logging.getLogger("dra_bridge.events")
 
@@ -32,6 +33,16 @@ class EventSink:
             return
         self._pool.submit(self._send, event_type, reason, message)
 
+    def _uid(self) -> str | None:
+        """The object's uid now (it may have been recreated); None where it cannot be read."""
+        path = f"/api/v1/namespaces/{self.namespace}/{self.kind.lower()}s/{self.name}"
+        try:
+            return orjson.loads(raw_get(self.api, path, timeout=self.timeout_s).data)["metadata"].get("uid")
+        except Exception as exc:  # noqa: BLE001 - posted without it: `kubectl get events` still shows it
+            log.info("event on %s %s/%s posted without its uid: %s", self.kind, self.namespace, self.name,
+                     api_message(exc) if hasattr(exc, "status") else f"{type(exc).__name__}: {exc}")
+            return None
+
     def _send(self, event_type: str, reason: str, message: str) -> None:
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {"apiVersion": "v1", "kind": "Event",
@@ -43,6 +54,9 @@ class EventSink:
                 "reportingComponent": vocabulary.EVENT_COMPONENT, "reportingInstance": self.instance[:128],
                 "firstTimestamp": now, "lastTimestamp": now, "count": 1}
         started = time.monotonic()
+        uid = self._uid()
+        if uid:  # kubectl describe finds an object's Events by its uid too
+            body["involvedObject"]["uid"] = uid
         try:
             raw_send(self.api, "POST", f"/api/v1/namespaces/{self.namespace}/events", body, timeout=self.timeout_s)
             self.posted += 1

@@ -229,7 +229,7 @@ def test_rbac_grants_only_what_the_code_uses(objects):
     assert role["metadata"]["namespace"] == "dra-bridge"
     assert {(r["resources"][0], v, tuple(r.get("resourceNames", ()))) for r in role["rules"] for v in r["verbs"]} == {
         ("leases", "create", ()), ("leases", "get", LEASES), ("leases", "update", LEASES),
-        ("events", "create", ()),  # kube.EventSink
+        ("events", "create", ()), ("configmaps", "get", ("dra-bridge-policy",)),  # kube.EventSink, with its uid
         # kube.LastGoodPolicy: the last policy taken, by name only once created
         ("configmaps", "create", ()), ("configmaps", "get", ("dra-bridge-policy-last-good",)),
         ("configmaps", "update", ("dra-bridge-policy-last-good",))}

@@ -188,6 +188,9 @@ def test_a_policy_that_does_not_type_check_is_refused_by_the_documented_update(g
 
 
 def test_a_refused_reload_is_seen_on_readyz_the_metric_and_an_event(guarded, webhook):
+    guarded.apply([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dra-bridge-policy",
+                                                                           "namespace": "dra-bridge"},
+                    "data": {"policy.yaml": yaml.safe_dump(GUARDED)}}])
     kept = digest(webhook)["digest"]
     (guarded.dir / "policy.yaml").write_text("defaults: {mode: sometimes}\n")
     try:
@@ -197,6 +200,9 @@ def test_a_refused_reload_is_seen_on_readyz_the_metric_and_an_event(guarded, web
         wait_for(lambda: any(e["reason"] == "PolicyRejected" for e in guarded.json(
             "events", "-n", "dra-bridge", "--field-selector", "involvedObject.name=dra-bridge-policy")["items"]),
             30, "a PolicyRejected Event on the ConfigMap")
+        # Where the runbook points: the Event names the ConfigMap's uid, so describe lists it.
+        described = guarded.kubectl("describe", "configmap", "dra-bridge-policy", "-n", "dra-bridge").stdout
+        assert "PolicyRejected" in described and "defaults.mode" in described, described
     finally:
         (guarded.dir / "policy.yaml").write_text(yaml.safe_dump(GUARDED))
         wait_for(lambda: "rejected" not in digest(webhook), 30, "the good policy again")

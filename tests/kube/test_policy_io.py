@@ -26,6 +26,9 @@ def test_claims_are_read_once_and_missing_ones_are_none(fake_kube):
 
 
 def test_a_refused_reload_is_an_event_on_the_configmap(fake_kube):
+    fake_kube.objects[("dra-bridge", "configmaps", "dra-bridge-policy")] = {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dra-bridge-policy", "namespace": "dra-bridge",
+                                                             "uid": "cm-uid-1"}, "data": {}}
     sink = kube.EventSink(kube.api_client_for_host(fake_kube.url), "dra-bridge", "dra-bridge-policy",
                           instance="dra-bridge-0")
     sink.post("Warning", "PolicyRejected", "policy not taken: defaults.mode")
@@ -33,8 +36,9 @@ def test_a_refused_reload_is_an_event_on_the_configmap(fake_kube):
     while not sink.posted and time.monotonic() < deadline:
         time.sleep(0.05)
     [write] = [w for w in fake_kube.writes() if w.path == "/api/v1/namespaces/dra-bridge/events"]
+    # The uid too: `kubectl describe configmap` lists only the Events that name it.
     assert write.body["involvedObject"] == {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "dra-bridge",
-                                            "name": "dra-bridge-policy"}
+                                            "name": "dra-bridge-policy", "uid": "cm-uid-1"}
     assert (write.body["type"], write.body["reason"], write.body["reportingInstance"]) == \
         ("Warning", "PolicyRejected", "dra-bridge-0")
     assert kube.EventSink(None, "dra-bridge", "x").post("Warning", "PolicyRejected", "m") is None  # no API: nothing
