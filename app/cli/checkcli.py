@@ -13,7 +13,7 @@ from app.application import EveryNamespace, admin_label_rule, chain, cluster_fac
 from app.application.manifests import objects_of
 
 from .output import as_yaml
-from .inputs import INVENTORY_HELP, ambient_cluster, choose_inventory, read_inputs
+from .inputs import INVENTORY_HELP, cluster_of, choose_inventory, read_inputs
 
 
 def check_object(obj: dict, ix: dra.Index, namespaces: dict | None = None) -> dra.Verdict:
@@ -42,7 +42,7 @@ def _judged(obj: dict, ix: dra.Index, namespaces: dict | None) -> dra.Verdict:
 
 
 def run_check(args) -> int:
-    inventory, where = choose_inventory(args.inventory, ambient_cluster, args)
+    inventory, where = choose_inventory(args.inventory, cluster_of(args), args)
     if inventory is None:
         raise InputError("--inventory", f"check judges claims against devices: name them ({INVENTORY_HELP})")
     ix = dra.build_index(inventory)

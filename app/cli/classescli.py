@@ -9,11 +9,11 @@ from app import dra
 from app.application import inventory_source
 from app.common import InputError, dump_documents
 
-from .inputs import INVENTORY_HELP, ambient_cluster, choose_inventory, refuse_without_extended_resources
+from .inputs import INVENTORY_HELP, cluster_of, choose_inventory, refuse_without_extended_resources
 
 
 def run_classes(args) -> int:
-    inventory, where = choose_inventory(args.inventory, ambient_cluster, args)
+    inventory, where = choose_inventory(args.inventory, cluster_of(args), args)
     if inventory is None:
         raise InputError("--inventory", f"classes are made for the devices you name ({INVENTORY_HELP})")
     # Said first, as every command that judges devices says it: these classes are for this hardware.

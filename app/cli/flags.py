@@ -15,6 +15,7 @@ EXITS = "exit codes: 0 done; 2 bad input or configuration (one line naming the f
 # The offline commands read no DRA_BRIDGE_* variable (those configure the serve and reporter
 # daemons): a variable exported for `serve` must not change what `plan` prints.
 OFFLINE = "; no DRA_BRIDGE_* variable applies to this command"
+LIVE = "; 3 could not ask the cluster (--inventory live: --kubeconfig, --context)"
 VARIABLES = "; variables: DRA_BRIDGE_KUBECONFIG and DRA_BRIDGE_CONTEXT only (as serve reads them)"
 _TRUE = ("1", "true", "yes", "on")
 
@@ -48,11 +49,12 @@ def opt_in(p, elsewhere: str) -> None:
              f"--template-namespace-label); {elsewhere}; '' for every namespace")
 
 
-def kube_flags(p, request_timeout: bool = True) -> None:
-    opt(p, "--kubeconfig", env="kubeconfig",
+def kube_flags(p, request_timeout: bool = True, env: bool = True) -> None:
+    """env False: the offline commands, which read no DRA_BRIDGE_* variable."""
+    opt(p, "--kubeconfig", env="kubeconfig" if env else None,
         help="kubeconfig file; else $KUBECONFIG (several paths merged), ~/.kube/config, the in-cluster "
              "service account", shown="as kubectl finds it")
-    opt(p, "--context", env="context", help="kubeconfig context", shown="the current context")
+    opt(p, "--context", env="context" if env else None, help="kubeconfig context", shown="the current context")
     if request_timeout:  # the CLI's; the daemons bound each call by their own --api-timeout
         opt(p, "--request-timeout", type=positive_seconds, default=30.0,
             help="seconds a single request to the API server may take before the command gives up (exit 3), "

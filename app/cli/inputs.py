@@ -75,11 +75,12 @@ INVENTORY_HELP = ("'live' (the cluster's ResourceSlices, DeviceClasses, claims a
 EXAMPLE_SAID = "the bundled EXAMPLE inventory (not your cluster)"
 
 
-def ambient_cluster():
-    """The cluster kubectl would ask ($KUBECONFIG, ~/.kube/config, in-cluster), for --inventory live
-    in commands without cluster flags; None where none is configured."""
+def cluster_of(args):
+    """connect() for --inventory live: --kubeconfig / --context where given, else the cluster
+    kubectl would ask ($KUBECONFIG, ~/.kube/config, in-cluster); None where none is configured."""
     from app import kube
-    return kube.connect(timeout_retries=False, request_timeout=30.0)
+    return lambda: kube.connect(getattr(args, "kubeconfig", None), getattr(args, "context", None),
+                                timeout_retries=False, request_timeout=getattr(args, "request_timeout", 30.0))
 
 
 def flag_release(args, found: releases.Release | None = None) -> releases.Release:

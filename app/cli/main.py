@@ -14,7 +14,7 @@ from app import __version__
 from app.common import BridgeError, ClusterUnreachable, InputError, PolicyError, vocabulary
 from app.migration import OPT_IN_LABEL
 
-from .flags import EXITS, OFFLINE, VARIABLES, kube_flags, opt, opt_in, release_flags
+from .flags import EXITS, LIVE, OFFLINE, VARIABLES, kube_flags, opt, opt_in, release_flags
 from .logsetup import setup_logging
 from .inputs import INVENTORY_HELP
 from .parser import Parser, at_least, port, positive_seconds, seconds
@@ -124,9 +124,10 @@ def _add_plan(sub) -> None:
                        "Migrate the pod templates in any manifest offline: templates and rewritten objects on "
                        "stdout, a summary table on stderr.", epilog=
                        "exit codes: 0 every object migrated or unchanged; 1 an object is unsatisfiable on "
-                       "--inventory or needs attention; 2 bad input (file and line named)" + OFFLINE)
+                       "--inventory or needs attention; 2 bad input (file and line named)" + LIVE + OFFLINE)
     p.set_defaults(runner=("plancli", "run_plan"))
     _inputs(p)
+    kube_flags(p, env=False)
     opt(p, "--policy", help="policy file", shown="the bundled policy")
     opt(p, "--inventory", help=INVENTORY_HELP + ": check each migration against it", shown="none: not checked")
     release_flags(p, live=True)
@@ -140,9 +141,10 @@ def _add_plan(sub) -> None:
 def _add_check(sub) -> None:
     p = sub.add_parser("check", help="validate ResourceClaims/Templates against an inventory offline", epilog=
                        "exit codes: 0 every claim satisfiable; 1 one is not (never, not now, invalid); 2 bad "
-                       "input, or no ResourceClaim or ResourceClaimTemplate in the input" + OFFLINE)
+                       "input, or no ResourceClaim or ResourceClaimTemplate in the input" + LIVE + OFFLINE)
     p.set_defaults(runner=("checkcli", "run_check"))
     _inputs(p)
+    kube_flags(p, env=False)
     opt(p, "--inventory", help=INVENTORY_HELP + " (required: none judges nothing)", shown="none")
     release_flags(p, live=True)
     opt(p, "--policy", help="policy file: also judge claims, templates and pods by its rules, as the webhooks "
@@ -153,8 +155,9 @@ def _add_check(sub) -> None:
 
 def _add_classes(sub) -> None:
     p = sub.add_parser("classes", help="DeviceClasses serving nvidia.com/gpu and MIG resources through DRA "
-                                       "(native path)", epilog=EXITS + OFFLINE)
+                                       "(native path)", epilog=EXITS + LIVE + OFFLINE)
     p.set_defaults(runner=("classescli", "run_classes"))
+    kube_flags(p, env=False)
     opt(p, "--inventory", help=INVENTORY_HELP + " (required: none judges nothing)", shown="none")
     opt(p, "--driver", default=vocabulary.NVIDIA_DRIVER, help="the DRA driver whose devices the classes select")
     release_flags(p, live=True)

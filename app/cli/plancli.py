@@ -14,7 +14,7 @@ from app.application.manifests import STATUSES, ObjectReport, exit_status, manif
 from app.common import dump_document, dump_documents
 from app.policy import load_policy
 
-from .inputs import ambient_cluster, choose_inventory, flag_release, read_some_inputs
+from .inputs import cluster_of, choose_inventory, flag_release, read_some_inputs
 from .output import as_json_list, clip
 
 _COLOURS = {"migrated": "32", "unchanged": "0", "unsatisfiable": "31", "needs-attention": "33"}
@@ -55,7 +55,7 @@ def summary_table(reports: list[ObjectReport], stream, colour: bool, wide: bool 
 def run_plan(args) -> int:
     policy = load_policy(args.policy)
     inputs = read_some_inputs(args.filename)
-    inventory, where = choose_inventory(args.inventory, ambient_cluster, args)
+    inventory, where = choose_inventory(args.inventory, cluster_of(args), args)
     ix = dra.build_index(inventory) if inventory is not None else None
     release = inventory.release if inventory is not None else flag_release(args)
     sys.stderr.write(f"judged against: {inventory_source(ix, where, release)}\n")

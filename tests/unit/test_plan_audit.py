@@ -316,3 +316,31 @@ def test_audit_says_once_why_the_native_path_is_never_taken(tmp_path, extended, 
         assert "dra-bridge classes" in lines[0]
         table = run("audit", "-f", str(path)).stdout
         assert table.count("native path: nvidia.com/gpu") == 1
+
+
+def test_plan_check_and_classes_read_the_cluster_their_kubeconfig_names(tmp_path):
+    """Issue 55: --kubeconfig / --context on every command that can read a cluster. No ambient
+    kubeconfig (HOME elsewhere, no KUBECONFIG): only the flag points them at the cluster."""
+    from tests.helpers import clean_env
+
+    fake = FakeKube().start()
+    try:
+        for _line, obj in read_objects(str(INVENTORY)):
+            fake.add_cluster_object("resourceslices" if obj["kind"] == "ResourceSlice" else "deviceclasses", obj)
+        config = fake.kubeconfig(tmp_path / "kc")
+        env = clean_env(tmp_path)
+        claim = str(EXAMPLES / "claims" / "one-gpu.yaml")
+        workload = str(EXAMPLES / "workloads" / "inference-deployment.yaml")
+        for args in (("check", "-f", claim), ("plan", "-f", workload, "-o", "report"), ("classes",)):
+            result = run(*args, "--inventory", "live", "--kubeconfig", config, env=env)
+            assert result.returncode in (0, 1), (args, result.stderr)
+            assert f"live cluster {fake.url}" in result.stderr, (args, result.stderr)
+            unset = run(*args, "--inventory", "live", env=env)  # nothing configured: said, exit 2
+            assert unset.returncode == 2, (args, unset.stderr)
+        dead = run("check", "-f", claim, "--inventory", "live", "--kubeconfig", config, "--request-timeout", "2",
+                   "--context", "nope", env=env)
+        assert dead.returncode == 2 and "nope" in dead.stderr, dead.stderr
+    finally:
+        fake.stop()
+    gone = run("check", "-f", claim, "--inventory", "live", "--kubeconfig", config, "--request-timeout", "2", env=env)
+    assert gone.returncode == 3, gone.stderr  # could not ask the cluster: never read as an answer
