@@ -22,9 +22,9 @@ from app.common import BridgeError, by_kind, controller_ref, dump_documents, lab
 from app.common import release as releases
 from app.migration import (OptIn, extended_resources, legacy_resources, pod_templates, queue_use, quota_use,
                            unserved_versions)
-from app.policy import load_policy
 
 from .inputs import choose_inventory, flag_release, read_some_inputs
+from .servedpolicy import policy_for
 from .output import as_yaml, clip
 
 # Workloads whose pod templates we read; bare pods are audited, pods owned by these are not.
@@ -126,7 +126,6 @@ def _asked(objects: list[dict], policy) -> set[str]:
 
 
 def run_audit(args) -> int:
-    policy = load_policy(args.policy)
     opt_in = OptIn.parse(args.opt_in_label, "--opt-in-label")
     found = None
     if not args.filename or args.inventory == "live":
@@ -135,6 +134,7 @@ def run_audit(args) -> int:
         if found is None:
             raise BridgeError("audit needs -f FILE or a cluster: --kubeconfig, $KUBECONFIG, ~/.kube/config "
                               "or in-cluster; none was found")
+    policy = _from_cluster(found, lambda api: policy_for(args, api)) if found else policy_for(args, None)
     controlled: list[dict] = []
     if args.filename:
         inputs = read_some_inputs(args.filename)

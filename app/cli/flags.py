@@ -72,3 +72,12 @@ def release_flags(p, live: bool = False, env: bool = False) -> None:
     opt(p, "--feature-gates", env="feature_gates" if env else None, shown="the release's defaults",
         help="DRA feature gates an admin set on that release's API server and scheduler, as kube-apiserver spells "
              "them: DRADeviceTaints=true,DRAConsumableCapacity=false")
+
+
+def cluster_policy_flags(p, what: str = "policy file") -> None:
+    """--policy and --policy-configmap of a command that reads a cluster (servedpolicy.policy_for)."""
+    opt(p, "--policy", help=what, shown="the policy the cluster's replicas enforce (--policy-configmap); offline: "
+                                        "the bundled one")
+    opt(p, "--policy-configmap", default="dra-bridge/dra-bridge-policy",
+        help="NAMESPACE/NAME of the ConfigMap the replicas load their policy from (where it is refused, the copy "
+             "they kept beside it, NAME-last-good)")

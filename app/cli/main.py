@@ -14,7 +14,7 @@ from app import __version__
 from app.common import BridgeError, ClusterUnreachable, InputError, PolicyError, vocabulary
 from app.migration import OPT_IN_LABEL
 
-from .flags import EXITS, LIVE, OFFLINE, VARIABLES, kube_flags, opt, opt_in, release_flags
+from .flags import EXITS, LIVE, OFFLINE, VARIABLES, cluster_policy_flags, kube_flags, opt, opt_in, release_flags
 from .logsetup import setup_logging
 from .inputs import INVENTORY_HELP
 from .parser import Parser, at_least, port, positive_seconds, seconds
@@ -175,7 +175,7 @@ def _add_audit(sub) -> None:
                                      "that name none", shown="all namespaces / default")
     opt(p, "--inventory", help=INVENTORY_HELP + ": check each migration against it", shown="none: not checked")
     release_flags(p, live=True)
-    opt(p, "--policy", help="policy file", shown="the bundled policy")
+    cluster_policy_flags(p)
     opt(p, "-o", "--output", choices=["table", "wide", "json", "yaml", "policyreport"], default="table",
         help="stdout format (wide: every reason, uncut)")
     opt_in(p, "pods of namespaces without it are left as written")
@@ -189,7 +189,7 @@ def _add_quota(sub) -> None:
     p.add_argument("-f", "--filename", action="append", help="ResourceQuotas, DeviceClasses, ClusterQueues, Kueue's "
                    "ConfigMap from these files (repeatable) (default: the cluster)")
     kube_flags(p)
-    opt(p, "--policy", help="policy file (the planner's resource -> DeviceClass rules)", shown="the bundled policy")
+    cluster_policy_flags(p, "policy file (the planner's resource -> DeviceClass rules)")
     opt(p, "-o", "--output", choices=["yaml", "json", "diff"], default="yaml",
         help="yaml, json: the objects to apply (json as a List); diff: their diffs")
     opt(p, "--budget", choices=["split", "one"], default="split", help="split: a DeviceClass quota key beside each "
@@ -243,7 +243,7 @@ def _add_rollout(sub) -> None:
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     common = argparse.ArgumentParser(add_help=False)
     kube_flags(common)
-    opt(common, "--policy", help="the webhook's policy file (which pods it would rewrite)", shown="the bundled policy")
+    cluster_policy_flags(common, "the webhook's policy file (which pods it would rewrite)")
     opt(common, "--plugin-label", default=f"{vocabulary.DEVICE_PLUGIN_SWITCH}=true,false",
         help="KEY=ON,OFF: the node label that runs the device plugin (the GPU Operator's)")
     opt(common, "--dra-label", default=f"{vocabulary.DRA_PLUGIN_SWITCH}=true",

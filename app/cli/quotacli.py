@@ -13,8 +13,8 @@ from app.common import BridgeError, dump_documents, metadata_of, view_of
 from app.migration import (KueueView, clean_object, extended_resources, kueue_configuration, kueue_in_objects,
                            kueue_mappings, kueue_view_of, one_budget_classes, quota_changes, unserved_versions)
 from app.common import release as releases
-from app.policy import load_policy
 
+from .servedpolicy import policy_for
 from .inputs import flag_release, read_some_inputs, refuse_without_extended_resources
 from .output import as_json_list
 
@@ -38,6 +38,7 @@ def _from_cluster(args) -> tuple[dict[str, list[dict]], KueueView | None]:
         raise BridgeError("quota needs -f FILE or a cluster: --kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster; "
                           "none was found")
     args.release = flag_release(args, kube.server_release(connected[0]))
+    args.rules = policy_for(args, connected[0]).migration
     # List items carry no apiVersion or kind: what is proposed from them must, for `kubectl apply`.
     found = {kind: [{"apiVersion": API_VERSIONS[kind], "kind": kind, **item}
                     for item in kube.list_items(connected[0], path)] for kind, path in KINDS.items()}
@@ -47,8 +48,8 @@ def _from_cluster(args) -> tuple[dict[str, list[dict]], KueueView | None]:
 
 
 def run_quota(args) -> int:
-    rules = load_policy(args.policy).migration
     found, view = _from_files(args.filename) if args.filename else _from_cluster(args)
+    rules = getattr(args, "rules", None) or policy_for(args, None).migration
     release = getattr(args, "release", None) or flag_release(args)
     sys.stderr.write(f"judged against: {release.describe()}\n")
     if args.budget == "one":

@@ -15,9 +15,9 @@ from app.application import read_kueue_view, rollout, snapshot_facts
 from app.common import BridgeError, InputError, view_of
 from app.kube import LeaseStore, NodeWrites, rollout_snapshot
 from app.migration import OptIn
-from app.policy import load_policy
 
 from .inputs import read_inputs
+from .servedpolicy import policy_for
 from .output import as_yaml
 
 KINDS = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "ResourceQuota": "resourcequotas",
@@ -31,12 +31,12 @@ KINDS = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces", "ResourceQuo
 def run_rollout(args) -> int:
     switches = rollout.Switches(*_label(args.plugin_label, "--plugin-label", 3),
                                 *_label(args.dra_label, "--dra-label", 2), driver=args.driver)
-    policy = load_policy(args.policy)
     opt_in = OptIn.parse(args.opt_in_label, "--opt-in-label")
     chosen = _selector(args.nodes)
     api = None
     if getattr(args, "filename", None):
         objects = _from_files(args.filename)
+        policy = policy_for(args, None)
     else:
         found = kube.connect(args.kubeconfig, args.context, request_timeout=args.request_timeout)
         if found is None:
@@ -50,6 +50,7 @@ def run_rollout(args) -> int:
             if note:
                 sys.stderr.write(f"dra-bridge: {note}\n")
             objects["kueue"] = [view]
+            policy = policy_for(args, api)
         except Exception as exc:  # noqa: BLE001 - unreachable, TLS, DNS: one line naming the server
             if isinstance(exc, BridgeError):
                 raise

@@ -27,6 +27,7 @@ from app.server import (BudgetWatch, DeadlineHttpProtocol, GpuPriorityWatch, Kue
                         small_tls_buffers, tls)
 
 from .inputs import choose_inventory, flag_release
+from .servedpolicy import configmap_name
 
 log = logging.getLogger("dra_bridge")
 # Idle review connections stay open longer than the API server keeps them (Go's 90 s idle
@@ -38,12 +39,7 @@ KEEP_ALIVE_S = 120
 
 
 def _configmap(text: str) -> tuple[str, str] | None:
-    if not text:
-        return None
-    namespace, sep, name = text.partition("/")
-    if not sep or not namespace or not name or "/" in name:
-        raise InputError("--policy-configmap", f"expected NAMESPACE/NAME, got {text!r}")
-    return namespace, name
+    return configmap_name(text) if text else None
 
 
 def _cluster_release(args, api):

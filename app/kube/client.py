@@ -219,11 +219,12 @@ def watch_events(response):
 
 
 def list_items(api: client.ApiClient, path: str, timeout=30) -> list[dict]:
-    """Every item of one collection (one GET, no paging); BridgeError naming it on an API error."""
+    """Every item of one collection (one GET, no paging); ClusterUnreachable (a BridgeError: the
+    commands' exit 3) naming it on an API error."""
     try:
         response = raw_get(api, path, timeout=timeout)
     except ApiException as exc:
-        raise BridgeError(f"list {path.rsplit('/', 1)[-1]}: API answered {exc.status}") from None
+        raise ClusterUnreachable(f"list {path.rsplit('/', 1)[-1]}: API answered {exc.status}") from None
     return orjson.loads(response.data).get("items") or []
 
 

@@ -156,9 +156,9 @@ def test_audit_reports_api_errors_in_one_line(tmp_path):
 
     fake = FakeKube().start()
     try:
-        fake.faults.append(Fault(status=500, method="GET", times=100))
+        fake.faults.append(Fault(status=500, method="GET", path_contains="/pods", times=100))
         result = run("audit", "--kubeconfig", fake.kubeconfig(tmp_path / "kc"))
-        assert result.returncode == 2
+        assert result.returncode == 3  # an error status: could not ask the cluster
         assert "list pods: API answered 500" in result.stderr and "Traceback" not in result.stderr
     finally:
         fake.stop()
@@ -344,3 +344,49 @@ def test_plan_check_and_classes_read_the_cluster_their_kubeconfig_names(tmp_path
         fake.stop()
     gone = run("check", "-f", claim, "--inventory", "live", "--kubeconfig", config, "--request-timeout", "2", env=env)
     assert gone.returncode == 3, gone.stderr  # could not ask the cluster: never read as an answer
+
+
+def test_audit_of_a_cluster_judges_with_the_policy_its_replicas_enforce(tmp_path):
+    """Issue 55: `audit` read the bundled policy, not the one the webhook enforces. Now the
+    ConfigMap the replicas load (where refused, the copy they kept), said with its digest;
+    --policy FILE still wins."""
+    from app.kube import policy_digest
+
+    fake = FakeKube().start()
+    try:
+        bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "notebook", "namespace": "research"},
+                "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+        fake.add_cluster_object("pods", bare)
+        fake.namespaces.update(research={"dra-bridge.io/migrate": "enabled"})
+        config = fake.kubeconfig(tmp_path / "kc")
+
+        def statuses(*extra):
+            result = run("audit", "--kubeconfig", config, "-o", "json", *extra)
+            assert result.returncode in (0, 1), result.stderr
+            return [o["status"] for o in json.loads(result.stdout)["objects"]], result.stderr
+
+        got, said = statuses()
+        assert got == ["migrated"] and "policy in force: the bundled default (no ConfigMap dra-bridge/" in said
+        off = "namespaces:\n- names: [research]\n  migrate: false\n"
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dra-bridge-policy", "namespace": "dra-bridge"},
+              "data": {"policy.yaml": off}}
+        fake.objects[("dra-bridge", "configmaps", "dra-bridge-policy")] = cm
+        got, said = statuses()
+        assert got == ["unchanged"], got  # what the replicas enforce: migration off there
+        assert f"policy in force: ConfigMap dra-bridge/dra-bridge-policy, policy {policy_digest(off)}" in said
+        file = tmp_path / "mine.yaml"
+        file.write_text("{}\n")
+        assert statuses("--policy", str(file))[0] == ["migrated"]  # a file named wins
+        # Refused where it is mounted: the replicas enforce the copy they kept, and so does audit.
+        fake.objects[("dra-bridge", "configmaps", "dra-bridge-policy")] = {**cm, "data": {"policy.yaml": "defaults: [\n"}}
+        fake.objects[("dra-bridge", "configmaps", "dra-bridge-policy-last-good")] = {
+            **cm, "metadata": {"name": "dra-bridge-policy-last-good", "namespace": "dra-bridge"},
+            "data": {"policy.yaml": off, "digest": policy_digest(off)}}
+        got, said = statuses()
+        assert got == ["unchanged"] and "the replicas' last good copy dra-bridge/dra-bridge-policy-last-good" in said
+        from tests.kube.fakeapi import Fault
+        fake.faults.append(Fault(status=403, path_contains="configmaps/dra-bridge-policy", times=5))
+        denied = run("audit", "--kubeconfig", config)
+        assert denied.returncode == 3 and "--policy FILE judges with a file instead" in denied.stderr, denied.stderr
+    finally:
+        fake.stop()
