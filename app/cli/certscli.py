@@ -15,6 +15,7 @@ from .namespacemove import namespace_patches
 
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 TLS_SECRET = "dra-bridge-tls"
+SECRET_FILE = "tls-secret.yaml"  # the Secret the overlay applies, beside the files it is made of
 BASE_IMAGE = "dra-bridge"  # the placeholder the manifests name: no image is published
 
 
@@ -40,6 +41,7 @@ def run_certs(args) -> int:
     if args.inject:
         with open(bundle.ca_cert, "rb") as handle:
             ca_b64 = base64.b64encode(handle.read()).decode()
+        _write_secret(out, bundle, args.namespace)
         path = os.path.join(out, "kustomization.yaml")
         base_namespace = next((view_of(o).name for o in objects if o.get("kind") == "Namespace"), "dra-bridge")
         moves = namespace_patches(objects, base_namespace, args.namespace) if args.namespace != base_namespace else []
@@ -53,10 +55,24 @@ def run_certs(args) -> int:
     return 0
 
 
+def _write_secret(out: str, bundle, namespace: str) -> None:
+    """The TLS Secret as the API server stores it: base64 on one line (kustomize's secretGenerator
+    wraps it at 76 characters, the server does not, so every apply would report it configured)."""
+    data = {}
+    for key, path in (("tls.crt", bundle.cert), ("tls.key", bundle.key)):
+        with open(path, "rb") as handle:
+            data[key] = base64.b64encode(handle.read()).decode()
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": TLS_SECRET, "namespace": namespace},
+              "type": "kubernetes.io/tls", "data": data}
+    with open(os.path.join(out, SECRET_FILE), "w", encoding="utf-8") as handle:
+        handle.write("# Written by `dra-bridge certs --inject` from tls.crt and tls.key: it holds the private key.\n")
+        handle.write(yaml.safe_dump(secret, sort_keys=False, width=100000))
+
+
 def _check_out_folder(out: str, force: bool) -> None:
     if os.path.exists(out) and not os.path.isdir(out):
         raise InputError("--out", f"{out}: is a file; name a folder for ca.crt, tls.crt and tls.key")
-    present = [n for n in ("ca.crt", "tls.crt", "tls.key") if os.path.exists(os.path.join(out, n))]
+    present = [n for n in ("ca.crt", "tls.crt", "tls.key", SECRET_FILE) if os.path.exists(os.path.join(out, n))]
     if present and not force:
         raise InputError("--out", f"{out} already holds {', '.join(present)}: pass --force to replace them, "
                                   "or name another folder")
@@ -119,14 +135,12 @@ def _image(image: str) -> dict:
 
 def overlay(base: str, webhooks: list[tuple[str, str, int]], ca_b64: str, namespace: str,
             image: str | None, moves: list[dict] = (), base_at: str = "") -> str:
-    """A kustomization: the base, the TLS Secret from the files beside it, every webhook's caBundle;
+    """A kustomization: the base, the TLS Secret written beside it (SECRET_FILE), every webhook's caBundle;
     with moves (namespace_patches), the whole base in `namespace`."""
     doc: dict = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
         **({"namespace": namespace} if moves else {}),
-        "resources": [base],
-        "secretGenerator": [{"name": TLS_SECRET, "namespace": namespace, "type": "kubernetes.io/tls",
-                             "files": ["tls.crt", "tls.key"], "options": {"disableNameSuffixHash": True}}],
+        "resources": [base, SECRET_FILE],
         "patches": [{"target": {"kind": kind, "name": name},
                      "patch": yaml.safe_dump([{"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle",
                                                "value": ca_b64} for i in range(count)], width=100000)}
@@ -137,7 +151,7 @@ def overlay(base: str, webhooks: list[tuple[str, str, int]], ca_b64: str, namesp
     if image:
         doc["images"] = [{"name": BASE_IMAGE, **_image(image)}]
     header = ("# Written by `dra-bridge certs --inject`: deploy with `kubectl apply -k` on this folder.\n"
-              "# tls.key is beside this file: keep the folder out of version control.\n"
+              f"# tls.key and {SECRET_FILE} (the Secret) are beside this file: keep the folder out of version control.\n"
               f"# The base is {base_at or base} (`resources` names it relative to this folder): after moving\n"
               "# either, or to take a newer release's base, point `resources` at it; the image is `images`.\n")
     return header + yaml.safe_dump(doc, sort_keys=False, width=100000)

@@ -125,7 +125,9 @@ def _pair(rule: Rule, resource: str, variables: list[dict], validations: list[di
     name = f"{PREFIX}{rule.name}.{resource}"
     group = "" if resource == "pods" else "resource.k8s.io"
     spec: dict = {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": [
-        {"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": [resource]}]}}
+        # scope: the server's default, written: `policy compile | kubectl apply` again changes nothing
+        {"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": [resource],
+         "scope": "*"}]}}
     conditions = _exclusions(rule)
     if conditions:
         spec["matchConditions"] = conditions

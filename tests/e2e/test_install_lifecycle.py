@@ -133,9 +133,29 @@ def test_install_warn_enforce_rollback_upgrade_uninstall(plane, tmp_path):
         webhook.stop()
 
 
+def resource_versions(plane, tmp_path) -> dict:
+    """Each object of the overlay and its resourceVersion, as the server holds it now."""
+    listed = shell(plane, "kubectl get -k ~/dra-bridge-deploy -o json", tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    return {(o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+            for o in json.loads(listed.stdout)["items"]}
+
+
 def _lifecycle(plane, webhook, overlay, policy_file, tmp_path):
     routed = shell(plane, "kubectl apply -k ~/dra-bridge-deploy", tmp_path)
     assert routed.returncode == 0, routed.stderr
+    # GitOps: applying the same overlay again changes nothing, and kubectl diff says so (Argo CD
+    # and Flux would otherwise show it out of sync for ever).
+    versions = resource_versions(plane, tmp_path)
+    again = shell(plane, "kubectl apply -k ~/dra-bridge-deploy", tmp_path)
+    changed = [line for line in again.stdout.splitlines() if not line.endswith(" unchanged")]
+    # kubectl's client-side apply always sends a field whose patch strategy is replace (a
+    # PodDisruptionBudget's selector) and says "configured"; the server writes nothing.
+    assert again.returncode == 0 and changed in ([], ["poddisruptionbudget.policy/dra-bridge configured"]), \
+        again.stdout + again.stderr
+    assert resource_versions(plane, tmp_path) == versions  # nothing written
+    diff = shell(plane, "kubectl diff -k ~/dra-bridge-deploy || test $? -eq 0", tmp_path)
+    assert diff.returncode == 0 and not diff.stdout, diff.stdout + diff.stderr
     image = plane.json("deployment", "dra-bridge", "-n", "dra-bridge")["spec"]["template"]["spec"]["containers"][0]
     assert image["image"] == "registry.example.com/dra-bridge:0.1.0"
     plane.apply(NVIDIA_CLASSES + [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-h100-0"}},
