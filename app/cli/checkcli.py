@@ -23,7 +23,7 @@ def check_object(obj: dict, ix: dra.Index, namespaces: dict | None = None) -> dr
     obj, lost = releases.strip(obj, release) if release is not None else (obj, [])
     verdict = _judged(obj, ix, namespaces)
     if lost:
-        verdict.notes = [f"Kubernetes {release.version} drops {', '.join(map(str, lost))} without a word: "
+        verdict.notes = [f"Kubernetes {release.version} drops {', '.join(map(str, lost))}: "
                          "judged as it would be stored", *verdict.notes]
     return verdict
 

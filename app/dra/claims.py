@@ -142,6 +142,11 @@ def parse_claim_spec(spec: dict, path: str = "spec") -> ClaimSpec:
         for key in ("matchAttribute", "distinctAttribute"):
             if c.get(key) is not None and not isinstance(c[key], str):
                 raise ClaimError(f"{where}.{key}", "must be a string")
+        if c.get("matchAttribute") is None and c.get("distinctAttribute") is None:
+            # As the API server's validation: refused at create (a 1.35 server drops distinctAttribute
+            # where consumable capacity is off, then refuses what is left).
+            raise ClaimError(f"{where}.matchAttribute", "Required value: the API server refuses a constraint with "
+                                                        "neither matchAttribute nor distinctAttribute")
         constraints.append(c)
     return ClaimSpec(requests, constraints)
 

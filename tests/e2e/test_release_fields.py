@@ -51,7 +51,10 @@ def _gated_objects(minor: int) -> list[dict]:
                         "requests": {"memory": "1Gi"}},
                         "tolerations": [{"key": "dra-bridge.io/probe", "operator": "Exists"}]}},
                     {"name": "either", "firstAvailable": [{"name": "one", "deviceClassName": "gpu.nvidia.com"}]}],
-                    "constraints": [{"requests": ["exact"], "distinctAttribute": "gpu.nvidia.com/uuid"}]}}}}
+                    # 1.35 drops distinctAttribute and refuses a constraint left empty: a matchAttribute
+                    # beside it there (test_a_distinct_only_constraint...: the refusal itself)
+                    "constraints": [{"requests": ["exact"], "distinctAttribute": "gpu.nvidia.com/uuid",
+                                     **({"matchAttribute": "gpu.nvidia.com/productName"} if minor == 35 else {})}]}}}}
     return [slice_, partition, device_class, template]
 
 
@@ -112,3 +115,26 @@ def test_the_slices_the_reporter_renders_come_back_as_written(cluster):
         assert stored["spec"].get("sharedCounters") == sent["spec"].get("sharedCounters")
         assert [d["name"] for d in stored["spec"].get("devices") or []] == \
             [d["name"] for d in sent["spec"].get("devices") or []]
+
+
+def test_a_distinct_only_constraint_is_refused_or_kept_as_we_judge_it(cluster):
+    """1.34 keeps distinctAttribute, 1.36+ have its gate on; 1.35 drops it and then refuses the
+    constraint left empty (matchAttribute: Required value). `check` judges the claim as stored."""
+    from app import dra
+
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "distinct-only", "namespace": "default"},
+             "spec": {"devices": {"requests": [{"name": "two", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                                                           "count": 2}}],
+                                  "constraints": [{"requests": ["two"], "distinctAttribute": "gpu.nvidia.com/uuid"}]}}}
+    server = cluster.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(claim),
+                             check=False)
+    stored, _lost = releases.strip(claim, _this_release())
+    try:
+        dra.parse_claim_object(stored)
+        ours = None
+    except dra.ClaimError as exc:
+        ours = str(exc)
+    assert (server.returncode != 0) == (ours is not None), (server.stderr, ours)
+    if ours is not None:
+        assert "constraints[0].matchAttribute: Required value" in server.stderr and "matchAttribute" in ours

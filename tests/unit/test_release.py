@@ -253,3 +253,19 @@ def test_a_hami_share_stays_on_the_device_plugin_where_consumable_capacity_is_dr
     assert outcomes["1.36"][0] == "rewrite"
     path, reason = outcomes["1.35"]
     assert path == "legacy" and "DRAConsumableCapacity is off; on by default from 1.36" in reason, reason
+
+
+@pytest.mark.parametrize("version, refused", [("1.34", False), ("1.35", True), ("1.36", False)])
+def test_a_distinct_only_constraint_is_judged_as_each_api_server_stores_it(version, refused):
+    """1.35 drops distinctAttribute (DRAConsumableCapacity off) and its API server then refuses the
+    constraint left empty; 1.34 keeps the field, 1.36+ have the gate on (tests/e2e checks each)."""
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "d"},
+             "spec": {"devices": {"requests": [{"name": "two", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                                                           "count": 2}}],
+                                  "constraints": [{"requests": ["two"], "distinctAttribute": "gpu.nvidia.com/uuid"}]}}}
+    stored, _lost = releases.strip(claim, releases.parse(version, "test"))
+    if refused:
+        with pytest.raises(dra.ClaimError, match=r"constraints\[0\].matchAttribute: Required value"):
+            dra.parse_claim_object(stored)
+    else:
+        assert dra.parse_claim_object(stored).constraints
