@@ -228,14 +228,14 @@ def test_metrics_are_on_the_service_and_who_scrapes_is_a_value(helm, tmp_path):
 
 def test_monitoring_objects_are_those_of_manifests_monitoring(helm):
     off = {d["kind"] for d in rendered(helm)}
-    assert not {"ServiceMonitor", "PrometheusRule"} & off and ("ConfigMap", "dra-bridge-dashboard") not in {
-        (d["kind"], d["metadata"]["name"]) for d in rendered(helm)}
+    assert not {"ServiceMonitor", "PodMonitor", "PrometheusRule"} & off and ("ConfigMap", "dra-bridge-dashboard") \
+        not in {(d["kind"], d["metadata"]["name"]) for d in rendered(helm)}
     on = ("--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true",
-          "--set", "monitoring.dashboard.enabled=true")
-    chart = by_key(comparable(d) for d in rendered(helm, *on)
-                   if d["kind"] in ("ServiceMonitor", "PrometheusRule") or d["metadata"]["name"] == "dra-bridge-dashboard")
+          "--set", "monitoring.dashboard.enabled=true", "--set", "monitoring.podMonitor.enabled=true")
+    chart = by_key(comparable(d) for d in rendered(helm, *on) if d["kind"] in (
+        "ServiceMonitor", "PodMonitor", "PrometheusRule") or d["metadata"]["name"] == "dra-bridge-dashboard")
     base = by_key(comparable(d) for d in kustomize_render("manifests/monitoring"))
-    assert set(chart) == set(base) and len(base) == 3
+    assert set(chart) == set(base) and len(base) == 4
     for key in base:  # the dashboard's JSON is compared decoded (comparable)
         assert chart[key] == base[key], key
     # Another namespace, and the labels a Prometheus selects by.

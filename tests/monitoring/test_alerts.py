@@ -160,6 +160,21 @@ SCENARIOS = [
         ("3m", "DraBridgeInventoryStale", [fired(
             "DraBridgeInventoryStale", "warning", "dra-bridge cannot watch resourceslices (for 3m 0s).",
             namespace="dra-bridge", resource="resourceslices")])]),
+    # The reporter publishes every 30 s: 5 minutes without a publish is stale.
+    ("a reporter stopped publishing", [
+        ("dra_bridge_reporter_last_publish_timestamp_seconds{namespace='dra-bridge', pod='reporter-a'}", "60x20"),
+        ("dra_bridge_reporter_last_publish_timestamp_seconds{namespace='dra-bridge', pod='reporter-b'}", "60+60x20")], [
+        ("5m", "DraBridgeReporterStale", []),  # 240 s: within the bound
+        ("7m", "DraBridgeReporterStale", [fired(
+            "DraBridgeReporterStale", "warning", "dra-bridge reporter reporter-a has not published for 6m 0s.",
+            namespace="dra-bridge", pod="reporter-a")])]),
+    ("a reporter down", [("up{job='dra-bridge/dra-bridge-reporter', namespace='dra-bridge', pod='reporter-a'}", "1 0x15"),
+                         ("up{job='dra-bridge/dra-bridge-reporter', namespace='dra-bridge', pod='reporter-b'}", "1x15"),
+                         ("up{job='dra-bridge', namespace='dra-bridge', pod='dra-bridge-1'}", "0x15")], [
+        ("5m", "DraBridgeReporterDown", []),
+        ("12m", "DraBridgeReporterDown", [fired(
+            "DraBridgeReporterDown", "warning", "dra-bridge reporter reporter-a does not answer scrapes.",
+            namespace="dra-bridge", pod="reporter-a")])]),
     ("policy refused at reload", [("dra_bridge_policy_rejected{namespace='dra-bridge', pod='dra-bridge-a'}", "0 1 1"),
                                   ("dra_bridge_policy_rejected{namespace='dra-bridge', pod='dra-bridge-b'}", "0 0 0")], [
         ("1m", "DraBridgePolicyRejected", [fired(
@@ -252,19 +267,23 @@ def test_rules_and_dashboard_expressions_parse(promtool, tmp_path):
 
 
 def exported() -> dict[str, set[str]]:
-    """Series name -> label names, as the webhook's /metrics exports them."""
-    metrics = Metrics()
-    families = {}
-    for metric in metrics.registry.collect():
-        for sample in metric.samples:
-            families.setdefault(sample.name, set()).update(sample.labels)
-    names = {}
-    for collector in metrics.registry._names_to_collectors.values():  # series of labelled metrics not yet set
-        for suffix in ("", "_total", "_bucket", "_count", "_sum"):
-            name = collector._name + suffix
-            if name in metrics.registry._names_to_collectors or suffix == "":
-                names[name] = set(collector._labelnames) | ({"le"} if suffix == "_bucket" else set())
-    return {**names, **families}
+    """Series name -> label names, as the webhook's and the reporter's /metrics export them."""
+    from app.reporter.daemon import ReporterMetrics
+
+    out = {}
+    for registry in (Metrics().registry, ReporterMetrics().registry):
+        families = {}
+        for metric in registry.collect():
+            for sample in metric.samples:
+                families.setdefault(sample.name, set()).update(sample.labels)
+        names = {}
+        for collector in registry._names_to_collectors.values():  # series of labelled metrics not yet set
+            for suffix in ("", "_total", "_bucket", "_count", "_sum"):
+                name = collector._name + suffix
+                if name in registry._names_to_collectors or suffix == "":
+                    names[name] = set(collector._labelnames) | ({"le"} if suffix == "_bucket" else set())
+        out.update({**names, **families})
+    return out
 
 
 @pytest.mark.parametrize("source", ["rules", "dashboard"])
