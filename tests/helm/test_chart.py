@@ -259,3 +259,18 @@ def test_monitoring_objects_are_those_of_manifests_monitoring(helm):
 def test_operator_values_the_schema_refuses_name_the_field(helm, setting, field):
     result = template(helm, "--set", setting)
     assert result.returncode != 0 and field in result.stderr, result.stderr
+
+
+def test_helm_show_readme_names_only_values_the_chart_has(helm):
+    """`helm show readme` has the chart's own guide, and each value it names exists."""
+    import re
+    import subprocess
+
+    shown = subprocess.run([str(helm), "show", "readme", str(CHART)], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "## Upgrade and rollback" in shown.stdout, shown.stderr
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    for name in set(re.findall(r"`((?:webhook|reporter|monitoring|admissionPolicies|policy)(?:\.\w+)*)`", shown.stdout)):
+        node = values
+        for part in name.split("."):
+            assert isinstance(node, dict) and part in node, name
+            node = node[part]

@@ -58,3 +58,24 @@ imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/*
+Values an older release lacks, from this chart's values.yaml: `helm upgrade --reuse-values` keeps
+the previous release's values, so a key this version added would be nil (defaults/values.yaml
+   links to values.yaml: .Files never holds values.yaml itself). Fills only keys that
+are missing (a value the admin set, false included, is kept); every template includes it first.
+*/}}
+{{- define "dra-bridge.defaults" -}}
+{{- include "dra-bridge.fill" (list .Values (.Files.Get "defaults/values.yaml" | fromYaml)) -}}
+{{- end -}}
+
+{{- define "dra-bridge.fill" -}}
+{{- $into := index . 0 -}}
+{{- range $key, $value := index . 1 -}}
+{{- if not (hasKey $into $key) -}}
+{{- $_ := set $into $key $value -}}
+{{- else if and (kindIs "map" $value) (kindIs "map" (index $into $key)) -}}
+{{- include "dra-bridge.fill" (list (index $into $key) $value) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
