@@ -13,21 +13,13 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.e2e.conftest import own_plane
-from tests.gobuild import GoUnavailable
 from tests.helm import helmbin
+from tests.helm.conftest import helm  # noqa: F401 - the fixture: helm built from its module, or a skip
 
 pytestmark = pytest.mark.timeout(900)
 # The chart as this session found it (before monitoring.podMonitor existed): "the previous chart".
 PREVIOUS = "b96206a"
 IMAGE = ("--set", "image.repository=registry.example.com/dra-bridge")
-
-
-@pytest.fixture(scope="module")
-def helm():
-    try:
-        return helmbin.build()
-    except GoUnavailable as exc:
-        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="module")
