@@ -21,6 +21,8 @@ MONITORING = pathlib.Path(__file__).resolve().parents[2] / "manifests" / "monito
 RULE = yaml.safe_load((MONITORING / "prometheusrule.yaml").read_text())
 DASHBOARD = json.loads((MONITORING / "grafana-dashboard.json").read_text())
 DAY = 86400
+RUNBOOK_URL = "https://github.com/dra-bridge/dra-bridge/blob/main/docs/operations.md#"
+RUNBOOK = (MONITORING.parents[1] / "docs" / "operations.md").read_text()
 # The API server's own series an alert reads (kube-apiserver metrics), with their labels.
 API_SERVER = {"apiserver_admission_webhook_fail_open_count": {"name", "type"}}
 # Labels Prometheus adds to every scraped series (the ServiceMonitor's target labels), and le.
@@ -52,7 +54,8 @@ def description(alert: str, severity: str) -> str:
 
 def fired(alert, severity, summary, **labels):
     return {"exp_labels": {"severity": severity, **labels},
-            "exp_annotations": {"summary": summary, "description": description(alert, severity)}}
+            "exp_annotations": {"summary": summary, "description": description(alert, severity),
+                                "runbook_url": RUNBOOK_URL + alert.lower()}}
 
 
 POD = {"namespace": "dra-bridge", "pod": "dra-bridge-1"}
@@ -307,3 +310,12 @@ def test_descriptions_are_plain_text_and_summaries_carry_the_values():
     for rule in rules():
         assert "{{" not in rule["annotations"]["description"], rule["alert"]
         assert rule["labels"]["severity"] in ("info", "warning", "critical")
+
+
+def test_every_alert_points_at_its_own_runbook_section():
+    """Each alert's runbook_url is its section of docs/operations.md, and that section exists."""
+    headings = set(re.findall(r"^### (\w+)$", RUNBOOK[RUNBOOK.index("\n## Alerts"):], re.M))
+    alerts = {r["alert"] for r in rules()}
+    assert alerts <= headings, alerts - headings
+    for rule in rules():
+        assert rule["annotations"]["runbook_url"] == RUNBOOK_URL + rule["alert"].lower(), rule["alert"]
