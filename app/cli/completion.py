@@ -7,13 +7,25 @@ import argparse
 import sys
 
 
+# Values no `choices` list: --inventory's words (besides a file), and the kubeconfig's contexts.
+FIXED_VALUES = {"--inventory": ["live", "example"]}
+CONTEXTS = "@contexts"  # read when completing: `kubectl config get-contexts -o name`
+
+
 def tree(parser: argparse.ArgumentParser) -> dict:
-    """{"flags": [...], "commands": {name: tree}} of a parser and its subcommands."""
+    """{"flags": [...], "values": {flag: [...]}, "commands": {name: tree}} of a parser and its
+    subcommands; values: what a flag's value may be (each of its spellings)."""
     flags = sorted(o for a in parser._actions if a.help != argparse.SUPPRESS for o in a.option_strings
                    if o.startswith("--"))
+    values = {}
+    for a in parser._actions:
+        found = [str(c) for c in a.choices] if a.choices and not isinstance(a, argparse._SubParsersAction) else \
+            FIXED_VALUES.get(a.option_strings[-1] if a.option_strings else "") or \
+            ([CONTEXTS] if "--context" in a.option_strings else None)
+        values.update({o: found for o in a.option_strings if found})
     commands = {name: tree(sub) for a in parser._actions if isinstance(a, argparse._SubParsersAction)
                 for name, sub in a.choices.items()}
-    return {"flags": flags, "commands": commands}
+    return {"flags": flags, "values": values, "commands": commands}
 
 
 def candidates(words: list[str], root: dict) -> list[str]:
@@ -22,8 +34,33 @@ def candidates(words: list[str], root: dict) -> list[str]:
     for word in words[:-1]:
         if word in node["commands"]:
             node = node["commands"][word]
-    pool = node["flags"] if typed.startswith("-") else list(node["commands"]) or node["flags"]
+    after = node["values"].get(words[-2]) if len(words) > 1 else None
+    if after is not None:
+        pool = _contexts() if after == [CONTEXTS] else after
+    else:
+        pool = node["flags"] if typed.startswith("-") else list(node["commands"]) or node["flags"]
     return [c for c in pool if c.startswith(typed)]
+
+
+def _contexts() -> list[str]:
+    """The contexts of the kubeconfig kubectl would read (none where there is none)."""
+    from app.kube import kubeconfig_paths
+    try:
+        from kubernetes import config
+        path = kubeconfig_paths(None)
+        return [c["name"] for c in config.list_kube_config_contexts(config_file=path)[0]] if path else []
+    except Exception:  # noqa: BLE001 - an unreadable kubeconfig: nothing to offer
+        return []
+
+
+def _value_cases(node: dict, indent: str) -> str:
+    """bash: a value after a flag that takes listed ones completes from them."""
+    by_values: dict[str, list[str]] = {}
+    for flag, values in sorted(node["values"].items()):
+        words = '$(kubectl config get-contexts -o name 2>/dev/null)' if values == [CONTEXTS] else " ".join(values)
+        by_values.setdefault(words, []).append(flag)
+    return "".join(f'{indent}{"|".join(flags)}) opts="{words}"; COMPREPLY=($(compgen -W "$opts" -- "$cur")); '
+                   f'return;;\n' for words, flags in by_values.items())
 
 
 def script(shell: str, root: dict) -> str:
@@ -31,15 +68,17 @@ def script(shell: str, root: dict) -> str:
         return _fish(root)
     cases = []
     for name, node in sorted(root["commands"].items()):
-        inner = "".join(f'            {sub}) opts="{" ".join(leaf["flags"])}";;\n'
+        inner = "".join(f'            {sub})\n              case "$prev" in\n{_value_cases(leaf, " " * 16)}'
+                        f'              esac\n              opts="{" ".join(leaf["flags"])}";;\n'
                         for sub, leaf in sorted(node["commands"].items()))
         if inner:
             cases.append(f'        {name})\n          case "$sub" in\n{inner}'
                          f'            *) opts="{" ".join(node["commands"])}";;\n          esac;;\n')
         else:
-            cases.append(f'        {name}) opts="{" ".join(node["flags"])}";;\n')
+            cases.append(f'        {name})\n          case "$prev" in\n{_value_cases(node, " " * 12)}'
+                         f'          esac\n          opts="{" ".join(node["flags"])}";;\n')
     body = ("_dra_bridge() {\n    local cur=\"${COMP_WORDS[COMP_CWORD]}\" cmd=\"${COMP_WORDS[1]}\" "
-            "sub=\"${COMP_WORDS[2]}\" opts\n"
+            "sub=\"${COMP_WORDS[2]}\" prev=\"${COMP_WORDS[COMP_CWORD-1]}\" opts\n"
             "    if [ \"$COMP_CWORD\" -eq 1 ]; then cmd=''; fi\n    if [ \"$COMP_CWORD\" -eq 2 ]; then sub=''; fi\n"
             "    case \"$cmd\" in\n"
             + "".join(cases) + f'        *) opts="{" ".join(sorted(root["commands"]))}";;\n    esac\n'

@@ -353,6 +353,11 @@ def test_kubeconfig_is_chosen_in_kubectls_order(tmp_path, monkeypatch):
     (["dra-bridge", "rollout", "plan", "--wa"], ["--wave-size"], []),
     (["dra-bridge", "audit", "--inv"], ["--inventory"], []),
     (["dra-bridge", "reporter", "--max"], [], ["--max-rounds"]),  # hidden flags stay hidden
+    # Issue 55: values too, each command's own
+    (["dra-bridge", "audit", "-o", ""], ["table", "wide", "json", "policyreport"], ["--policy"]),
+    (["dra-bridge", "plan", "-o", "d"], ["diff"], ["table"]),
+    (["dra-bridge", "check", "--inventory", ""], ["live", "example"], []),
+    (["dra-bridge", "rollout", "status", "--output", ""], ["table", "json", "yaml"], []),
 ])
 def test_completion_offers_each_commands_own_words(tmp_path, words, wanted, unwanted):
     """Issue 46: `source <(dra-bridge completion bash)` completes commands, actions and flags from
@@ -412,3 +417,20 @@ def test_certs_inject_of_the_entry_point_takes_its_base(tmp_path):
     assert overlay["resources"] == [os.path.relpath(ROOT / "manifests" / "base", tmp_path / "deploy")]
     one_line_error(run(tmp_path, "certs", "--out", "d2", "--inject", str(ROOT / "manifests/cert-manager"),
                        "--image", "r/x:1"), "--inject", "composes components", "name the base")
+
+
+def test_context_values_come_from_the_kubeconfig(tmp_path, monkeypatch):
+    """`--context <TAB>` offers the contexts of the kubeconfig kubectl would read."""
+    import yaml
+
+    from app.cli.completion import candidates, tree
+    from app.cli.main import build_parser
+    config = tmp_path / "config"
+    config.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "lab",
+                                      "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                                      "users": [{"name": "u", "user": {}}],
+                                      "contexts": [{"name": n, "context": {"cluster": "c", "user": "u"}}
+                                                   for n in ("lab", "prod-eu")]}))
+    monkeypatch.setenv("KUBECONFIG", str(config))
+    assert candidates(["audit", "--context", "p"], tree(build_parser())) == ["prod-eu"]
+    assert candidates(["quota", "--context", ""], tree(build_parser())) == ["lab", "prod-eu"]
