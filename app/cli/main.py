@@ -234,8 +234,8 @@ def _add_reporter(sub) -> None:
 def _add_rollout(sub) -> None:
     p = sub.add_parser("rollout", help="move GPU nodes off the device plugin onto DRA, wave by wave",
                        description="Waves of GPU nodes leave the device plugin for NVIDIA's DRA driver: each node "
-                                   "is cordoned, its GPU pods evicted (PodDisruptionBudgets respected, never "
-                                   "forced), its labels flipped, and uncordoned once its ResourceSlices publish "
+                                   "is cordoned, its GPU pods evicted through the Eviction API (PodDisruptionBudgets "
+                                   "always respected; bare pods only with --force), its labels flipped, and uncordoned once its ResourceSlices publish "
                                    "what the device plugin advertised. Every step is recorded on the node: a "
                                    "stopped wave continues when run again.",
                        epilog="exit codes: each action's (`dra-bridge rollout ACTION --help`)" + VARIABLES)
