@@ -1,6 +1,7 @@
 """What a user meets when something is off: one line saying what and what to do, never a
 traceback, and exit codes scripts can rely on. Each command runs as a real process."""
 
+import base64
 import json
 import os
 import re
@@ -90,7 +91,13 @@ def test_certs_inject_writes_an_overlay_not_the_base(tmp_path):
     assert result.returncode == 0, result.stderr
     assert (base / "hook.yaml").read_text() == before
     overlay = yaml.safe_load((tmp_path / "deploy" / "kustomization.yaml").read_text())
-    assert overlay["resources"] == ["../manifests"]
+    assert overlay["resources"] == ["../manifests", "tls-secret.yaml"]
+    # The Secret as the server stores it: base64 on one line (kustomize's generator wraps it, and
+    # every `kubectl apply -k` would then report it configured).
+    secret = yaml.safe_load((tmp_path / "deploy" / "tls-secret.yaml").read_text())
+    assert secret["type"] == "kubernetes.io/tls" and set(secret["data"]) == {"tls.crt", "tls.key"}
+    assert base64.b64decode(secret["data"]["tls.crt"]) == (tmp_path / "deploy" / "tls.crt").read_bytes()
+    assert not any("\n" in v for v in secret["data"].values())
     assert overlay["images"] == [{"name": "dra-bridge", "newName": "reg.local/db",
                                   "digest": "sha256:ab"}]
     [patch] = overlay["patches"]
@@ -414,7 +421,7 @@ def test_certs_inject_of_the_entry_point_takes_its_base(tmp_path):
     result = run(tmp_path, "certs", "--out", "deploy", "--inject", str(ROOT / "manifests"), "--image", "r/x:1")
     assert result.returncode == 0, result.stderr
     overlay = yaml.safe_load((tmp_path / "deploy" / "kustomization.yaml").read_text())
-    assert overlay["resources"] == [os.path.relpath(ROOT / "manifests" / "base", tmp_path / "deploy")]
+    assert overlay["resources"] == [os.path.relpath(ROOT / "manifests" / "base", tmp_path / "deploy"), "tls-secret.yaml"]
     one_line_error(run(tmp_path, "certs", "--out", "d2", "--inject", str(ROOT / "manifests/cert-manager"),
                        "--image", "r/x:1"), "--inject", "composes components", "name the base")
 
