@@ -98,10 +98,15 @@ def _row(report: ObjectReport) -> dict:
             "path": report.path, "templates": report.templates, "reasons": report.reasons, "source": report.source}
 
 
-def policy_reports(rows: list[dict], checked: bool, violations: list | None = None) -> list[dict]:
-    """The migration status of each workload, and a result per admin-rule violation found."""
+def policy_reports(rows: list[dict], checked: bool, violations: list | None = None,
+                   audited: list[str] = ()) -> list[dict]:
+    """The migration status of each workload, and a result per admin-rule violation found.
+    audited: every namespace judged gets its report, an empty one where nothing is left, so
+    applying the output replaces a report that has become clean; never an empty output."""
     now = {"seconds": int(time.time()), "nanos": 0}
     by_namespace: dict[str, list[dict]] = policy_report.results(violations or [], now)
+    for namespace in audited:
+        by_namespace.setdefault(namespace, [])
     for row in rows:
         # native: DRA serves it as it is; rewrite: admission migrates it; legacy and the rest: work left.
         # quota: a Kueue quota on GPUs, reported for what it means to migrated pods.
@@ -116,7 +121,7 @@ def policy_reports(rows: list[dict], checked: bool, violations: list | None = No
             "properties": {"status": row["status"], "path": row["path"], "templates": ",".join(row["templates"]),
                            "inventoryChecked": str(checked).lower()},
         })
-    return policy_report.reports(by_namespace)
+    return policy_report.reports(by_namespace or {"": []})  # nothing audited: one empty cluster report
 
 
 def _asked(objects: list[dict], policy) -> set[str]:
@@ -191,7 +196,8 @@ def run_audit(args) -> int:
                   "adminAccess": exposure.as_json(), "nativePath": native}
         sys.stdout.write(json.dumps(report, indent=2) + "\n" if args.output == "json" else as_yaml(report))
     elif args.output == "policyreport":
-        sys.stdout.write(dump_documents(policy_reports(rows, ix is not None, violations)))
+        audited = [args.namespace] if args.namespace and not args.filename else sorted(namespaces or {})
+        sys.stdout.write(dump_documents(policy_reports(rows, ix is not None, violations, audited)))
     else:
         width = max([len(f"{r['kind']}/{r['name']}") for r in rows] + [6])
         sys.stdout.write(f"{'NAMESPACE':16s} {'OBJECT':{width}s} {'STATUS':16s} {'PATH':14s} DETAIL\n")

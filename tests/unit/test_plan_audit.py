@@ -390,3 +390,26 @@ def test_audit_of_a_cluster_judges_with_the_policy_its_replicas_enforce(tmp_path
         assert denied.returncode == 3 and "--policy FILE judges with a file instead" in denied.stderr, denied.stderr
     finally:
         fake.stop()
+
+
+def test_policy_reports_cover_every_namespace_audited_so_a_clean_one_replaces_its_old_report(tmp_path):
+    """Issue 55: a namespace that became clean kept its old `fail` report, and a clean cluster
+    printed nothing (`kubectl apply -f -` then fails). Every namespace audited gets its report."""
+    fake = FakeKube().start()
+    try:
+        bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "notebook", "namespace": "research"},
+                "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+        fake.add_cluster_object("pods", bare)
+        fake.namespaces.update(research={"dra-bridge.io/migrate": "enabled"}, clean={})
+        config = fake.kubeconfig(tmp_path / "kc")
+        everything = run("audit", "--kubeconfig", config, "-o", "policyreport")
+        assert everything.returncode in (0, 1), everything.stderr
+        reports = {d["metadata"]["namespace"]: d for d in yaml.safe_load_all(everything.stdout) if d}
+        assert {"research", "clean"} <= set(reports)
+        assert reports["research"]["results"] and reports["clean"]["results"] == []
+        assert reports["clean"]["summary"] == {"pass": 0, "fail": 0, "warn": 0, "error": 0, "skip": 0}
+        one = run("audit", "--kubeconfig", config, "-n", "clean", "-o", "policyreport")
+        [report] = [d for d in yaml.safe_load_all(one.stdout) if d]
+        assert (report["kind"], report["metadata"]["namespace"], report["results"]) == ("PolicyReport", "clean", [])
+    finally:
+        fake.stop()
