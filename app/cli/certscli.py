@@ -28,11 +28,25 @@ def run_certs(args) -> int:
     if args.inject and not args.image:
         raise InputError("--image", "required with --inject: no image is published; name the one you pushed "
                                     "(--image REGISTRY/dra-bridge:TAG)")
+    if args.cert_manager and not args.inject:
+        raise InputError("--cert-manager", "only with --inject BASE: it writes an overlay of that base")
     base = base_of(args.inject) if args.inject else ""
     objects = base_objects(base) if base else []
     webhooks = webhook_configurations(objects, base) if base else []  # checked before anything is written
+    hosts = _hosts(args)
+    if args.cert_manager:
+        from .certmanagercli import CERTIFICATE_FILE, write_cert_manager_overlay
+
+        _check_out_folder(out, args.force, ("kustomization.yaml", CERTIFICATE_FILE))
+        path = write_cert_manager_overlay(out, base, objects, webhooks, service=args.service,
+                                          namespace=args.namespace, hosts=hosts, image=args.image,
+                                          secret=TLS_SECRET, image_entry=_image,
+                                          base_image=BASE_IMAGE)
+        print(f"wrote {path} and {os.path.join(out, 'certificate.yaml')}: {base} with cert-manager issuing "
+              f"Secret {args.namespace}/{TLS_SECRET} for {', '.join(hosts)} and injecting its CA")
+        print(f"deploy with: kubectl apply -k {out}  (cert-manager must be installed)")
+        return 0
     _check_out_folder(out, args.force)
-    hosts = certs.service_hosts(args.service, args.namespace) + list(args.host)
     try:
         bundle = certs.write_bundle(out, hosts, args.days)
     except OSError as exc:
@@ -55,6 +69,12 @@ def run_certs(args) -> int:
     return 0
 
 
+def _hosts(args) -> list[str]:
+    from app import certs
+
+    return certs.service_hosts(args.service, args.namespace) + list(args.host)
+
+
 def _write_secret(out: str, bundle, namespace: str) -> None:
     """The TLS Secret as the API server stores it: base64 on one line (kustomize's secretGenerator
     wraps it at 76 characters, the server does not, so every apply would report it configured)."""
@@ -69,10 +89,10 @@ def _write_secret(out: str, bundle, namespace: str) -> None:
         handle.write(yaml.safe_dump(secret, sort_keys=False, width=100000))
 
 
-def _check_out_folder(out: str, force: bool) -> None:
+def _check_out_folder(out: str, force: bool, names=("ca.crt", "tls.crt", "tls.key", SECRET_FILE)) -> None:
     if os.path.exists(out) and not os.path.isdir(out):
-        raise InputError("--out", f"{out}: is a file; name a folder for ca.crt, tls.crt and tls.key")
-    present = [n for n in ("ca.crt", "tls.crt", "tls.key", SECRET_FILE) if os.path.exists(os.path.join(out, n))]
+        raise InputError("--out", f"{out}: is a file; name a folder for {', '.join(names)}")
+    present = [n for n in names if os.path.exists(os.path.join(out, n))]
     if present and not force:
         raise InputError("--out", f"{out} already holds {', '.join(present)}: pass --force to replace them, "
                                   "or name another folder")

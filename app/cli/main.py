@@ -112,6 +112,8 @@ def _add_certs(sub) -> None:
              "webhook configurations and the Secret dra-bridge-tls from these files")
     opt(p, "--image", help="with --inject (required there): the image to deploy (REPO:TAG or REPO@sha256:DIGEST)",
         shown="none")
+    opt(p, "--cert-manager", action="store_true",
+        help="with --inject: cert-manager issues the certificate; the overlay holds no key (commit it)")
 
 
 def _inputs(p) -> None:

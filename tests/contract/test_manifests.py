@@ -73,7 +73,8 @@ GRANTED = {
         **{("", r, "list"): "kube.rollout_snapshot (paths: opt-in labels, GPU quotas)"
            for r in ("namespaces", "resourcequotas")},
         ("policy", "poddisruptionbudgets", "list"): "kube.rollout_snapshot (budgets a wave must keep)",
-        ("", "configmaps", "get"): "kube.read_kueue (Kueue's deviceClassMappings, as serve reads them)",
+        ("", "configmaps", "get"): "kube.read_kueue (Kueue's deviceClassMappings, as serve reads them); "
+                                   "policy_in_force.read_served_policy (the policy a wave judges with)",
         ("apps", "deployments", "get"): "kube.read_kueue (Kueue's --feature-gates, as serve reads them)",
         ("batch", "jobs", "list"): "kube.rollout_snapshot, NodeWrites.judged_on_node (backoffLimits evictions count "
                                    "against; Jobs short of pods)",
@@ -335,6 +336,57 @@ def test_cert_manager_overlay_injects_ca(objects):
     [config] = by_kind(rendered, "MutatingWebhookConfiguration")
     assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "dra-bridge/dra-bridge"
     assert by_kind(rendered, "Certificate")[0]["spec"]["secretName"] == "dra-bridge-tls"
+
+
+def test_certs_cert_manager_writes_an_overlay_with_no_key_and_no_tracked_edit(tmp_path):
+    """Issue 55: the cert-manager path once needed the tracked manifests/image edited. Now `certs
+    --cert-manager --inject` writes an overlay of its own: the same Issuer and Certificate as
+    manifests/cert-manager (for the namespace asked), the CA injection on both webhook
+    configurations, the image; no key, so the folder can be committed."""
+    from app.cli import main
+
+    before = {p: p.read_bytes() for p in (ROOT / "manifests").rglob("*.yaml")}
+    default = tmp_path / "default"
+    assert main(["certs", "--cert-manager", "--out", str(default), "--inject", str(ROOT / "manifests"),
+                 "--image", "registry.example/dra-bridge:dev"]) == 0
+    assert {p: p.read_bytes() for p in (ROOT / "manifests").rglob("*.yaml")} == before
+    assert sorted(p.name for p in default.iterdir()) == ["certificate.yaml", "kustomization.yaml"]
+    shipped = [d for d in yaml.safe_load_all((ROOT / "manifests/cert-manager/certificate.yaml").read_text()) if d]
+    assert [d for d in yaml.safe_load_all((default / "certificate.yaml").read_text()) if d] == shipped
+    # The same objects as the tracked path, but for its image component's bookkeeping annotation.
+    assert _without_image_note(render("manifests/cert-manager"), "registry.example/dra-bridge:dev") == \
+        [d for d in yaml.safe_load_all(kustomize(default)) if d]
+
+    moved = tmp_path / "moved"
+    assert main(["certs", "--cert-manager", "--out", str(moved), "--inject", str(ROOT / "manifests"),
+                 "--namespace", "gpu-system", "--host", "10.0.0.7", "--image", "registry.example/dra-bridge:dev"]) == 0
+    rendered = [d for d in yaml.safe_load_all(kustomize(moved)) if d]
+    hooks = [d for d in rendered if d["kind"].endswith("WebhookConfiguration")]
+    assert len(hooks) == 2
+    for hook in hooks:
+        assert hook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "gpu-system/dra-bridge"
+    [certificate] = by_kind(rendered, "Certificate")
+    assert certificate["metadata"]["namespace"] == "gpu-system"
+    assert "dra-bridge.gpu-system.svc" in certificate["spec"]["dnsNames"]
+    assert certificate["spec"]["ipAddresses"] == ["10.0.0.7"]
+    assert certificate["spec"]["issuerRef"]["name"] == by_kind(rendered, "Issuer")[0]["metadata"]["name"]
+    for doc in rendered:
+        if doc["kind"] not in CLUSTER_SCOPED:
+            assert doc["metadata"].get("namespace", doc["metadata"]["name"]) == "gpu-system", doc["kind"]
+    images = {c["image"] for d in rendered if d["kind"] in ("Deployment", "DaemonSet")
+              for c in d["spec"]["template"]["spec"]["containers"]}
+    assert images == {"registry.example/dra-bridge:dev"}
+
+
+def _without_image_note(objects: list[dict], image: str) -> list[dict]:
+    for obj in objects:
+        notes = obj["metadata"].get("annotations") or {}
+        notes.pop("dra-bridge.io/image", None)
+        if "annotations" in obj["metadata"] and not notes:
+            del obj["metadata"]["annotations"]
+        for container in obj.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+            container["image"] = image
+    return objects
 
 
 def test_match_condition_selects_exactly_the_pods_we_migrate(objects, corpus):

@@ -70,7 +70,8 @@ def installed():
 def test_the_runbook_has_every_section_the_issue_asks_for():
     headings = re.findall(r"^## (.+)$", RUNBOOK, re.MULTILINE)
     assert headings == ["What gets installed", "Install order", "From warn to enforce", "The webhook is down",
-                        "Pods were admitted unmigrated", "A node is served twice", "A GPU budget escaped", "The policy was refused", "Rollback", "Upgrade", "Uninstall", "Renewing the certificate"]
+                        "Pods were admitted unmigrated", "A node is served twice", "A GPU budget escaped", "The policy was refused", "Rollback", "Upgrade", "Uninstall", "Renewing the certificate",
+                        "Alerts"]
     assert len(commands()) >= 30
 
 

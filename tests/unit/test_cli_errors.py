@@ -237,6 +237,7 @@ def test_an_inventory_without_devices_warns_and_readyz_says_so(tmp_path):
     (["certs", "--out", "out", "--days", "-5"], ["--days", "-5: at least 1"]),
     (["certs", "--out", "out", "--days", "0"], ["--days", "0: at least 1"]),
     (["certs", "--out", "out", "--image", "repo/x:1"], ["--image", "only with --inject"]),
+    (["certs", "--out", "out", "--cert-manager"], ["--cert-manager", "only with --inject"]),
     (["serve", "--reload-interval", "0"], ["--reload-interval", "more than 0 seconds"]),
     (["serve", "--api-timeout", "nan"], ["--api-timeout", "finite"]),
     (["rollout", "run", "--wave", "0"], ["rollout run: argument --wave", "at least 1"]),
