@@ -8,12 +8,12 @@ import sys
 from app import dra
 from app.common import InputError, view_of
 from app.common import release as releases
-from app.policy import load_policy
 from app.application import EveryNamespace, admin_label_rule, chain, cluster_facts, inventory_source
 from app.application.manifests import objects_of
 
 from .output import as_yaml
 from .inputs import INVENTORY_HELP, cluster_of, choose_inventory, read_inputs
+from .servedpolicy import live_policy_or
 
 
 def check_object(obj: dict, ix: dra.Index, namespaces: dict | None = None) -> dra.Verdict:
@@ -42,13 +42,15 @@ def _judged(obj: dict, ix: dra.Index, namespaces: dict | None) -> dra.Verdict:
 
 
 def run_check(args) -> int:
-    inventory, where = choose_inventory(args.inventory, cluster_of(args), args)
+    connect = cluster_of(args)
+    inventory, where = choose_inventory(args.inventory, connect, args)
     if inventory is None:
         raise InputError("--inventory", f"check judges claims against devices: name them ({INVENTORY_HELP})")
     ix = dra.build_index(inventory)
     sys.stderr.write(f"judged against: {inventory_source(ix, where)}\n")
     inputs = read_inputs(args.filename)
-    judge = _policy_judge(args.policy, ix, inputs, inventory.namespaces or {}) if args.policy else None
+    policy = live_policy_or(args, connect, lambda: None)  # offline, rules are judged where --policy names them
+    judge = _policy_judge(policy, ix, inputs, inventory.namespaces or {}) if policy is not None else None
     rows = []
     for source, objects in inputs:
         for line, obj in objects:
@@ -87,10 +89,9 @@ def run_check(args) -> int:
     return 0 if fine else 1
 
 
-def _policy_judge(path: str, ix: dra.Index, inputs, namespaces: dict):
+def _policy_judge(policy, ix: dra.Index, inputs, namespaces: dict):
     """What the webhooks answer for each object under the policy (application.chain): claims a pod
     names are read from the same input."""
-    policy = load_policy(path)
     facts = cluster_facts(policy, ix, source=inventory_source(ix, "inventory"), objects=objects_of(inputs),
                           claims_known=True, namespaces=EveryNamespace(namespaces))
 

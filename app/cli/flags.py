@@ -74,10 +74,10 @@ def release_flags(p, live: bool = False, env: bool = False) -> None:
              "them: DRADeviceTaints=true,DRAConsumableCapacity=false")
 
 
-def cluster_policy_flags(p, what: str = "policy file") -> None:
+def cluster_policy_flags(p, what: str = "policy file", offline: str = "the bundled one") -> None:
     """--policy and --policy-configmap of a command that reads a cluster (servedpolicy.policy_for)."""
-    opt(p, "--policy", help=what, shown="the policy the cluster's replicas enforce (--policy-configmap); offline: "
-                                        "the bundled one")
+    opt(p, "--policy", help=what, shown=f"the policy the cluster's replicas enforce (--policy-configmap); offline: "
+                                        f"{offline}")
     opt(p, "--policy-configmap", default="dra-bridge/dra-bridge-policy",
         help="NAMESPACE/NAME of the ConfigMap the replicas load their policy from (where it is refused, the copy "
              "they kept beside it, NAME-last-good)")

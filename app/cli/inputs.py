@@ -78,9 +78,12 @@ EXAMPLE_SAID = "the bundled EXAMPLE inventory (not your cluster)"
 def cluster_of(args):
     """connect() for --inventory live: --kubeconfig / --context where given, else the cluster
     kubectl would ask ($KUBECONFIG, ~/.kube/config, in-cluster); None where none is configured."""
+    from functools import cache
+
     from app import kube
-    return lambda: kube.connect(getattr(args, "kubeconfig", None), getattr(args, "context", None),
-                                timeout_retries=False, request_timeout=getattr(args, "request_timeout", 30.0))
+    # Once per command: the inventory and the policy in force are read through one connection.
+    return cache(lambda: kube.connect(getattr(args, "kubeconfig", None), getattr(args, "context", None),
+                                      timeout_retries=False, request_timeout=getattr(args, "request_timeout", 30.0)))
 
 
 def flag_release(args, found: releases.Release | None = None) -> releases.Release:

@@ -130,7 +130,7 @@ def _add_plan(sub) -> None:
     p.set_defaults(runner=("plancli", "run_plan"))
     _inputs(p)
     kube_flags(p, env=False)
-    opt(p, "--policy", help="policy file", shown="the bundled policy")
+    cluster_policy_flags(p)
     opt(p, "--inventory", help=INVENTORY_HELP + ": check each migration against it", shown="none: not checked")
     release_flags(p, live=True)
     opt(p, "-n", "--namespace", help="namespace for objects that name none (where their templates go)",
@@ -149,8 +149,8 @@ def _add_check(sub) -> None:
     kube_flags(p, env=False)
     opt(p, "--inventory", help=INVENTORY_HELP + " (required: none judges nothing)", shown="none")
     release_flags(p, live=True)
-    opt(p, "--policy", help="policy file: also judge claims, templates and pods by its rules, as the webhooks "
-                            "would (exit 1 when one is denied)", shown="rules not judged")
+    cluster_policy_flags(p, "policy file: also judge claims, templates and pods by its rules, as the webhooks "
+                            "would (exit 1 when one is denied)", offline="rules not judged")
     opt(p, "-o", "--output", choices=["table", "text", "json", "yaml"], default="table",
         help="stdout format (text: the same as table)")
 

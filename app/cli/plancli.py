@@ -12,10 +12,11 @@ from app import dra
 from app.application import inventory_source
 from app.application.manifests import STATUSES, ObjectReport, exit_status, manifest_facts, plan_objects
 from app.common import dump_document, dump_documents
-from app.policy import load_policy
+from app.policy import default_policy
 
 from .inputs import cluster_of, choose_inventory, flag_release, read_some_inputs
 from .output import as_json_list, clip
+from .servedpolicy import live_policy_or
 
 _COLOURS = {"migrated": "32", "unchanged": "0", "unsatisfiable": "31", "needs-attention": "33"}
 
@@ -53,9 +54,10 @@ def summary_table(reports: list[ObjectReport], stream, colour: bool, wide: bool 
 
 
 def run_plan(args) -> int:
-    policy = load_policy(args.policy)
+    connect = cluster_of(args)
+    policy = live_policy_or(args, connect, default_policy)
     inputs = read_some_inputs(args.filename)
-    inventory, where = choose_inventory(args.inventory, cluster_of(args), args)
+    inventory, where = choose_inventory(args.inventory, connect, args)
     ix = dra.build_index(inventory) if inventory is not None else None
     release = inventory.release if inventory is not None else flag_release(args)
     sys.stderr.write(f"judged against: {inventory_source(ix, where, release)}\n")

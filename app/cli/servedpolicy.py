@@ -44,3 +44,12 @@ def policy_for(args, api) -> Policy:
                                  "FILE judges with a file instead)") from None
     sys.stderr.write(f"policy in force: {served.source}\n")
     return parse_policy(served.text, served.source) if served.text is not None else default_policy()
+
+
+def live_policy_or(args, connect, offline):
+    """plan and check: --policy FILE; with --inventory live, the policy the cluster's replicas
+    enforce (said on stderr); else offline() (what the command judges with off a cluster)."""
+    if args.policy or getattr(args, "inventory", None) != "live":
+        return load_policy(args.policy) if args.policy else offline()
+    found = connect()
+    return policy_for(args, found[0]) if found is not None else offline()

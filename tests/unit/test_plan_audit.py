@@ -392,6 +392,62 @@ def test_audit_of_a_cluster_judges_with_the_policy_its_replicas_enforce(tmp_path
         fake.stop()
 
 
+def test_plan_and_check_on_a_live_inventory_judge_with_the_policy_in_force(tmp_path):
+    """Issue 55: with `--inventory live`, plan judged with the bundled policy and check with no rules,
+    whatever the replicas enforce. Now both read the served ConfigMap (said, with its digest);
+    --policy FILE wins; offline they judge as before."""
+    from app.kube import policy_digest
+
+    fake = FakeKube().start()
+    try:
+        config = fake.kubeconfig(tmp_path / "kc")
+        pod = tmp_path / "pod.yaml"
+        pod.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod",
+                                       "metadata": {"name": "notebook", "namespace": "research"},
+                                       "spec": {"containers": [{"name": "c", "image": "i", "resources": {
+                                           "limits": {"nvidia.com/gpu": 1}}}]}}))
+        claim = tmp_path / "claim.yaml"
+        claim.write_text(yaml.safe_dump({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                         "metadata": {"name": "big", "namespace": "research"},
+                                         "spec": {"devices": {"requests": [{"name": "g", "exactly": {
+                                             "deviceClassName": "gpu.nvidia.com", "count": 3}}]}}}))
+
+        def plan_status(*extra):
+            result = run("plan", "-f", str(pod), "--inventory", "live", "--kubeconfig", config, "-o", "report", *extra)
+            assert result.returncode in (0, 1), result.stderr
+            return json.loads(result.stdout)["objects"][0]["status"], result.stderr
+
+        def check(*extra):
+            result = run("check", "-f", str(claim), "--inventory", "live", "--kubeconfig", config, "-o", "json",
+                         *extra)
+            assert result.returncode in (0, 1), result.stderr
+            return json.loads(result.stdout)[0], result.stderr
+
+        status, said = plan_status()
+        assert status != "unchanged" and "policy in force: the bundled default" in said, (status, said)
+        assert check()[0]["policy"] != "deny"  # the bundled default is in warn mode
+        served = ("namespaces:\n- names: [research]\n  migrate: false\n"
+                  "rules:\n- name: four-max\n  validationActions: [Deny]\n  maxDevicesPerClaim: 2\n")
+        fake.objects[("dra-bridge", "configmaps", "dra-bridge-policy")] = {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dra-bridge-policy", "namespace": "dra-bridge"},
+            "data": {"policy.yaml": served}}
+        status, said = plan_status()
+        assert status == "unchanged", (status, said)  # migration is off there in the policy served
+        assert f"policy in force: ConfigMap dra-bridge/dra-bridge-policy, policy {policy_digest(served)}" in said
+        row, said = check()
+        assert row["policy"] == "deny" and "four-max" in " ".join(row["policyMessages"]), row
+        assert "policy in force: ConfigMap dra-bridge/dra-bridge-policy" in said
+        file = tmp_path / "mine.yaml"
+        file.write_text("{}\n")
+        assert plan_status("--policy", str(file))[0] != "unchanged"  # a file named wins
+        assert check("--policy", str(file))[0]["policy"] != "deny"
+        offline = run("plan", "-f", str(pod), "-o", "report")
+        assert json.loads(offline.stdout)["objects"][0]["status"] != "unchanged" and "policy in force" not in \
+            offline.stderr
+    finally:
+        fake.stop()
+
+
 def test_policy_reports_cover_every_namespace_audited_so_a_clean_one_replaces_its_old_report(tmp_path):
     """Issue 55: a namespace that became clean kept its old `fail` report, and a clean cluster
     printed nothing (`kubectl apply -f -` then fails). Every namespace audited gets its report."""
