@@ -18,7 +18,7 @@ from app.application import (ClusterFacts, admin_access, claim_objects, rollout,
                              read_kueue_view, scan, unmigrated)
 from app.application.manifests import ObjectReport, exit_status, kueue_of_inputs, namespace_labels, objects_of, \
     plan_objects
-from app.common import BridgeError, by_kind, controller_ref, dump_documents, labels_by_name, view_of
+from app.common import BridgeError, InputError, by_kind, controller_ref, dump_documents, labels_by_name, view_of
 from app.common import release as releases
 from app.migration import (OptIn, extended_resources, legacy_resources, pod_templates, queue_use, quota_use,
                            unserved_versions)
@@ -132,6 +132,9 @@ def _asked(objects: list[dict], policy) -> set[str]:
 
 def run_audit(args) -> int:
     opt_in = OptIn.parse(args.opt_in_label, "--opt-in-label")
+    if args.write_reports and (args.output != "policyreport" or args.filename):
+        raise InputError("--write-reports", "only with -o policyreport on a cluster (not -f): it writes the "
+                                            "reports of what it read there")
     found = None
     if not args.filename or args.inventory == "live":
         found = kube.connect(args.kubeconfig, args.context, timeout_retries=False,
@@ -197,7 +200,12 @@ def run_audit(args) -> int:
         sys.stdout.write(json.dumps(report, indent=2) + "\n" if args.output == "json" else as_yaml(report))
     elif args.output == "policyreport":
         audited = [args.namespace] if args.namespace and not args.filename else sorted(namespaces or {})
-        sys.stdout.write(dump_documents(policy_reports(rows, ix is not None, violations, audited)))
+        reports = policy_reports(rows, ix is not None, violations, audited)
+        if args.write_reports:  # the findings are in the reports: a run that wrote them all succeeded
+            for line in _from_cluster(found, kube.write_reports, reports, args.request_timeout):
+                sys.stdout.write(f"wrote {line}\n")
+            return 0
+        sys.stdout.write(dump_documents(reports))
     else:
         width = max([len(f"{r['kind']}/{r['name']}") for r in rows] + [6])
         sys.stdout.write(f"{'NAMESPACE':16s} {'OBJECT':{width}s} {'STATUS':16s} {'PATH':14s} DETAIL\n")

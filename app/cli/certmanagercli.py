@@ -44,7 +44,7 @@ def _is_ip(host: str) -> bool:
 
 def write_cert_manager_overlay(out: str, base: str, objects: list[dict], webhooks, *, service: str,
                                namespace: str, hosts: list[str], image: str, secret: str,
-                               image_entry, base_image: str) -> str:
+                               image_entry, base_image: str, components: list[str] = ()) -> str:
     """Writes OUT/kustomization.yaml and OUT/certificate.yaml (OUT checked by the caller); returns
     the kustomization's path."""
     certificate = issuer_and_certificate(service, namespace, hosts, secret)
@@ -57,6 +57,7 @@ def write_cert_manager_overlay(out: str, base: str, objects: list[dict], webhook
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
         **({"namespace": namespace} if moves else {}),
         "resources": [os.path.relpath(base, out), CERTIFICATE_FILE],
+        **({"components": [os.path.relpath(c, out) for c in components]} if components else {}),
         # A strategic merge patch: a JSON-patch `add` under /metadata/annotations needs the map to exist.
         "patches": [{"target": {"kind": kind, "name": name},
                      "patch": yaml.safe_dump({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,

@@ -28,10 +28,14 @@ def run_certs(args) -> int:
     if args.inject and not args.image:
         raise InputError("--image", "required with --inject: no image is published; name the one you pushed "
                                     "(--image REGISTRY/dra-bridge:TAG)")
+    if args.audit_cronjob and not args.inject:
+        raise InputError("--audit-cronjob", "only with --inject BASE: it adds the CronJob to that overlay")
     if args.cert_manager and not args.inject:
         raise InputError("--cert-manager", "only with --inject BASE: it writes an overlay of that base")
     base = base_of(args.inject) if args.inject else ""
     objects = base_objects(base) if base else []
+    components = [audit_component(base, args.audit_cronjob)] if args.audit_cronjob else []
+    objects += [o for folder in components for o in base_objects(folder)]  # they move namespace alike
     webhooks = webhook_configurations(objects, base) if base else []  # checked before anything is written
     hosts = _hosts(args)
     if args.cert_manager:
@@ -41,7 +45,7 @@ def run_certs(args) -> int:
         path = write_cert_manager_overlay(out, base, objects, webhooks, service=args.service,
                                           namespace=args.namespace, hosts=hosts, image=args.image,
                                           secret=TLS_SECRET, image_entry=_image,
-                                          base_image=BASE_IMAGE)
+                                          base_image=BASE_IMAGE, components=components)
         print(f"wrote {path} and {os.path.join(out, 'certificate.yaml')}: {base} with cert-manager issuing "
               f"Secret {args.namespace}/{TLS_SECRET} for {', '.join(hosts)} and injecting its CA")
         print(f"deploy with: kubectl apply -k {out}  (cert-manager must be installed)")
@@ -60,7 +64,7 @@ def run_certs(args) -> int:
         base_namespace = next((view_of(o).name for o in objects if o.get("kind") == "Namespace"), "dra-bridge")
         moves = namespace_patches(objects, base_namespace, args.namespace) if args.namespace != base_namespace else []
         text = overlay(os.path.relpath(base, out), webhooks, ca_b64, args.namespace, args.image, moves,
-                       os.path.abspath(base))
+                       os.path.abspath(base), [os.path.relpath(c, out) for c in components])
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(text)
         names = ", ".join(f"{kind}/{name}" for kind, name, _n in webhooks)
@@ -153,14 +157,23 @@ def _image(image: str) -> dict:
     return {"newName": image}
 
 
+def audit_component(base: str, where: str) -> str:
+    """The audit CronJob's kustomize component: --audit-cronjob's folder, or `audit` beside the base."""
+    folder = where if where != "beside" else os.path.join(os.path.dirname(os.path.abspath(base)), "audit")
+    if not os.path.isfile(os.path.join(folder, "kustomization.yaml")):
+        raise InputError("--audit-cronjob", f"{folder}: no kustomize component there (manifests/audit)")
+    return folder
+
+
 def overlay(base: str, webhooks: list[tuple[str, str, int]], ca_b64: str, namespace: str,
-            image: str | None, moves: list[dict] = (), base_at: str = "") -> str:
+            image: str | None, moves: list[dict] = (), base_at: str = "", components: list[str] = ()) -> str:
     """A kustomization: the base, the TLS Secret written beside it (SECRET_FILE), every webhook's caBundle;
     with moves (namespace_patches), the whole base in `namespace`."""
     doc: dict = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
         **({"namespace": namespace} if moves else {}),
         "resources": [base, SECRET_FILE],
+        **({"components": list(components)} if components else {}),
         "patches": [{"target": {"kind": kind, "name": name},
                      "patch": yaml.safe_dump([{"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle",
                                                "value": ca_b64} for i in range(count)], width=100000)}

@@ -112,6 +112,8 @@ def _add_certs(sub) -> None:
              "webhook configurations and the Secret dra-bridge-tls from these files")
     opt(p, "--image", help="with --inject (required there): the image to deploy (REPO:TAG or REPO@sha256:DIGEST)",
         shown="none")
+    opt(p, "--audit-cronjob", nargs="?", const="beside", metavar="COMPONENT", shown="none",
+        help="with --inject: add the PolicyReport CronJob (manifests/audit, beside the base unless named)")
     opt(p, "--cert-manager", action="store_true",
         help="with --inject: cert-manager issues the certificate; the overlay holds no key (commit it)")
 
@@ -180,6 +182,8 @@ def _add_audit(sub) -> None:
     cluster_policy_flags(p)
     opt(p, "-o", "--output", choices=["table", "wide", "json", "yaml", "policyreport"], default="table",
         help="stdout format (wide: every reason, uncut)")
+    opt(p, "--write-reports", action="store_true", help="with -o policyreport on a cluster: write the reports there "
+        "(server-side apply, read back; exit 0 once written, findings or not: what the shipped CronJob runs)")
     opt_in(p, "pods of namespaces without it are left as written")
 
 

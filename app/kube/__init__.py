@@ -8,6 +8,7 @@ from .release import probed_release, server_release
 from .claimreader import ClaimReader
 from .policy_store import LastGoodPolicy, policy_digest
 from .policy_in_force import ServedPolicy, read_served_policy
+from .policy_reports import write_reports
 from .events import EventSink
 from .kueue_config import list_kueue, list_queues, read_kueue, read_queues
 from .live_inventory import LiveInventory
@@ -18,6 +19,6 @@ from .namespaces import NamespaceLabels, NamespaceLookupError, opted_in_pods, ru
 from .template_gc import Lease, TemplateCollector, TemplateWatch
 from .templates import TemplateConflict, TemplateStore
 
-__all__ = ["ServedPolicy", "read_served_policy", "LastGoodPolicy", "policy_digest", "AdmissionPolicySync", "probed_release", "server_release", "list_kueue", "list_queues", "read_queues", "read_kueue", "ClaimReader", "EventSink", "NodeWrites", "LeaseStore", "rollout_snapshot", "Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "opted_in_pods", "running_pods", "TemplateConflict", "TemplateStore", "ApiTarget", "api_client", "connect", "kubeconfig_paths", "last_target", "unreachable", "api_client_for_host", "api_message", "probe", "raw_send",
+__all__ = ["write_reports", "ServedPolicy", "read_served_policy", "LastGoodPolicy", "policy_digest", "AdmissionPolicySync", "probed_release", "server_release", "list_kueue", "list_queues", "read_queues", "read_kueue", "ClaimReader", "EventSink", "NodeWrites", "LeaseStore", "rollout_snapshot", "Lease", "TemplateCollector", "TemplateWatch", "LiveInventory", "NamespaceLabels", "NamespaceLookupError", "opted_in_pods", "running_pods", "TemplateConflict", "TemplateStore", "ApiTarget", "api_client", "connect", "kubeconfig_paths", "last_target", "unreachable", "api_client_for_host", "api_message", "probe", "raw_send",
            "list_items", "list_pages",
            "raw_get"]

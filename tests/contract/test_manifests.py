@@ -219,6 +219,42 @@ def test_certs_namespace_moves_every_object_and_every_reference(tmp_path):
     assert f"# The base is {ROOT / 'manifests'}" in header  # where it comes from, and how to update
 
 
+# The background scan's ClusterRole (manifests/audit): what `audit --inventory live -o policyreport
+# --write-reports` calls, run as that service account in tests/e2e/test_audit_cronjob.py.
+AUDIT_GRANTED = {
+    **{("", r, "list"): "auditcli.live_objects (bare pods, controllers' pods; GPU quotas)" for r in ("pods", "resourcequotas")},
+    **{("apps", r, "list"): "auditcli.live_objects (workloads' pod templates)"
+       for r in ("deployments", "statefulsets", "daemonsets", "replicasets")},
+    **{("batch", r, "list"): "auditcli.live_objects (workloads' pod templates)" for r in ("jobs", "cronjobs")},
+    ("", "namespaces", "list"): "auditcli.run_audit (labels: opt-in, policy selectors; every namespace reported)",
+    ("", "nodes", "list"): "application.live_inventory (device-plugin GPUs)",
+    **{("resource.k8s.io", r, "list"): "application.live_inventory, claim_objects"
+       for r in ("resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates")},
+    ("scheduling.k8s.io", "priorityclasses", "list"): "auditcli.priority_classes (preemption: the path choice)",
+    ("", "configmaps", "get"): "servedpolicy.policy_for (policy in force, last good copy); kube.read_kueue",
+    ("apps", "deployments", "get"): "kube.read_kueue (Kueue's --feature-gates)",
+    **{("kueue.x-k8s.io", r, "list"): "kube.list_queues (queue budgets)" for r in ("clusterqueues", "localqueues", "workloads")},
+    **{("wgpolicyk8s.io", r, v): "kube.write_reports (server-side apply; create: the first apply)"
+       for r in ("policyreports", "clusterpolicyreports") for v in ("create", "patch")},
+}
+
+
+def test_the_audit_cronjobs_rbac_grants_only_what_audit_uses(tmp_path):
+    from app.cli import main
+
+    out = tmp_path / "overlay"
+    assert main(["certs", "--out", str(out), "--inject", str(ROOT / "manifests"), "--image", "r/x:1",
+                 "--audit-cronjob"]) == 0
+    rendered = [d for d in yaml.safe_load_all(kustomize(out)) if d]
+    [role] = [d for d in by_kind(rendered, "ClusterRole") if d["metadata"]["name"] == "dra-bridge-audit"]
+    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+               for v in rule["verbs"]}
+    assert granted == set(AUDIT_GRANTED), granted ^ set(AUDIT_GRANTED)
+    [names] = [rule["resourceNames"] for rule in role["rules"] if rule["resources"] == ["configmaps"]]
+    assert set(names) == {"dra-bridge-policy", "dra-bridge-policy-last-good", "kueue-manager-config"}
+    assert not [d for d in render("manifests") if d["metadata"]["name"] == "dra-bridge-audit"]  # opt-in only
+
+
 def test_rbac_grants_only_what_the_code_uses(objects):
     roles = {r["metadata"]["name"]: r for r in by_kind(objects, "ClusterRole")}
     assert set(roles) == set(GRANTED)

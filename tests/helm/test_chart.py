@@ -10,6 +10,7 @@ import yaml
 
 from app.policy import load_policy
 from tests.contract.test_manifests import render as kustomize_render
+from tests.conftest import ROOT
 from tests.helm.helmbin import CHART, template
 
 # A cold build of helm takes minutes; the tests after it take seconds.
@@ -274,3 +275,37 @@ def test_helm_show_readme_names_only_values_the_chart_has(helm):
         for part in name.split("."):
             assert isinstance(node, dict) and part in node, name
             node = node[part]
+
+
+def test_the_audit_cronjob_is_that_of_manifests_audit(helm, tmp_path):
+    """Issue 55: "run audit as a CronJob" shipped no CronJob. The chart's audit.cronJob and the
+    certs overlay's --audit-cronjob deploy the same objects (manifests/audit)."""
+    from app.cli import main
+    from tests.contract.test_manifests import kustomize
+
+    names = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "CronJob"}
+    assert not [d for d in rendered(helm) if d["metadata"]["name"] == "dra-bridge-audit"]
+    image = "registry.example.com/dra-bridge:0.1.0"
+    docs = rendered(helm, "--set", "audit.cronJob.enabled=true", "--set", "image.tag=0.1.0")
+    chart = by_key(comparable(d) for d in docs if d["metadata"]["name"] == "dra-bridge-audit")
+    out = tmp_path / "overlay"
+    assert main(["certs", "--out", str(out), "--inject", str(ROOT / "manifests"), "--image", image,
+                 "--audit-cronjob"]) == 0
+    base = by_key(comparable(d) for d in yaml.safe_load_all(kustomize(out))
+                  if d and d["metadata"]["name"] == "dra-bridge-audit")
+    assert {k[0] for k in base} == names and set(chart) == set(base)
+    for key in base:
+        assert chart[key] == base[key], key
+    [job] = [d for d in docs if d["kind"] == "CronJob"]
+    container = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == image and "--write-reports" in container["args"]
+    moved = rendered(helm, "--set", "audit.cronJob.enabled=true", "--set", "audit.cronJob.schedule=@hourly",
+                     namespace="gpu-admission")
+    [job] = [d for d in moved if d["kind"] == "CronJob"]
+    assert job["spec"]["schedule"] == "@hourly"
+    assert "--policy-configmap=gpu-admission/dra-bridge-policy" in \
+        job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    [binding] = [d for d in moved if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"] == "dra-bridge-audit"]
+    assert binding["subjects"][0]["namespace"] == "gpu-admission"
+    refused = template(helm, "--set", "audit.cronJob.schedule=soon")
+    assert refused.returncode != 0 and "/audit/cronJob/schedule" in refused.stderr
