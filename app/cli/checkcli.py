@@ -11,7 +11,7 @@ from app.common import release as releases
 from app.application import EveryNamespace, admin_label_rule, chain, cluster_facts, inventory_source
 from app.application.manifests import objects_of
 
-from .output import as_yaml
+from .output import as_yaml, clip
 from .inputs import INVENTORY_HELP, cluster_of, choose_inventory, read_inputs
 from .servedpolicy import live_policy_or
 
@@ -78,10 +78,12 @@ def run_check(args) -> int:
                 sys.stdout.write(f"{'':18s}   closest: {hint}\n")
             for note in row["notes"]:
                 sys.stdout.write(f"{'':18s}   note: {note}\n")
+            for warning in row["warnings"] if args.output == "wide" else []:
+                sys.stdout.write(f"{'':18s}   warning: {warning}\n")
             if "policy" in row:
                 sys.stdout.write(f"{'':18s}   policy: {row['policy']}\n")
                 for said in row["policyMessages"] if row["policy"] != "allow" else []:
-                    sys.stdout.write(f"{'':18s}     {said[:400]}\n")
+                    sys.stdout.write(f"{'':18s}     {said if args.output == 'wide' else clip(said, 400)}\n")
     if not rows:
         raise InputError(" ".join(args.filename), "no ResourceClaim or ResourceClaimTemplate to check "
                                                    "(pods and workloads: `dra-bridge plan`)")

@@ -137,8 +137,9 @@ def _add_plan(sub) -> None:
     release_flags(p, live=True)
     opt(p, "-n", "--namespace", help="namespace for objects that name none (where their templates go)",
         shown="none")
-    opt(p, "-o", "--output", choices=["yaml", "json", "diff", "report"], default="yaml",
-        help="yaml, json: the objects to apply (json as a List); diff: per object; report: each object's verdict")
+    opt(p, "-o", "--output", choices=["yaml", "json", "diff", "report", "table", "wide"], default="yaml",
+        help="yaml, json: the objects to apply (json as a List); diff: per object; report: each object's verdict; "
+             "table, wide: only the summary table, on stdout (wide: every reason, uncut)")
     p.add_argument("--wide", action="store_true", help="the summary table with every reason, uncut (default: cut at 160)")
 
 
@@ -153,8 +154,8 @@ def _add_check(sub) -> None:
     release_flags(p, live=True)
     cluster_policy_flags(p, "policy file: also judge claims, templates and pods by its rules, as the webhooks "
                             "would (exit 1 when one is denied)", offline="rules not judged")
-    opt(p, "-o", "--output", choices=["table", "text", "json", "yaml"], default="table",
-        help="stdout format (text: the same as table)")
+    opt(p, "-o", "--output", choices=["table", "text", "wide", "json", "yaml"], default="table",
+        help="stdout format (text: the same as table; wide: every message uncut, with the allocator's warnings)")
 
 
 def _add_classes(sub) -> None:
@@ -196,8 +197,9 @@ def _add_quota(sub) -> None:
                    "ConfigMap from these files (repeatable) (default: the cluster)")
     kube_flags(p)
     cluster_policy_flags(p, "policy file (the planner's resource -> DeviceClass rules)")
-    opt(p, "-o", "--output", choices=["yaml", "json", "diff"], default="yaml",
-        help="yaml, json: the objects to apply (json as a List); diff: their diffs")
+    opt(p, "-o", "--output", choices=["yaml", "json", "diff", "table", "wide"], default="yaml",
+        help="yaml, json: the objects to apply (json as a List); diff: their diffs; table, wide: one row each "
+             "(wide: uncut)")
     opt(p, "--budget", choices=["split", "one"], default="split", help="split: a DeviceClass quota key beside each "
         "limit (1.34+); one: the class declares the resource: one limit over both sides (1.36+, KEP-5004)")
     release_flags(p, live=True)
@@ -272,7 +274,7 @@ def _add_rollout(sub) -> None:
                               epilog=exits.format(what="a wave is blocked"))
     plan.add_argument("-f", "--filename", action="append",
                       help="an export instead of the cluster (repeatable) (default: the cluster)")
-    opt(plan, "-o", "--output", choices=["table", "json", "yaml"], default="table", help="stdout format")
+    opt(plan, "-o", "--output", choices=["table", "wide", "json", "yaml"], default="table", help="stdout format")
     opt(plan, "--undo", type=at_least(1), metavar="WAVE", help="plan taking this wave back instead, as `rollout undo` "
                                                        "judges it before acting", shown="the waves forward")
     for name, text in (("run", "move the nodes of one wave"), ("undo", "move a wave's nodes back")):
@@ -291,7 +293,8 @@ def _add_rollout(sub) -> None:
                                 epilog=EXITS + VARIABLES)
     status.add_argument("-f", "--filename", action="append",
                         help="an export instead of the cluster (repeatable) (default: the cluster)")
-    opt(status, "-o", "--output", choices=["table", "json", "yaml"], default="table", help="stdout format")
+    opt(status, "-o", "--output", choices=["table", "wide", "json", "yaml"], default="table",
+        help="stdout format (wide: every pod in trouble named, not the first 5)")
     status.epilog = ("exit codes: 0 every GPU pod bound where it asks; 1 a GPU pod is Pending, on a node that no "
                      "longer advertises what it holds, or a GPU workload is short of pods (each named); 2 bad "
                      "input; 3 could not ask the cluster" + VARIABLES)

@@ -68,6 +68,10 @@ def run_plan(args) -> int:
     if args.output in ("yaml", "json"):  # one content, two spellings (kubectl's)
         docs = list(result.templates.values()) + [applyable(p) for _o, p in result.objects]
         out.write(dump_documents(docs) if args.output == "yaml" else as_json_list(docs))
+    elif args.output in ("table", "wide"):  # the summary alone, on stdout (kubectl's -o wide: uncut)
+        summary_table(result.reports, out, out.isatty() and not os.environ.get("NO_COLOR"),
+                      args.output == "wide" or args.wide)
+        return exit_status([r.status for r in result.reports])
     elif args.output == "report":
         out.write(json.dumps({"objects": [asdict(r) for r in result.reports],
                               "templates": list(result.templates.values()),

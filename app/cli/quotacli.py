@@ -16,7 +16,7 @@ from app.common import release as releases
 
 from .servedpolicy import policy_for
 from .inputs import flag_release, read_some_inputs, refuse_without_extended_resources
-from .output import as_json_list
+from .output import as_json_list, clip
 
 KINDS = {"ResourceQuota": "/api/v1/resourcequotas", "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses"}
 API_VERSIONS = {"ResourceQuota": "v1", "DeviceClass": "resource.k8s.io/v1"}
@@ -80,6 +80,8 @@ def run_quota(args) -> int:
             sys.stdout.writelines(difflib.unified_diff(
                 yaml.safe_dump(clean_object(before), sort_keys=False).splitlines(True),
                 yaml.safe_dump(after, sort_keys=False).splitlines(True), label, f"{label} (proposed)"))
+    elif args.output in ("table", "wide"):
+        _table(proposed_classes, changes, configuration, class_notes + kueue_notes, args.output == "wide")
     else:
         documents = proposed + ([configuration] if configuration else [])
         if documents:
@@ -87,3 +89,21 @@ def run_quota(args) -> int:
     if not changes and not found["ClusterQueue"]:
         sys.stderr.write("no ResourceQuota or ClusterQueue limits a legacy GPU resource\n")
     return 1 if proposed or configuration else 0
+
+
+def _table(classes: list[dict], changes, configuration: dict | None, notes: list[str], wide: bool) -> None:
+    """One row per object proposed or judged: what changes (the DRA keys a quota gains) and why."""
+    rows = [("DeviceClass", metadata_of(c)["name"], "extendedResourceName " + str(c["spec"].get("extendedResourceName")),
+             "") for c in classes]
+    for change in changes:
+        before = (change.quota.get("spec") or {}).get("hard") or {}
+        after = ((change.proposed or {}).get("spec") or {}).get("hard") or {}
+        added = ", ".join(f"{k}={v}" for k, v in after.items() if k not in before) or "none"
+        rows.append(("ResourceQuota", change.name, f"adds {added}", "; ".join(change.notes)))
+    if configuration is not None:
+        rows.append(("Configuration", "kueue-manager-config", "deviceClassMappings", "; ".join(notes)))
+    width = max([len(f"{kind}/{name}") for kind, name, _c, _d in rows] + [6])
+    changed = max([len(change) for _k, _n, change, _d in rows] + [6])
+    sys.stdout.write(f"{'OBJECT':{width}s} {'CHANGE':{changed}s} DETAIL\n")
+    for kind, name, change, detail in rows:
+        sys.stdout.write(f"{kind + '/' + name:{width}s} {change:{changed}s} {detail if wide else clip(detail, 120)}\n")

@@ -259,7 +259,8 @@ def _status(nodes, pods, objects: dict, policy, output: str) -> int:
     """Exit 1 when a GPU pod is in trouble or a GPU workload is short of pods."""
     workloads = [{"kind": kind, **o} for key, kind in (("deployments", "Deployment"), ("statefulsets", "StatefulSet"),
                                                        ("jobs", "Job")) for o in objects.get(key, [])]
-    found = rollout.summary(nodes, pods, workloads, rollout.bound_by_owner(objects["pods"]), policy.migration)
+    found = rollout.summary(nodes, pods, workloads, rollout.bound_by_owner(objects["pods"]), policy.migration,
+                            named=None if output == "wide" else rollout.NAMED)
     if output in ("json", "yaml"):  # one content, two spellings
         sys.stdout.write(json.dumps(found, indent=2) + "\n" if output == "json" else as_yaml(found))
         return 1 if rollout.in_trouble(found) else 0

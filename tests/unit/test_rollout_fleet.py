@@ -247,3 +247,15 @@ def test_a_pending_or_gated_pod_blocks_the_wave_that_moves_the_last_node_that_co
     assert blocker.endswith("(p2): delete it before this wave: its owner's new pod is rewritten onto DRA")
     objects["nodes"] = [node("p0", {"nvidia.com/gpu": "1"}, labels={"pool": "a"}), nodes[1]]
     assert not any(w.blockers for w in plan(objects))  # no node ever could: not a wave's doing
+
+
+def test_status_wide_names_every_pod_in_trouble_not_the_first_five():
+    """Issue 55: `-o wide` on rollout status: every pod of a state in trouble, not rollout.NAMED."""
+    objects = cluster(nodes=[node("p0", {"nvidia.com/gpu": "8"})], namespaces=[namespace("team-a", MIGRATE)],
+                      pods=[pod(f"waiting-{i}", None, {"nvidia.com/gpu": "1"}) for i in range(8)])
+    nodes, pods = views(objects)
+    cut = rollout.summary(nodes, pods, [], {}, default_policy().migration)
+    every = rollout.summary(nodes, pods, [], {}, default_policy().migration, named=None)
+    assert cut["pods"]["pendingLegacy"] == every["pods"]["pendingLegacy"] == 8
+    assert len(cut["named"]["pendingLegacy"]) == rollout.NAMED < 8
+    assert every["named"]["pendingLegacy"] == sorted(f"team-a/waiting-{i}" for i in range(8))

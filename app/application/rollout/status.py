@@ -32,10 +32,11 @@ TROUBLE = frozenset({PLUGIN_NOT_ADVERTISED, PENDING_CLAIMS, PENDING_LEGACY})
 
 
 def summary(nodes: list[NodeView], pods: list[PodView], workloads: list[dict], bound: dict,
-            rules: MigrationRules) -> dict:
+            rules: MigrationRules, named: int | None = NAMED) -> dict:
     """workloads: Deployments/StatefulSets/Jobs to compare with `bound` (pods.bound_by_owner);
-    rules: the policy's migration rules, which say what a legacy GPU resource is. Keys are
-    identifiers (POD_STATES says each in words)."""
+    rules: the policy's migration rules, which say what a legacy GPU resource is; named: pods
+    named per state in trouble (None: every one). Keys are identifiers (POD_STATES says each in
+    words)."""
     sides = {side: [n for n in nodes if n.side == side] for side in STATES}
     by_name = {n.name: n for n in nodes}
     groups: dict[str, list[str]] = {key: [] for key in POD_STATES}
@@ -56,7 +57,7 @@ def summary(nodes: list[NodeView], pods: list[PodView], workloads: list[dict], b
     return {"nodes": {side: sorted(n.name for n in members) for side, members in sides.items()},
             "gpus": {side: sum(n.gpus for n in members) for side, members in sides.items()},
             "pods": {key: len(keys) for key, keys in groups.items()},
-            "named": {key: sorted(keys)[:NAMED] for key, keys in groups.items() if keys and key in TROUBLE},
+            "named": {key: sorted(keys)[:named] for key, keys in groups.items() if keys and key in TROUBLE},
             "workloadsShort": short,
             "hazards": hazards(nodes)}
 
