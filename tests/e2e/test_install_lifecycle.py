@@ -1,9 +1,12 @@
-"""Issue 46 on a control plane of its own, each documented step in order, run as written: the
-README's install (certs overlay, kubectl apply -k), warn, enforce (a bad policy still refused at
-apply time afterwards), rollback (docs/operations.md), upgrade (a new image in the overlay, the
-admin's policy kept), uninstall (exit 0, twice, nothing of ours left). No kubelet runs here: the
-webhook runs on loopback (the overlay points the API server at it) and a helper plays the kubelet
-mounting the policy ConfigMap."""
+"""Issues 46 and 55 on a control plane of its own: an operator's whole week, each documented
+step in order, run as written: the README's install (certs overlay, kubectl apply -k), warn,
+enforce (a bad policy refused at apply time), a bad push that lands while dra-bridge is down and
+the restart on it (the last good policy serves), rollback (docs/operations.md), upgrade (a new
+image in the overlay, the admin's policy kept), uninstall (exit 0, twice, nothing of ours left);
+then the same week with Helm from the chart's README (install, the policy edit, upgrade with
+--reuse-values, rollback, uninstall twice). No kubelet runs here: the webhook runs on loopback
+(the overlay points the API server at it) and a helper plays the kubelet mounting the policy
+ConfigMap."""
 
 from __future__ import annotations
 
@@ -22,10 +25,12 @@ import yaml
 from tests.conftest import ROOT
 from app.certs.bundle import Bundle
 from tests.e2e.conftest import NVIDIA_CLASSES, Webhook, own_plane, reporter_kubeconfig, run_reporter, wait_for
+from tests.helm.conftest import helm  # noqa: F401 - the fixture: helm built from its module, or a skip
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(1200)
 RUNBOOK = (ROOT / "docs" / "operations.md").read_text()
 README = (ROOT / "README.md").read_text()
+CHART_README = (ROOT / "charts" / "dra-bridge" / "README.md").read_text()
 OURS = "app.kubernetes.io/managed-by=dra-bridge"
 
 
@@ -40,8 +45,10 @@ def runbook_block(heading: str) -> str:
     return re.search(r"```sh\n(.*?)```", section, re.S)[1]
 
 
-def shell(plane, script: str, tmp_path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "KUBECONFIG": plane.admin_kubeconfig, "PATH": f"{plane.bin}:{os.environ['PATH']}",
+def shell(plane, script: str, tmp_path, tools: str = "") -> subprocess.CompletedProcess:
+    """tools: another folder of programs the script calls (helm's)."""
+    path = ":".join(filter(None, (tools, str(plane.bin), os.environ["PATH"])))
+    env = {**os.environ, "KUBECONFIG": plane.admin_kubeconfig, "PATH": path,
            "HOME": str(tmp_path), "USER": "admin-anna", "PYTHONPATH": str(ROOT)}
     env = {k: v for k, v in env.items() if not k.startswith("DRA_BRIDGE_")}
     dra_bridge = f'dra-bridge() {{ "{sys.executable}" -m app "$@"; }}\n'  # as `pip install` puts it on PATH
@@ -110,7 +117,7 @@ def rewritten(plane) -> bool:
     return bool(json.loads(got.stdout)["spec"].get("resourceClaims"))
 
 
-def test_install_warn_enforce_rollback_upgrade_uninstall(plane, tmp_path):
+def test_install_warn_enforce_rollback_upgrade_uninstall(plane, helm, tmp_path):
     # The shipped tree names no image: a plain `kubectl apply -k manifests/` refuses, creating nothing.
     plain = shell(plane, f"kubectl apply -k {ROOT / 'manifests'}", tmp_path)
     assert plain.returncode != 0 and "no image set" in plain.stderr, plain.stderr
@@ -131,6 +138,76 @@ def test_install_warn_enforce_rollback_upgrade_uninstall(plane, tmp_path):
         _lifecycle(plane, webhook, overlay, policy_file, tmp_path)
     finally:
         webhook.stop()
+    _helm_week(plane, helm, tmp_path)
+
+
+def _helm_week(plane, helm, tmp_path):
+    """The same week with Helm, from the chart README as written: install, the documented policy
+    edit, an upgrade that keeps it, rollback, the uninstall twice, then docs/operations.md's."""
+    tools = str(helm.parent)
+    blocks = re.findall(r"```sh\n(.*?)```", CHART_README, re.S)
+    install = blocks[0].replace("charts/dra-bridge", str(ROOT / "charts" / "dra-bridge"))
+    installed = shell(plane, install, tmp_path, tools)
+    assert installed.returncode == 0, installed.stderr
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump({"namespaces": [{"names": ["team-a"], "mode": "enforce"}]}))
+    edited = shell(plane, "kubectl -n dra-bridge create configmap dra-bridge-policy --from-file=policy.yaml "
+                          "--dry-run=client -o yaml | kubectl apply -f -", tmp_path)
+    assert edited.returncode == 0, edited.stderr
+    chart = str(ROOT / "charts" / "dra-bridge")
+    upgraded = shell(plane, f"helm upgrade dra-bridge {chart} -n dra-bridge --reuse-values --set image.tag=0.2.0",
+                     tmp_path, tools)
+    assert upgraded.returncode == 0, upgraded.stderr
+    deployment = plane.json("deployment", "dra-bridge", "-n", "dra-bridge")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":0.2.0")
+    policy = plane.json("configmap", "dra-bridge-policy", "-n", "dra-bridge")["data"]["policy.yaml"]
+    assert "enforce" in policy  # the admin's edit, kept by the upgrade
+    rolled = shell(plane, "helm rollback dra-bridge 1 -n dra-bridge", tmp_path, tools)
+    assert rolled.returncode == 0, rolled.stderr  # revision 1 rendered no policy: nothing to fight over
+    deployment = plane.json("deployment", "dra-bridge", "-n", "dra-bridge")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":0.1.0")
+    for attempt in ("first", "second"):
+        gone = shell(plane, blocks[-1], tmp_path, tools)
+        assert gone.returncode == 0, (attempt, gone.stderr)
+    assert plane.json("configmap", "dra-bridge-policy", "-n", "dra-bridge")["data"]["policy.yaml"] == policy
+    with kubelet_finishing_pods(plane):
+        done = shell(plane, runbook_block("## Uninstall"), tmp_path)
+        assert done.returncode == 0, done.stderr
+    assert plane.kubectl("get", "configmap", "dra-bridge-policy", "-n", "dra-bridge", check=False).returncode != 0
+    assert plane.kubectl("get", "mutatingwebhookconfiguration", "dra-bridge", check=False).returncode != 0
+    assert not [r for r in plane.json("clusterroles")["items"] if r["metadata"]["name"].startswith("dra-bridge")]
+
+
+def _bad_push_while_down_then_restart(plane, webhook, policy_file, tmp_path):
+    """Issue 55's week: the bad push lands while dra-bridge is down (the policy webhook is Ignore),
+    then the replica restarts on it: it starts on the last good policy, ready, and says so where
+    the runbook looks; the admin's fix is taken at the next reload."""
+    push = ("kubectl -n dra-bridge create configmap dra-bridge-policy --from-file=policy.yaml "
+            "--dry-run=client -o yaml | kubectl apply -f -")
+    readyz = lambda: json.loads(webhook.get("/readyz")[1])["detail"]["policy"]  # noqa: E731
+    enforced = readyz()["digest"]
+    wait_for(lambda: plane.kubectl("get", "configmap", "dra-bridge-policy-last-good", "-n", "dra-bridge", "-o",
+                                   "jsonpath={.data.digest}", check=False).stdout == enforced, 30,
+             "the policy in force kept beside the admin's")
+    webhook.stop()
+    landed = shell(plane, push, tmp_path)  # policy.yaml still holds the refused `enforcee`
+    assert landed.returncode == 0, landed.stderr  # nothing judges it: the webhook is down
+    mount_policy(plane, policy_file)
+    webhook.start()  # ready on the refused file, or it raises with the replica's log
+    status = readyz()
+    assert status["digest"] == enforced and "defaults.mode" in status["rejected"], status
+    assert "last good policy kept in ConfigMap dra-bridge/dra-bridge-policy-last-good" in status["source"]
+    assert claim_apply(plane, "--dry-run=server").returncode != 0  # still enforcing
+    assert rewritten(plane)  # still migrating
+    # Where the runbook looks first (its second block's first line): the Event names the field.
+    describe = re.search(r"^kubectl -n dra-bridge describe configmap dra-bridge-policy", RUNBOOK, re.M)[0]
+    wait_for(lambda: "defaults.mode" in shell(plane, describe, tmp_path).stdout, 30, "PolicyRejected on the ConfigMap")
+    # The fix: the enforce policy pushed again (now judged), taken at the next reload.
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump({"namespaces": [{"names": ["team-a"], "mode": "enforce"}]}))
+    fixed = shell(plane, push, tmp_path)
+    assert fixed.returncode == 0, fixed.stderr
+    mount_policy(plane, policy_file)
+    wait_for(lambda: "rejected" not in readyz(), 30, "the fixed policy taken")
+    assert readyz()["digest"] == enforced
 
 
 def resource_versions(plane, tmp_path) -> dict:
@@ -185,6 +262,7 @@ def _lifecycle(plane, webhook, overlay, policy_file, tmp_path):
     assert bad.returncode != 0 and "defaults.mode" in bad.stderr, bad.stderr
     enforced = plane.json("configmap", "dra-bridge-policy", "-n", "dra-bridge")["data"]["policy.yaml"]
     assert yaml.safe_load(enforced)["namespaces"][0]["mode"] == "enforce"
+    _bad_push_while_down_then_restart(plane, webhook, policy_file, tmp_path)
     # Rollback, as written: no pod is rewritten; validation goes on.
     rolled = shell(plane, runbook_block("## Rollback"), tmp_path)
     assert rolled.returncode == 0, rolled.stderr
