@@ -7,9 +7,14 @@ import argparse
 import sys
 
 
-# Values no `choices` list: --inventory's words (besides a file), and the kubeconfig's contexts.
+# Values no `choices` list: --inventory's words (besides a file), the kubeconfig's contexts and
+# the cluster's namespaces, each read when completing.
 FIXED_VALUES = {"--inventory": ["live", "example"]}
-CONTEXTS = "@contexts"  # read when completing: `kubectl config get-contexts -o name`
+CONTEXTS = "@contexts"  # `kubectl config get-contexts -o name`
+NAMESPACES = "@namespaces"  # `kubectl get namespaces`: one list call, 2 s at most
+ASKED = {CONTEXTS: "kubectl config get-contexts -o name 2>/dev/null",
+         NAMESPACES: "kubectl get namespaces --request-timeout=2s -o custom-columns=:metadata.name --no-headers "
+                     "2>/dev/null"}
 
 
 def tree(parser: argparse.ArgumentParser) -> dict:
@@ -21,7 +26,8 @@ def tree(parser: argparse.ArgumentParser) -> dict:
     for a in parser._actions:
         found = [str(c) for c in a.choices] if a.choices and not isinstance(a, argparse._SubParsersAction) else \
             FIXED_VALUES.get(a.option_strings[-1] if a.option_strings else "") or \
-            ([CONTEXTS] if "--context" in a.option_strings else None)
+            ([CONTEXTS] if "--context" in a.option_strings else [NAMESPACES] if "--namespace" in a.option_strings
+             else None)
         values.update({o: found for o in a.option_strings if found})
     commands = {name: tree(sub) for a in parser._actions if isinstance(a, argparse._SubParsersAction)
                 for name, sub in a.choices.items()}
@@ -36,7 +42,7 @@ def candidates(words: list[str], root: dict) -> list[str]:
             node = node["commands"][word]
     after = node["values"].get(words[-2]) if len(words) > 1 else None
     if after is not None:
-        pool = _contexts() if after == [CONTEXTS] else after
+        pool = _contexts() if after == [CONTEXTS] else _namespaces() if after == [NAMESPACES] else after
     else:
         pool = node["flags"] if typed.startswith("-") else list(node["commands"]) or node["flags"]
     return [c for c in pool if c.startswith(typed)]
@@ -53,11 +59,28 @@ def _contexts() -> list[str]:
         return []
 
 
+def _namespaces() -> list[str]:
+    """The namespaces of the cluster kubectl would ask (none where it does not answer in 2 s)."""
+    try:
+        from app import kube
+        found = kube.connect(None, None, timeout_retries=False, request_timeout=2.0)
+        return sorted(n["metadata"]["name"] for n in kube.list_items(found[0], "/api/v1/namespaces")) if found else []
+    except Exception:  # noqa: BLE001 - no cluster, or a slow one: nothing to offer
+        return []
+
+
+def _shell_words(values: list[str], fish: bool = False) -> str:
+    """The words a shell offers: listed, or a command it runs when completing."""
+    if values[0] not in ASKED:
+        return " ".join(values)
+    return f"({ASKED[values[0]]})" if fish else f"$({ASKED[values[0]]})"
+
+
 def _value_cases(node: dict, indent: str) -> str:
     """bash: a value after a flag that takes listed ones completes from them."""
     by_values: dict[str, list[str]] = {}
     for flag, values in sorted(node["values"].items()):
-        words = '$(kubectl config get-contexts -o name 2>/dev/null)' if values == [CONTEXTS] else " ".join(values)
+        words = _shell_words(values)
         by_values.setdefault(words, []).append(flag)
     return "".join(f'{indent}{"|".join(flags)}) opts="{words}"; COMPREPLY=($(compgen -W "$opts" -- "$cur")); '
                    f'return;;\n' for words, flags in by_values.items())
@@ -97,8 +120,10 @@ def _fish(root: dict) -> str:
         seen = f"__fish_seen_subcommand_from {name}"
         if node["commands"]:
             lines.append(f'complete -c dra-bridge -n "{seen}" -a "{" ".join(node["commands"])}"')
+        values = {f: v for leaf in [node, *node["commands"].values()] for f, v in leaf["values"].items()}
         for flag in sorted({f for leaf in [node, *node["commands"].values()] for f in leaf["flags"]}):
-            lines.append(f'complete -c dra-bridge -n "{seen}" -l {flag[2:]}')
+            listed = f" -x -a '{_shell_words(values[flag], fish=True)}'" if flag in values else ""
+            lines.append(f'complete -c dra-bridge -n "{seen}" -l {flag[2:]}{listed}')
     return "\n".join(lines) + "\n"
 
 

@@ -445,3 +445,22 @@ def test_context_values_come_from_the_kubeconfig(tmp_path, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(config))
     assert candidates(["audit", "--context", "p"], tree(build_parser())) == ["prod-eu"]
     assert candidates(["quota", "--context", ""], tree(build_parser())) == ["lab", "prod-eu"]
+
+
+def test_completion_offers_the_clusters_namespaces_and_fish_completes_values(tmp_path):
+    """Issue 55: namespaces complete where cheap (one list call kubectl makes, 2 s at most), and
+    fish completes values, not only flags."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "kubectl").write_text("#!/bin/sh\ncase \"$*\" in *'get namespaces'*) printf 'team-a\\nteam-b\\n';; esac\n")
+    (tools / "kubectl").chmod(0o755)
+    script = run(tmp_path, "completion", "bash").stdout
+    probe = (f"{script}\nCOMP_WORDS=(dra-bridge audit -n team-); COMP_CWORD=3; _dra_bridge; "
+             "printf '%s\\n' \"${COMPREPLY[@]}\"")
+    offered = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30,
+                             env={**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"}).stdout.split()
+    assert offered == ["team-a", "team-b"], offered
+    fish = run(tmp_path, "completion", "fish").stdout
+    assert "-l output -x -a 'table wide json yaml policyreport'" in fish
+    assert "-l namespace -x -a '(kubectl get namespaces" in fish
+    assert "-l context -x -a '(kubectl config get-contexts -o name" in fish
