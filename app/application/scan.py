@@ -41,7 +41,8 @@ def scan(objects: list[dict], policy: Policy, index: dra.Index | None, namespace
         if kind == "Pod" and pod_errors(obj):
             continue
         try:
-            usage = pod_usage(obj, policy, namespace, known.lookup) if kind == "Pod" else claim_usage(obj, "")
+            usage = pod_usage(obj, policy, namespace, known.lookup, classes=index.classes if index else None) \
+                if kind == "Pod" else claim_usage(obj, "")
         except dra.ClaimError:
             continue  # upstream refused such objects; nothing of the rules' to say
         # an existing object: the guard counts its own claims (and itself) once, with it

@@ -501,6 +501,15 @@ def test_validating_match_condition_passes_claims_and_exactly_the_gpu_pods(objec
                 pods += 1
     assert admits("", "pods", {"spec": {"containers": [{"name": "web", "image": "nginx"}]}}) is False
     assert pods >= 5
+    # Issue 56: every spelling a DeviceClass serves reaches /validate (KEP-5004), init containers too.
+    for resource in ("deviceclass.resource.kubernetes.io/gpu.nvidia.com", "example.com/accelerator"):
+        for where in ("containers", "initContainers"):
+            asked = {"spec": {"containers": [{"name": "main"}],
+                              where: [{"name": "c", "resources": {"limits": {resource: "6"}}}]}}
+            assert admits("", "pods", asked), (resource, where)
+    plain = {"spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "2", "memory": "1Gi",
+                                                                           "hugepages-2Mi": "1Gi"}}}]}}
+    assert admits("", "pods", plain) is False
 
 
 @pytest.mark.parametrize("entry", ["manifests", "manifests/cert-manager"])

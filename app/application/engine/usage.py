@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from app import dra
 from app.common import metadata_of, view_of
+from .extended import as_claim_spec, dra_extended_asks
 from .judging import Claim, Subject, Usage, Violation, applies, judge
 from app.migration import TEMPLATE_PREFIX, legacy_asks, legacy_resources, plan_pod, pod_errors
 from app.policy import Policy
@@ -51,9 +52,11 @@ def claim_usage(obj: dict, label: str) -> Usage:
 
 
 def pod_usage(pod: dict, policy: Policy, namespace: str, lookup: Lookup = no_lookup,
-              generated: list[dict] = (), equivalent: list[dict] | None = None) -> Usage:
+              generated: list[dict] = (), equivalent: list[dict] | None = None,
+              classes: dict[str, dict] | None = None) -> Usage:
     """generated: templates of this admission not yet in the API (by name); equivalent: what the
-    pod's device-plugin asks would be as claims (None: planned here)."""
+    pod's device-plugin asks would be as claims (None: planned here); classes: the DeviceClasses
+    (their extendedResourceName: extended resources served through DRA)."""
     usage = Usage()
     spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
     known = {view_of(t).name: t for t in generated}
@@ -82,6 +85,11 @@ def pod_usage(pod: dict, policy: Policy, namespace: str, lookup: Lookup = no_loo
         if ours:
             label = f"its device-plugin asks as the claim dra-bridge writes ({_asks(parsed)})"
         usage.claims.append(Claim(label, parsed, existing=name if kind == "ResourceClaim" else ""))
+    served = dra_extended_asks(spec, policy, classes or {})
+    if served:  # the claim the scheduler creates for them (KEP-5004)
+        asked = ", ".join(f"{path} {resource}: {count}" for path, resource, _c, count in served)
+        usage.claims.append(Claim(f"extended resources ({asked}) as the claim the scheduler creates",
+                                  as_claim_spec(served)))
     legacy = legacy_resources(spec, policy.migration)
     if legacy:
         usage.legacy = [f"{c}: {r}" for c, r in legacy]
@@ -164,7 +172,8 @@ def judge_pod(pod: dict, subject: Subject, policy: Policy, index: dra.Index | No
     are not judged and are named instead (who creates the pod decides them)."""
     if pod_errors(pod):
         return PodJudgment([], Usage())
-    usage = pod_usage(pod, policy, subject.namespace, lookup, generated, equivalent)
+    usage = pod_usage(pod, policy, subject.namespace, lookup, generated, equivalent,
+                      index.classes if index is not None else None)
     claims_known = namespace_claims is not None
     rules, not_judged = judgeable(policy.rules_for(subject.namespace, subject.namespace_labels or {}), subject,
                                   requester_known, claims_known)

@@ -28,6 +28,15 @@ k.startsWith('nvidia.com/') || k.startsWith('volcano.sh/') || k == 'kubernetes.i
 k.startsWith('nvidia.com/') || k.startsWith('volcano.sh/') || k == 'kubernetes.io/gpu' || k.startsWith('koordinator.sh/gpu')))))
 {{- end -}}
 
+{{/* Which pods reach validation: any extended resource (legacy ones, and those a DeviceClass
+serves through DRA: deviceclass.resource.kubernetes.io/<class>, any extendedResourceName). */}}
+{{- define "dra-bridge.extendedResourcePod" -}}
+(object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : []))
+.exists(c, has(c.resources) && (
+(has(c.resources.limits) && c.resources.limits.exists(k, k.contains('/')))
+|| (has(c.resources.requests) && c.resources.requests.exists(k, k.contains('/')))))
+{{- end -}}
+
 {{/* The opt-in namespace selector both webhooks use; never the release's own namespace. */}}
 {{- define "dra-bridge.namespaceSelector" -}}
 namespaceSelector:
