@@ -23,6 +23,8 @@ LEGACY_KEYS = "k.startsWith('nvidia.com/') || k.startsWith('volcano.sh/') || k =
               "k.startsWith('koordinator.sh/gpu')"
 REQUESTS = {"ResourceClaim": ("resourceclaims", "object.spec"), "ResourceClaimTemplate": (
     "resourceclaimtemplates", "object.spec.spec")}
+# KEP-5004: every DeviceClass serves this extended resource for its devices.
+CLASS_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 WEBHOOK_ONLY = {
     "maxDevicesPerPod": "needs the claims a pod names",
     "maxDevicesPerNamespace": "needs the namespace's claims",
@@ -40,18 +42,24 @@ class Compiled:
     webhook_only: list[tuple[str, str]] = field(default_factory=list)  # (the rule's field, why)
 
 
-def compile_rule(rule: Rule, weaker: str | None = None) -> Compiled:
+def compile_rule(rule: Rule, weaker: str | None = None, device_keys: str = "") -> Compiled:
     """rule: its validationActions resolved (Policy.compiled_rules); weaker: why the binding's
-    actions fall short of the webhook's (None: they do not)."""
+    actions fall short of the webhook's (None: they do not); device_keys: CEL over `k`, the
+    extended resources a pod asks whole devices by (pod_device_keys), for maxDevicesPerPod."""
     out = Compiled(rule.name)
     out.webhook_only = [(name, why) for name, why in WEBHOOK_ONLY.items() if getattr(rule, name)]
+    kinds = set(rule.match.kinds or ("Pod", *REQUESTS)) - set((rule.exclude.kinds if rule.exclude else None) or ())
+    if rule.maxDevicesPerPod and device_keys and "Pod" in kinds:
+        out.webhook_only = [(name, why) if name != "maxDevicesPerPod" else (name, (
+            "for the claims and templates a pod names, and extended resources a class names by "
+            "extendedResourceName (the API server counts the pod's own device-plugin and "
+            f"{CLASS_RESOURCE_PREFIX}* asks)")) for name, why in out.webhook_only]
     if weaker:
         out.webhook_only.append(("validationActions", weaker))
     ex = rule.exclude
     if ex is not None and (ex.namespaceSelector is not None or ex.objectSelector is not None):
         out.webhook_only.insert(0, ("exclude.namespaceSelector/objectSelector", "a binding cannot exempt by them"))
         return out
-    kinds = set(rule.match.kinds or ("Pod", *REQUESTS)) - set(ex.kinds if ex is not None else ())
     claim_checks = _claim_checks(rule)
     out.compiled = [name for name, _test, _message in claim_checks]
     for kind in sorted(k for k in kinds if k in REQUESTS):
@@ -60,6 +68,7 @@ def compile_rule(rule: Rule, weaker: str | None = None) -> Compiled:
             variable = f"has({spec}.devices) && has({spec}.devices.requests) ? {spec}.devices.requests : []"
             out.objects += _pair(rule, resource, [{"name": "requests", "expression": variable}],
                                  [{"expression": test, "message": message} for _name, test, message in claim_checks])
+    pod_checks, pod_variables = [], []  # one policy for pods: its name is the rule's and the kind's
     if rule.forbidLegacy and "Pod" in kinds:
         # Each list walked alone (`containers + initContainers` does not type-check), and the
         # resource maps read through dyn(): the API server's schema types them so that `limits` is
@@ -69,14 +78,44 @@ def compile_rule(rule: Rule, weaker: str | None = None) -> Compiled:
                 f"(has({res}.requests) && {res}.requests.exists(k, {LEGACY_KEYS})))")
         asks = (f"(object.spec.containers.exists({each}) || (has(object.spec.initContainers) && "
                 f"object.spec.initContainers.exists({each})))")
-        out.objects += _pair(rule, "pods", [], [{"expression": f"!{asks}", "message": (
-            f"rule {rule.name}: legacy GPU requests are not allowed; ask through a ResourceClaim")}])
+        pod_checks.append({"expression": f"!{asks}", "message": (
+            f"rule {rule.name}: legacy GPU requests are not allowed; ask through a ResourceClaim")})
         out.compiled.append("forbidLegacy")
+    if rule.maxDevicesPerPod and device_keys and "Pod" in kinds:
+        n = rule.maxDevicesPerPod
+        pod_variables.append({"name": "devices", "expression": _pod_devices(device_keys)})
+        pod_checks.append({"expression": f"variables.devices <= {n}",
+                           "message": f"rule {rule.name}: the pod asks for more than {n} devices"})
+        out.compiled.append("maxDevicesPerPod")
+    if pod_checks:
+        out.objects += _pair(rule, "pods", pod_variables, pod_checks)
     for name in ("maxDevicesPerRequest", "maxDevicesPerClaim"):
         if getattr(rule, name):
             out.webhook_only.append((name, "for allocationMode All requests (the devices they take are the "
                                            "inventory's)"))
     return out
+
+
+def pod_device_keys(migration) -> str:
+    """CEL over `k`: an extended resource each unit of which is one whole device: the policy's
+    `count` resources (countAs devices) and every class's own resource. Shares, memory and cores
+    are left to the webhook, so the API server never counts more than it does."""
+    tests = [f"k.startsWith('{CLASS_RESOURCE_PREFIX}')"]
+    for found in migration.resources:
+        if found.role != "count" or found.countAs != "devices" or found.shared or not found.deviceClass:
+            continue
+        tests.append(f"k == {json.dumps(found.name)}" if found.name else f"k.matches({json.dumps('^' + found.pattern + '$')})")
+    return " || ".join(tests)
+
+
+def _pod_devices(keys: str) -> str:
+    """Whole devices the pod's containers and init containers ask by extended resources (limits:
+    the API server requires them for extended resources). Each list walked alone (see forbidLegacy)."""
+    res = "dyn(c.resources)"
+    each = (f"c, has(c.resources) && has({res}.limits) ? {res}.limits.filter(k, {keys})"
+            f".map(k, quantity(string({res}.limits[k])).asInteger()).sum() : 0")
+    return (f"object.spec.containers.map({each}).sum() + (has(object.spec.initContainers) ? "
+            f"object.spec.initContainers.map({each}).sum() : 0)")
 
 
 def _claim_checks(rule: Rule) -> list[tuple[str, str, str]]:
@@ -183,7 +222,8 @@ def _binding(rule: Rule, name: str) -> dict:
 
 def compile_policy(policy) -> tuple[list[Compiled], list[dict]]:
     """Every rule of a Policy compiled, and all the objects they make."""
-    found = [compile_rule(rule, weaker) for rule, weaker in policy.compiled_rules()]
+    keys = pod_device_keys(policy.migration)
+    found = [compile_rule(rule, weaker, keys) for rule, weaker in policy.compiled_rules()]
     return found, [obj for each in found for obj in each.objects]
 
 

@@ -1,6 +1,7 @@
 """Issue 45: `dra-bridge policy compile` writes ValidatingAdmissionPolicies that a real API server
 type-checks without a warning and enforces with no dra-bridge running at all (a control plane of
-its own, nothing of ours installed): claim counts, classes, admin access, legacy asks on pods."""
+its own, nothing of ours installed): claim counts, classes, admin access, legacy asks on pods,
+a pod's own device asks against maxDevicesPerPod."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ POLICY = {"rules": [
     {"name": "claims-max-4", "validationActions": ["Deny"], "match": {"namespaces": ["team-a"], "kinds": ["ResourceClaim"]}, "maxDevicesPerClaim": 4,
      "allowedDeviceClasses": ["gpu.nvidia.com"], "exclude": {"users": ["system:admin-exempt"]}},
     {"name": "no-admin-access", "validationActions": ["Deny"], "allowAdminAccess": False, "match": {"kinds": ["ResourceClaim"]}},
-    {"name": "no-legacy", "validationActions": ["Deny"], "match": {"namespaces": ["team-a"]}, "forbidLegacy": True, "maxDevicesPerPod": 4}]}
+    {"name": "no-legacy", "validationActions": ["Deny"], "match": {"namespaces": ["team-a"]}, "forbidLegacy": True, "maxDevicesPerPod": 4},
+    {"name": "pods-max-4", "validationActions": ["Deny"], "match": {"namespaces": ["team-c"], "kinds": ["Pod"]},
+     "maxDevicesPerPod": 4}]}
 
 
 def claim(name, request):
@@ -49,13 +52,13 @@ def test_compiled_rules_hold_with_no_dra_bridge_at_all(bare, tmp_path):
     compiled = subprocess.run([sys.executable, "-m", "app", "policy", "compile", "--policy", str(policy)],
                               capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert compiled.returncode == 0, compiled.stderr
-    assert "rule no-legacy: enforced by the API server: forbidLegacy; webhook only: maxDevicesPerPod" in \
-        compiled.stderr
-    bare.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in ("team-a", "team-b")])
+    assert "rule no-legacy: enforced by the API server: forbidLegacy, maxDevicesPerPod; webhook only: " \
+        "maxDevicesPerPod: for the claims and templates a pod names" in compiled.stderr
+    bare.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in ("team-a", "team-b", "team-c")])
     bare.kubectl("apply", "-f", "-", input=compiled.stdout)
     names = [d["metadata"]["name"] for d in yaml.safe_load_all(compiled.stdout)
              if d["kind"] == "ValidatingAdmissionPolicy"]
-    assert len(names) == 3
+    assert len(names) == 4
 
     def checked():
         found = [bare.json("validatingadmissionpolicy", n).get("status", {}) for n in names]
@@ -84,6 +87,21 @@ def test_compiled_rules_hold_with_no_dra_bridge_at_all(bare, tmp_path):
     assert "rule no-legacy: legacy GPU requests are not allowed" in refused(bare, "team-a", legacy,
                                                                              "no-legacy in force").stderr
     assert create(bare, "team-b", legacy).returncode == 0
+    # Issue 56: a pod's own device asks are counted with dra-bridge down (init containers too).
+    def gpu_pod(name, limits, init=None):
+        spec = {"containers": [{"name": "cuda", "image": "cuda", "resources": {"limits": limits}}]}
+        if init:
+            spec["initContainers"] = [{"name": "warm", "image": "cuda", "resources": {"limits": init}}]
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+    six = refused(bare, "team-c", gpu_pod("six", {"nvidia.com/gpu": "6"}), "pods-max-4 in force")
+    assert "rule pods-max-4: the pod asks for more than 4 devices" in six.stderr, six.stderr
+    assert "more than 4 devices" in create(bare, "team-c", gpu_pod("split", {"nvidia.com/gpu": "3"},
+                                                                   init={"nvidia.com/mig-1g.10gb": "2"})).stderr
+    assert create(bare, "team-c", gpu_pod("two", {"nvidia.com/gpu": "2"})).returncode == 0
+    implicit = create(bare, "team-c", gpu_pod("class", {"deviceclass.resource.kubernetes.io/gpu.nvidia.com": "6"}))
+    assert implicit.returncode != 0  # refused by the rule, or the name itself where KEP-5004 is off
+    assert "more than 4 devices" in implicit.stderr or "deviceclass.resource.kubernetes.io" in implicit.stderr, \
+        implicit.stderr
     exempt = bare.kubectl("create", "-n", "team-a", "-f", "-", "--as=system:admin-exempt", "--as-group=system:masters",
                           input=json.dumps({**eight, "metadata": {"name": "exempt"}}), check=False)
     assert exempt.returncode == 0, exempt.stderr  # the rule's exclusion holds in the compiled policy too

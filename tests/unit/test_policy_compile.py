@@ -111,7 +111,9 @@ def test_require_all_refuses_a_rule_part_that_stays_the_webhooks(tmp_path):
     run = [sys.executable, "-m", "app", "policy", "compile", "--policy", str(policy)]
     written = subprocess.run(run, cwd=ROOT, capture_output=True, text=True)
     assert written.returncode == 0 and "dra-bridge.c.resourceclaims" in written.stdout
-    assert "rule pp: enforced by the API server: nothing; webhook only: maxDevicesPerPod" in written.stderr
+    # Issue 56: the pod's own device asks are counted by the API server; named claims stay the webhook's.
+    assert "rule pp: enforced by the API server: maxDevicesPerPod; webhook only: maxDevicesPerPod: for the " \
+        "claims and templates a pod names" in written.stderr
     refused = subprocess.run(run + ["--require-all"], cwd=ROOT, capture_output=True, text=True)
     assert refused.returncode == 2 and refused.stdout == ""
     assert "rules[1].maxDevicesPerPod: rule pp: cannot be a ValidatingAdmissionPolicy" in refused.stderr
@@ -152,3 +154,31 @@ def test_serve_writes_what_changed_and_deletes_what_no_rule_compiles_to():
     assert [(o["kind"], o["metadata"]["name"]) for o in vap_changes(objects, in_cluster)[0]] == [
         ("ValidatingAdmissionPolicyBinding", "dra-bridge.a.resourceclaims"),
         ("ValidatingAdmissionPolicy", "dra-bridge.b.resourceclaims")]
+
+
+def test_per_pod_limits_count_the_pods_own_device_asks_and_say_what_they_cannot_see():
+    """Issue 56: /readyz said maxDevicesPerPod held with dra-bridge down, but no policy judged pods.
+    The pod's whole-device extended resources (the policy's count resources, every class's own
+    resource) are summed over containers and init containers; shares are left to the webhook."""
+    from app.policy import compile_policy
+
+    found, _objects = compile_policy(parse_policy("rules:\n- name: r\n  validationActions: [Deny]\n"
+                                                  "  maxDevicesPerPod: 4\n  forbidLegacy: false\n"))
+    [compiled] = found
+    assert compiled.compiled == ["maxDevicesPerPod"]
+    [(name, why)] = compiled.webhook_only
+    assert name == "maxDevicesPerPod" and "claims and templates a pod names" in why
+
+    def pod(*containers, init=()):
+        return {"spec": {"containers": [{"name": f"c{i}", "resources": {"limits": limits}}
+                                        for i, limits in enumerate(containers)],
+                         **({"initContainers": [{"name": "i", "resources": {"limits": init}}]} if init else {})}}
+    assert verdicts(compiled, pod({"nvidia.com/gpu": "2"}, {"nvidia.com/mig-1g.10gb": "2"}), resource="pods") == [True]
+    assert verdicts(compiled, pod({"nvidia.com/gpu": "3"}, {"nvidia.com/gpu": "2"}), resource="pods") == [False]
+    assert verdicts(compiled, pod({"deviceclass.resource.kubernetes.io/gpu.nvidia.com": "6"}),
+                    resource="pods") == [False]
+    assert verdicts(compiled, pod({"cpu": "64"}, init={"nvidia.com/gpu": "5"}), resource="pods") == [False]
+    # Shares are not whole devices: the webhook judges them, the API server never counts more.
+    assert verdicts(compiled, pod({"nvidia.com/gpu.shared": "8", "nvidia.com/gpumem": "80000"}),
+                    resource="pods") == [True]
+    assert verdicts(compiled, pod({"cpu": "1"}), resource="pods") == [True]
