@@ -1,7 +1,8 @@
 """Reads the ResourceClaims and templates a pod names, for the admin rules' per-pod totals, and the
-PodGroup it joins (which claims the group shares). Their specs are immutable, so an object found
-is kept a little while (a workload's replicas name the same); "not found" never is: a claim
-created right after is read as it is."""
+PodGroup it joins (which claims the group shares). Claims and templates are read as they are now,
+every time: a name can be deleted and created again with other devices, so no read is reused.
+A template this replica generated is answered from memory only while the API has none (a dry
+run's rewrite, which is never written). PodGroups are kept a little while."""
 
 from __future__ import annotations
 
@@ -41,22 +42,21 @@ class ClaimReader:
         now = time.monotonic()
         with self._lock:
             found = self._kept.get(key)
-            if found is not None and found[0] > now:
-                return found[1]
+        if kind == "PodGroup" and found is not None and found[0] > now:
+            return found[1]
         if self.api is None or (kind not in PLURALS and kind != "PodGroup"):
-            return None
+            return found[1] if found is not None and kind in PLURALS else None
         if kind == "PodGroup":
             obj = self._pod_group(namespace, name)
-        else:
-            try:
-                obj = self._get(f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace)}/{PLURALS[kind]}/{quote(name)}")
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-                return None
-        if obj is not None:
-            self._keep(key, obj, now + self.keep_s)
-        return obj
+            if obj is not None:
+                self._keep(key, obj, now + self.keep_s)
+            return obj
+        try:
+            return self._get(f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace)}/{PLURALS[kind]}/{quote(name)}")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        return found[1] if found is not None else None  # ours, not written (yet)
 
     def _get(self, path: str) -> dict:
         return orjson.loads(within(self.timeout_s, lambda: raw_get(self.api, path, timeout=self.timeout_s).data))

@@ -38,7 +38,7 @@ class PolicyHolder:
         self._kept_unread = False  # started on the bundled default because the kept policy could not be read
         self.vap_sync = None  # set by serve when it keeps compiled admission policies in step
         try:
-            self.policy: Policy = self._load()
+            self.policy: Policy = self._start_absent() if self._absent() and last_good is not None else self._load()
         except PolicyError as exc:
             if last_good is None:
                 raise
@@ -57,6 +57,22 @@ class PolicyHolder:
         if self.last_good is not None:
             self.last_good.keep(text, self.digest)
         return policy
+
+    def _start_absent(self) -> Policy:
+        """No file at start: a fresh cluster (bundled default, quietly) or the admin's ConfigMap
+        deleted since a policy was kept (that policy, loudly: its rules never drop silently)."""
+        try:
+            kept = self.last_good.read()
+        except Exception:  # noqa: BLE001 - unknown: started as refused, the kept copy retried
+            raise PolicyError(self._gone()) from None
+        if kept is None or kept.text is None:
+            return self._load()
+        raise PolicyError(self._gone())
+
+    def _gone(self) -> str:
+        return (f"{self.path} is gone (the policy ConfigMap was deleted): its rules are kept; write the policy "
+                f"again, or delete ConfigMap {self.last_good.where} too and restart the replicas for the bundled "
+                "default")
 
     def _take(self, policy: Policy, digest: str, source: str) -> None:
         self.digest, self.source, self.loaded_at = digest, source, time.time()
@@ -108,6 +124,8 @@ class PolicyHolder:
         self._stamp = stamp
         kept = self.digest
         try:
+            if stamp is None and self._absent() and self.last_good is not None and not self.source.startswith(BUNDLED):
+                raise PolicyError(self._gone())  # deleted: what it said stays in force
             self.policy = self._load()
         except PolicyError as exc:
             self.digest, self.last_error = kept, str(exc)

@@ -14,7 +14,13 @@ from . import admission
 POLICY_KEY = "policy.yaml"  # the ConfigMap key the deployment mounts as the policy file
 
 
+# An admin deletes the policy on purpose by first annotating it so (a forgotten overlay never does).
+DELETE_ANNOTATION = "dra-bridge.io/allow-delete"
+
+
 def review_policy(req: admission.Request) -> tuple[dict, str]:
+    if req.kind == "ConfigMap" and req.operation == "DELETE":
+        return _review_delete(req)
     if req.kind != "ConfigMap" or req.operation not in ("CREATE", "UPDATE") or req.obj is None:
         return admission.response(req.uid, True), "skipped"
     data = req.obj.get("data")
@@ -33,3 +39,19 @@ def review_policy(req: admission.Request) -> tuple[dict, str]:
     return admission.response(req.uid, True, warnings=[
         f"dra-bridge policy {digest}: {len(policy.rules)} rule(s); replicas take it within a minute "
         "(kubectl get --raw on /readyz, or dra_bridge_policy_info, says which each enforces)"]), "allowed"
+
+
+def _review_delete(req: admission.Request) -> tuple[dict, str]:
+    """Deleting the policy is a change like any other: refused unless the admin said so on it.
+    Either way the replicas keep enforcing the last policy they took (its copy beside it)."""
+    notes = ((req.old or {}).get("metadata") or {}).get("annotations") or {}
+    if notes.get(DELETE_ANNOTATION) == "true":
+        return admission.response(req.uid, True, warnings=[
+            f"dra-bridge: ConfigMap {req.namespace}/{req.name} deleted: the replicas keep enforcing the last policy "
+            f"they took (ConfigMap {req.name}-last-good); delete that too and restart them for the bundled "
+            "default"]), "allowed"
+    return admission.response(req.uid, False, code=403, message=(
+        f"dra-bridge: ConfigMap {req.namespace}/{req.name} holds the cluster's GPU policy: deleting it would not "
+        f"drop its rules (the replicas keep the last one they took), so it is refused. To delete it on purpose: "
+        f"kubectl -n {req.namespace} annotate configmap {req.name} {DELETE_ANNOTATION}=true, then delete it")), \
+        "denied"

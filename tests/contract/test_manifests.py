@@ -147,7 +147,9 @@ def test_validating_webhook_contract(objects):
     assert policy["clientConfig"]["service"]["path"] == "/validate-policy" and policy["failurePolicy"] == "Ignore"
     # By name: the documented update (`kubectl create configmap ... | kubectl apply`) drops labels.
     assert "objectSelector" not in policy and policy["matchConditions"] == [
-        {"name": "the-policy-configmap", "expression": "object.metadata.name == 'dra-bridge-policy'"}]
+        {"name": "the-policy-configmap", "expression": "request.name == 'dra-bridge-policy'"}]
+    # Issue 56: deleting it is judged too (refused unless annotated).
+    assert policy["rules"][0]["operations"] == ["CREATE", "UPDATE", "DELETE"]
     assert policy["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "dra-bridge"}}
     assert hook["admissionReviewVersions"] == ["v1"] and hook["sideEffects"] == "NoneOnDryRun"
     assert hook["clientConfig"]["service"]["path"] == "/validate"

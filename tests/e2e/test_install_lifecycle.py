@@ -208,6 +208,20 @@ def _bad_push_while_down_then_restart(plane, webhook, policy_file, tmp_path):
     mount_policy(plane, policy_file)
     wait_for(lambda: "rejected" not in readyz(), 30, "the fixed policy taken")
     assert readyz()["digest"] == enforced
+    # Issue 56: deleting the policy is refused; annotated on purpose it goes, and the rules stay.
+    delete = "kubectl -n dra-bridge delete configmap dra-bridge-policy"
+    refused = shell(plane, delete, tmp_path)
+    assert refused.returncode != 0 and "dra-bridge.io/allow-delete=true" in refused.stderr, refused.stderr
+    gone = shell(plane, "kubectl -n dra-bridge annotate configmap dra-bridge-policy dra-bridge.io/allow-delete=true\n"
+                        + delete, tmp_path)
+    assert gone.returncode == 0 and "keep enforcing the last policy" in gone.stderr, gone.stderr
+    mount_policy(plane, policy_file)
+    wait_for(lambda: "deleted" in readyz().get("rejected", ""), 30, "the deletion said on /readyz")
+    assert readyz()["digest"] == enforced and claim_apply(plane, "--dry-run=server").returncode != 0
+    again = shell(plane, push, tmp_path)  # written again: taken as any change
+    assert again.returncode == 0, again.stderr
+    mount_policy(plane, policy_file)
+    wait_for(lambda: "rejected" not in readyz(), 30, "the policy written again")
 
 
 def resource_versions(plane, tmp_path) -> dict:

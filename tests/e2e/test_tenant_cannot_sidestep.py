@@ -83,10 +83,12 @@ def test_a_tenant_cannot_switch_an_admins_rule_off_up_or_down(served):
     # serve wrote the compiled part of each rule; /readyz says what stays the webhook's.
     synced = wait_for(lambda: (s := policy_status(webhook)).get("compiledPolicies", {}).get("syncedPolicy")
                       == s["digest"] and s, 60, "the compiled admission policies written")
-    assert synced["enforcement"]["pods-max-4"] == {
-        "apiServer": [], "webhookOnly": ["maxDevicesPerPod: needs the claims a pod names"]}
+    # A pod's own device asks are the API server's too (issue 56); the claims it names, ours only.
+    pods = synced["enforcement"]["pods-max-4"]
+    assert pods["apiServer"] == ["maxDevicesPerPod"] and len(pods["webhookOnly"]) == 1
+    assert pods["webhookOnly"][0].startswith("maxDevicesPerPod: for the claims and templates a pod names")
     assert synced["enforcement"]["claims-max-4"]["apiServer"] == ["maxDevicesPerClaim"]
-    assert set(ours(plane)) == {"dra-bridge.claims-max-4.resourceclaims",
+    assert set(ours(plane)) == {"dra-bridge.claims-max-4.resourceclaims", "dra-bridge.pods-max-4.pods",
                                 "dra-bridge.admin-access-in-ops-only.resourceclaims"}
     # Her RBAC: her own namespace's labels, nobody else's.
     plane.kubectl("label", "namespace", "tenant-a", *TENANT, "dra-bridge.io/validate=disabled",
@@ -116,8 +118,8 @@ def test_a_tenant_cannot_switch_an_admins_rule_off_up_or_down(served):
     # An admin's change reaches the API server: the cap goes to 2, the admin-access rule goes.
     tighter = {"rules": [{**POLICY["rules"][0], "maxDevicesPerClaim": 2}, POLICY["rules"][2]]}
     (plane.dir / "policy.yaml").write_text(yaml.safe_dump(tighter))
-    wait_for(lambda: set(ours(plane)) == {"dra-bridge.claims-max-4.resourceclaims"}, 60,
-             "the admin-access rule's policy deleted")
+    wait_for(lambda: set(ours(plane)) == {"dra-bridge.claims-max-4.resourceclaims", "dra-bridge.pods-max-4.pods"},
+             60, "the admin-access rule's policy deleted")
     wait_for(lambda: "<= 2" in json.dumps(ours(plane)["dra-bridge.claims-max-4.resourceclaims"]["spec"]), 60,
              "the new cap written")
     webhook.stop()

@@ -67,7 +67,14 @@ def test_a_good_policy_is_admitted_with_its_digest(served):
     answer = judge(client, configmap(GOOD), "UPDATE")
     digest = hashlib.sha256(GOOD.encode()).hexdigest()[:16]
     assert answer["allowed"] is True and f"dra-bridge policy {digest}: 1 rule(s)" in answer["warnings"][0]
-    assert judge(client, configmap(GOOD), "DELETE") == {"uid": "uid-1", "allowed": True}
+    # Issue 56: deleting it is refused, saying how to on purpose; annotated, it goes, with a warning.
+    delete = review(None, operation="DELETE", namespace="dra-bridge", kind="ConfigMap")
+    delete["request"].update(name="dra-bridge-policy", oldObject=configmap(GOOD))
+    refused = client.post("/validate-policy", content=orjson.dumps(delete)).json()["response"]
+    assert refused["allowed"] is False and "dra-bridge.io/allow-delete=true" in refused["status"]["message"]
+    delete["request"]["oldObject"]["metadata"]["annotations"] = {"dra-bridge.io/allow-delete": "true"}
+    allowed = client.post("/validate-policy", content=orjson.dumps(delete)).json()["response"]
+    assert allowed["allowed"] is True and "keep enforcing the last policy" in allowed["warnings"][0]
 
 
 def test_each_replica_says_its_policy_and_a_refused_reload(served):
@@ -75,9 +82,12 @@ def test_each_replica_says_its_policy_and_a_refused_reload(served):
     first = client.get("/readyz").json()["detail"]["policy"]
     assert first["digest"] == hashlib.sha256(GOOD.encode()).hexdigest()[:16]
     assert first["source"] == str(path) and first["rules"] == 1
-    # Where the rule is enforced: a per-pod count needs the claims a pod names, so only here.
-    assert first["enforcement"] == {"at-most-4": {"apiServer": [],
-                                                  "webhookOnly": ["maxDevicesPerPod: needs the claims a pod names"]}}
+    # Where the rule is enforced: the pod's own device asks by the API server too (issue 56); the
+    # claims a pod names only here.
+    [(rule, where)] = first["enforcement"].items()
+    assert rule == "at-most-4" and where["apiServer"] == ["maxDevicesPerPod"]
+    [only] = where["webhookOnly"]
+    assert only.startswith("maxDevicesPerPod: for the claims and templates a pod names")
     assert f'dra_bridge_policy_info{{digest="{first["digest"]}"}}' in client.get("/metrics").text
     path.write_text("defaults: {mode: sometimes}\n")
     assert holder.check() is False

@@ -104,3 +104,28 @@ def test_without_a_store_a_refused_file_still_stops_a_local_run(tmp_path):
     path.write_text(BAD)
     with pytest.raises(PolicyError):
         PolicyHolder(str(path), Metrics())
+
+
+def test_deleting_the_policy_keeps_its_rules_loudly_and_a_restart_keeps_them_too(fake_kube, tmp_path):
+    """Issue 56: `kubectl delete configmap dra-bridge-policy` (or an overlay that forgets it) took
+    the replicas to the bundled default: every rule dropped, a log line only. Now the replicas keep
+    the last policy they took, saying so (status, metric, Event), across a restart; a fresh cluster
+    (nothing kept) still starts quietly on the bundled default."""
+    path = tmp_path / "policy.yaml"
+    fresh = PolicyHolder(str(path), Metrics(), Events(), optional=True, last_good=store(fake_kube))
+    assert fresh.policy.rules == [] and "rejected" not in fresh.status()  # nothing ever kept: quiet
+    path.write_text(GOOD)
+    metrics, events = Metrics(), Events()
+    holder = PolicyHolder(str(path), metrics, events, optional=True, last_good=store(fake_kube))
+    assert kept(fake_kube)["digest"] == policy_digest(GOOD)
+    path.unlink()
+    assert holder.check() is False
+    assert holder.policy.rules[0].name == "at-most-4" and holder.digest == policy_digest(GOOD)
+    assert "policy ConfigMap was deleted" in holder.status()["rejected"]
+    assert "dra_bridge_policy_rejected 1.0" in metrics.render().decode()
+    assert events.posted[-1][:2] == ("Warning", "PolicyRejected") and "deleted" in events.posted[-1][2]
+    restarted = PolicyHolder(str(path), Metrics(), Events(), optional=True, last_good=store(fake_kube))
+    assert restarted.policy.rules[0].name == "at-most-4" and "deleted" in restarted.status()["rejected"]
+    path.write_text(GOOD + "# written again\n")
+    time.sleep(0.01)
+    assert holder.check() and "rejected" not in holder.status()

@@ -1,4 +1,4 @@
-"""The admin rules' IO edges: the claims a pod names are read (and kept a while), and a refused
+"""The admin rules' IO edges: the claims a pod names are read (as they are now), and a refused
 policy reload becomes an Event on the policy's ConfigMap."""
 
 import time
@@ -12,17 +12,28 @@ def claim(name):
             "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}
 
 
-def test_claims_are_read_once_and_missing_ones_are_none(fake_kube):
+def test_claims_are_read_as_they_are_now_and_ours_only_while_the_api_has_none(fake_kube):
+    """Issue 56: a read was kept 30 s, so a claim deleted and created again with 8 devices was
+    judged as it had been; a template this replica generated was believed for ever. Now every
+    read asks the API; what this replica generated answers only while the API has no such name."""
     fake_kube.objects[("team-a", "resourceclaims", "c")] = claim("c")
     reader = kube.ClaimReader(kube.api_client_for_host(fake_kube.url))
-    assert reader("team-a", "ResourceClaim", "c")["metadata"]["name"] == "c"
-    assert reader("team-a", "ResourceClaim", "c")["metadata"]["name"] == "c"
+    assert reader("team-a", "ResourceClaim", "c")["spec"]["devices"]["requests"][0]["exactly"].get("count") is None
+    replaced = claim("c")
+    replaced["spec"]["devices"]["requests"][0]["exactly"]["count"] = 8
+    fake_kube.objects[("team-a", "resourceclaims", "c")] = replaced  # deleted, created again
+    assert reader("team-a", "ResourceClaim", "c")["spec"]["devices"]["requests"][0]["exactly"]["count"] == 8
     assert reader("team-a", "ResourceClaim", "gone") is None
     reads = [r for r in fake_kube.requests if r.method == "GET" and "resourceclaims" in r.path]
-    assert len(reads) == 2  # the second read of c came from what was kept
-    generated = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t"}}
+    assert len(reads) == 3
+    generated = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                 "metadata": {"name": "t", "namespace": "team-a"}, "spec": {"spec": {"devices": {"requests": []}}}}
     reader.remember("team-a", generated)
     assert reader("team-a", "ResourceClaimTemplate", "t") is generated  # before the API has it
+    tenants = {**generated, "spec": {"spec": {"devices": {"requests": [{"name": "g", "exactly": {
+        "deviceClassName": "gpu.nvidia.com", "count": 8}}]}}}}
+    fake_kube.objects[("team-a", "resourceclaimtemplates", "t")] = tenants  # the name taken over
+    assert reader("team-a", "ResourceClaimTemplate", "t") == tenants
 
 
 def test_a_refused_reload_is_an_event_on_the_configmap(fake_kube):

@@ -247,15 +247,7 @@ def test_a_background_scan_reports_existing_violations_in_audit_mode_as_policy_r
     assert "8 devices" in stamped_result["message"] and report["summary"]["fail"] == 2
 
 
-def test_a_generated_template_not_yet_written_is_not_warned_about():
-    """A dry run's rewrite names a template nobody wrote: /mutate judged the pod with it, so
-    /validate (maybe another replica) says nothing the real create would not."""
-    rewritten = pod([container("main", None, None, resources={"claims": [{"name": "g"}]})],
-                    resourceClaims=[{"name": "g", "resourceClaimTemplateName": "dra-bridge-0123456789abcdef"}])
-    assert "warnings" not in validate(rewritten, LIMIT_ONLY)
-    foreign = pod([container("main", None, None, resources={"claims": [{"name": "g"}]})],
-                  resourceClaims=[{"name": "g", "resourceClaimTemplateName": "theirs"}])
-    assert "(ResourceClaimTemplate theirs) does not exist" in validate(foreign, LIMIT_ONLY)["status"]["message"]
+# A dry run's rewrite on another replica, and a made-up generated name: tests/unit/test_judge_what_is.py.
 
 
 def test_a_namespace_total_counts_what_its_claims_hold_or_ask_and_this_object():

@@ -11,7 +11,8 @@ from app import dra
 from app.common import metadata_of, view_of
 from .extended import as_claim_spec, dra_extended_asks
 from .judging import Claim, Subject, Usage, Violation, applies, judge
-from app.migration import TEMPLATE_PREFIX, legacy_asks, legacy_resources, plan_pod, pod_errors
+from app.migration import (MIGRATION_ANNOTATION, TEMPLATE_PREFIX, legacy_asks, legacy_resources, plan_pod, pod_errors,
+                           recreated)
 from app.policy import Policy
 
 Lookup = Callable[[str, str, str], "dict | None"]  # (namespace, kind, name) -> the object, None: not found
@@ -71,11 +72,13 @@ def pod_usage(pod: dict, policy: Policy, namespace: str, lookup: Lookup = no_loo
         obj = known.get(name) if kind == "ResourceClaimTemplate" else None
         ours = obj is not None
         obj = obj or lookup(namespace, kind, name)
-        if obj is None:
-            if not (kind == "ResourceClaimTemplate" and name.startswith(TEMPLATE_PREFIX)):
-                usage.unresolved.append(label)
-            # else: ours, not written yet (a dry run's rewrite, on another replica): /mutate judged
-            # the pod with it, and a warning here would make the dry run differ from the create
+        if obj is None and kind == "ResourceClaimTemplate" and name.startswith(TEMPLATE_PREFIX):
+            # A dry run's rewrite, never written (on another replica): the template our planner
+            # writes for the asks the pod's migration record keeps, if that is the name it gives.
+            obj = _recorded_template(pod, policy, namespace, name)
+            ours = obj is not None
+        if obj is None:  # a name is no pass: what cannot be read cannot be counted (fail closed)
+            usage.unresolved.append(label)
             continue
         try:
             parsed = dra.parse_claim_object(obj)
@@ -106,6 +109,12 @@ def pod_usage(pod: dict, policy: Policy, namespace: str, lookup: Lookup = no_loo
             usage.claims.append(Claim(f"device-plugin asks ({', '.join(usage.legacy)}) as a claim ({_asks(parsed)})",
                                       parsed, legacy=True))
     return usage
+
+
+def _recorded_template(pod: dict, policy: Policy, namespace: str, name: str) -> dict | None:
+    if not view_of(pod).annotations.get(MIGRATION_ANNOTATION):
+        return None
+    return next((t for t in _as_claims(recreated(pod), policy, namespace) if view_of(t).name == name), None)
 
 
 def _asks(parsed: dra.ClaimSpec) -> str:
