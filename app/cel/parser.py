@@ -30,7 +30,10 @@ _PRECEDENCE = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">="
 # name -> accepted argument counts, and how many leading arguments name variables
 _MEMBER_MACROS = {"all": {2: 1, 3: 2}, "exists": {2: 1, 3: 2}, "exists_one": {2: 1, 3: 2},
                   "map": {2: 1, 3: 1}, "filter": {2: 1}, "transformList": {3: 2, 4: 2}, "transformMap": {3: 2, 4: 2},
-                  "transformMapEntry": {3: 2, 4: 2}, "sortBy": {2: 1}, "optMap": {2: 1}, "optFlatMap": {2: 1}}
+                  "transformMapEntry": {3: 2, 4: 2}, "sortBy": {2: 1}, "optMap": {2: 1}, "optFlatMap": {2: 1},
+                  "existsOne": {3: 2}}
+# cel-go's two-variable comprehensions spell exists_one `existsOne` too (three arguments only).
+_MACRO_ALIASES = {"existsOne": "exists_one"}
 
 
 def parse(text: str):
@@ -245,7 +248,7 @@ class _Parser:
             names = tuple(self.variable(a) for a in args[:shape])
             if len(set(names)) != len(names):
                 raise SyntaxFault(f"{name}: duplicate variable name '{names[0]}'", pos)
-            return Macro(pos, name, target, names, args[shape:])
+            return Macro(pos, _MACRO_ALIASES.get(name, name), target, names, args[shape:])
         return Call(pos, name, args, target)
 
     def variable(self, arg) -> str:

@@ -27,7 +27,9 @@ REQUESTS = {"ResourceClaim": ("resourceclaims", "object.spec"), "ResourceClaimTe
 CLASS_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 WEBHOOK_ONLY = {
     "maxDevicesPerPod": "needs the claims a pod names",
-    "maxDevicesPerNamespace": "needs the namespace's claims",
+    "maxDevicesPerNamespace": ("needs the namespace's claims; best-effort: claims admitted at the same moment do "
+                               "not count each other (exact per class: a ResourceQuota on "
+                               "<class>.deviceclass.resource.k8s.io/devices)"),
     "requireSelectors": "needs what each selector reads, and its DeviceClass's selectors",
     "allowedDevices": "needs the inventory's devices",
     "validations": "run over dra-bridge's view of a request (the devices it would take)",

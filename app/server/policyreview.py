@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 
-from app.common import PolicyError
+from app.common import PolicyError, view_of
 from app.policy import parse_policy
 
 from . import admission
@@ -44,7 +44,7 @@ def review_policy(req: admission.Request) -> tuple[dict, str]:
 def _review_delete(req: admission.Request) -> tuple[dict, str]:
     """Deleting the policy is a change like any other: refused unless the admin said so on it.
     Either way the replicas keep enforcing the last policy they took (its copy beside it)."""
-    notes = ((req.old or {}).get("metadata") or {}).get("annotations") or {}
+    notes = view_of(req.old or {}).annotations
     if notes.get(DELETE_ANNOTATION) == "true":
         return admission.response(req.uid, True, warnings=[
             f"dra-bridge: ConfigMap {req.namespace}/{req.name} deleted: the replicas keep enforcing the last policy "

@@ -52,3 +52,25 @@ def test_a_template_the_api_holds_is_judged_as_it_is_whatever_its_name():
                  "deviceClassName": "gpu.nvidia.com", "count": 8}}]}}}}
     taken_over = validate(admitted, PER_POD, lookup=lambda ns, kind, n: eight if n == name else None)
     assert taken_over["allowed"] is False and "8 devices" in taken_over["status"]["message"], taken_over
+
+
+def test_a_selector_our_cel_cannot_compile_is_refused_by_a_device_rule_not_waved_through(monkeypatch):
+    """Issue 56: a selector we could not compile matched no device in our eyes, so allowedDevices
+    ("no H100 here") let the claim through. Now a device rule refuses what it cannot judge."""
+    from app import cel
+    from tests.unit.test_admin_rules import H100, claim, exactly
+
+    rule = "rules:\n- name: h100-only\n  validationActions: [Deny]\n  allowedDevices: \"%s\"\n" % H100
+    odd = "device.attributes['gpu.nvidia.com'].existsOne(k, v, k == 'productName')"
+    assert validate(claim("c", [exactly(1, selectors=[odd])]), rule)["allowed"] is False  # an L4 may match
+    real = cel.compile_selector
+
+    def gap(expression):
+        if "existsOne" in expression:
+            raise cel.CelError("undeclared reference to 'k'")
+        return real(expression)
+    monkeypatch.setattr(cel, "compile_selector", gap)
+    refused = validate(claim("c", [exactly(1, selectors=[odd, H100])]), rule)
+    assert refused["allowed"] is False and "cannot judge the devices it may get" in refused["status"]["message"]
+    monkeypatch.setattr(cel, "compile_selector", real)
+    assert validate(claim("c", [exactly(1, selectors=[odd, H100])]), rule)["allowed"] is True

@@ -182,3 +182,12 @@ def test_per_pod_limits_count_the_pods_own_device_asks_and_say_what_they_cannot_
     assert verdicts(compiled, pod({"nvidia.com/gpu.shared": "8", "nvidia.com/gpumem": "80000"}),
                     resource="pods") == [True]
     assert verdicts(compiled, pod({"cpu": "1"}), resource="pods") == [True]
+
+
+def test_a_namespace_total_says_it_is_best_effort_and_what_is_exact():
+    """Issue 56: concurrent claims were all admitted under a namespace total; it is said where the
+    rule is shown (policy compile, /readyz's enforcement) with the exact alternative."""
+    found = rule("  maxDevicesPerNamespace: 8\n")
+    [(name, why)] = found.webhook_only
+    assert name == "maxDevicesPerNamespace" and "best-effort" in why
+    assert "deviceclass.resource.k8s.io/devices" in why

@@ -214,11 +214,35 @@ def _request_findings(rule: Rule, subject: Subject, claim: Claim, req: Request, 
         if not _selects_on(req, name, devices.index):
             out.append(f"{where}: needs a selector on {name} (for example device.attributes"
                        f"['{name.rpartition('/')[0]}'].{name.rpartition('/')[2]} == ...)")
+    unjudged = _uncompiled(req, devices.index) if rule.allowedDevices is not None or rule.validations else None
+    if unjudged is not None:  # fail closed: what we cannot read could select any device
+        out.append(f"{where}: this rule cannot judge the devices it may get: selector `{unjudged[0]}` does not "
+                   f"compile here ({unjudged[1]}); refused until it can be judged")
+        return out
     if rule.allowedDevices is not None:
         out.extend(_device_findings(rule.allowedDevices, where, req, devices))
     for check in rule.validations:
         out.extend(_validation_findings(check, subject, claim, req, devices))
     return out
+
+
+def _selector_expressions(req: Request, index: Index | None) -> list[str]:
+    """The request's CEL selectors and its DeviceClass's."""
+    expressions = list(req.selectors)
+    device_class = index.classes.get(req.device_class) if index is not None else None
+    for sel in ((device_class or {}).get("spec") or {}).get("selectors") or []:
+        expressions.append(((sel or {}).get("cel") or {}).get("expression", ""))
+    return expressions
+
+
+def _uncompiled(req: Request, index: Index | None) -> tuple[str, str] | None:
+    """(expression, why) of the first selector of the request or its class our CEL cannot compile."""
+    for expression in _selector_expressions(req, index):
+        try:
+            cel.compile_selector(expression)
+        except cel.CelError as exc:
+            return expression, str(exc).splitlines()[0][:200]
+    return None
 
 
 def _where(claim: Claim, req: Request) -> str:
@@ -227,11 +251,7 @@ def _where(claim: Claim, req: Request) -> str:
 
 def _selects_on(req: Request, qualified: str, index: Index | None) -> bool:
     domain, _, name = qualified.rpartition("/")
-    expressions = list(req.selectors)
-    device_class = index.classes.get(req.device_class) if index is not None else None
-    for sel in ((device_class or {}).get("spec") or {}).get("selectors") or []:
-        expressions.append(((sel or {}).get("cel") or {}).get("expression", ""))
-    for expression in expressions:
+    for expression in _selector_expressions(req, index):
         try:
             reads = cel.compile_selector(expression).reads
         except cel.CelError:
