@@ -129,3 +129,37 @@ def test_a_tenant_cannot_switch_an_admins_rule_off_up_or_down(served):
         assert "rule claims-max-4" in three.stderr
     finally:
         webhook.start()
+
+
+def gpu_pod(name, limits=None, template=None):
+    container = {"name": "main", "image": "cuda"}
+    spec = {"containers": [container]}
+    if limits:
+        container["resources"] = {"limits": limits}
+    if template:
+        container["resources"] = {"claims": [{"name": "gpus"}]}
+        spec["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": template}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def test_no_spelling_of_a_gpu_and_no_made_up_name_gets_past_a_per_pod_rule(served):
+    """Issue 56, as the tenant: six GPUs asked through the class's own extended resource (KEP-5004)
+    are refused with dra-bridge up and with it stopped (the compiled policy); a pod naming a
+    `dra-bridge-*` template that does not exist is no longer admitted unjudged."""
+    plane, webhook = served
+    six = gpu_pod("six", {"deviceclass.resource.kubernetes.io/gpu.nvidia.com": "6"})
+    probe = as_tenant(plane, gpu_pod("one", {"deviceclass.resource.kubernetes.io/gpu.nvidia.com": "1"}),
+                      "--dry-run=server")
+    if "deviceclass.resource.kubernetes.io" in probe.stderr and probe.returncode != 0:
+        pytest.skip(f"this API server refuses the class resource name (KEP-5004 off): {probe.stderr.strip()}")
+    assert probe.returncode == 0, probe.stderr
+    up = as_tenant(plane, six)
+    assert up.returncode != 0 and "pods-max-4" in up.stderr, up.stderr
+    webhook.stop()
+    try:
+        down = wait_for(lambda: (r := as_tenant(plane, six)).returncode != 0 and r, 60, "the compiled policy")
+        assert "rule pods-max-4: the pod asks for more than 4 devices" in down.stderr, down.stderr
+    finally:
+        webhook.start()
+    made_up = as_tenant(plane, gpu_pod("made-up", template="dra-bridge-0123456789abcdef"))
+    assert made_up.returncode != 0 and "does not exist" in made_up.stderr, made_up.stderr
