@@ -53,3 +53,13 @@ def test_a_migrated_resource_a_class_also_serves_is_counted_once():
                                                parse_policy(PER_POD), "team-a", classes=index.classes)
     [only] = usage.claims  # the device-plugin ask as its claim; no second one for the class's name
     assert only.legacy and "nvidia.com/gpu" in only.label
+
+
+def test_the_background_scan_finds_them_by_the_same_engine():
+    """Issue 56 item 7: `audit --policy` reports what admission would refuse, class resources too."""
+    from app.application import scan
+
+    existing = pod([container("main", {IMPLICIT: 6})])
+    found = scan.scan([existing], parse_policy(PER_POD), INDEX, {"team-a": {}})
+    assert [(f.kind, f.name, f.violation.rule) for f in found] == [("Pod", "p", "namespace-settings")]
+    assert scan.scan([pod([container("main", {IMPLICIT: 2})])], parse_policy(PER_POD), INDEX, {"team-a": {}}) == []
