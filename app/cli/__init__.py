@@ -1,5 +1,5 @@
-"""Entry points, one module per command (`servecli`, `certscli`, `plancli`, `checkcli`, `auditcli`,
-`reportercli`) behind one parser (`main`); `inputs` reads manifests and inventories for them, `output` holds what their tables share."""
+"""Entry points, one module per command (serve, certs, plan, check, classes, audit, quota, rollout,
+policy test and compile, reporter, completion) behind one parser (`main`); `inputs` and `output` are theirs."""
 
 from .certscli import overlay, webhook_configurations
 from .inputs import load_inventory, read_inputs

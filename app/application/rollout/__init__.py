@@ -4,7 +4,7 @@ The cluster comes in as plain objects; out come which side each node is on (side
 pods and where each belongs when recreated, as the webhook decides it (pods), where the
 scheduler could place them (placement), the waves and what blocks them (waves), the record a
 move keeps on its node (record) and a truthful status (status). The API calls and the steps
-that act on a node live in app.kube.rollout and app.cli.rolloutmove.
+that act on a node live in app.kube.rollout and the mover (mover), driven by app.cli.rolloutcli.
 """
 
 from . import lease
