@@ -102,9 +102,7 @@ def cluster_facts(policy: Policy, index: dra.Index | None = None, *, source: str
     if path is None:
         if index is not None:
             verdicts = dra.TemplateVerdicts(index)
-            path = index_facts(index, policy.migration, verdicts.dra, kueue)
-            if not index.device_count:  # no device published or shadowed: nothing says what DRA serves
-                path = replace(path, dra=None)
+            path = index_facts(index, policy.migration, verdicts.dra, kueue)  # as the webhook builds them
             if any(o.get("kind") in ("Pod", "PriorityClass") for o in objects):  # an export, a listing
                 path = replace(path, preemption=preemption_facts(index.priority_classes, objects, policy.migration))
         else:
@@ -164,7 +162,9 @@ def snapshot_facts(objects: Mapping[str, list[dict]], policy: Policy, source: st
         [{"kind": "Pod", **p} for p in objects.get("pods", [])]
     facts = cluster_facts(policy, index, source=inventory_source(index, source), objects=read, claims_known=True,
                           namespaces=namespaces, kueue=kueue)
-    if not judge_claims:  # what counts, not what is free now: the planner's own room model judges
+    if not judge_claims or not index.device_count:
+        # what counts, not what is free now: the planner's own room model judges; and with no
+        # device anywhere yet (before the first move) nothing says what DRA will serve
         facts = replace(facts, path=replace(facts.path, dra=None))
     if not index.device_count:
         return facts, None

@@ -18,6 +18,7 @@ from app.cli.main import main
 from app.dra import build_index
 from app.policy import parse_policy
 from app.server import Metrics, PolicyHolder, ServiceState, create_app
+from tests.conftest import ROOT
 from tests.helpers import review
 
 OPTED = {"dra-bridge.io/migrate": "enabled"}
@@ -62,10 +63,10 @@ class Holder(PolicyHolder):
         self.policy = policy
 
 
-def webhook(policy_text, claims, user="alice"):
-    """/mutate of the pod by `user`, on the example inventory, with the namespace's claims as the
-    live inventory's watch would give them."""
-    index = build_index(load_inventory(None))
+def webhook(policy_text, claims, user="alice", index=None):
+    """/mutate of the pod by `user`, on the example inventory (or `index`), with the namespace's
+    claims as the live inventory's watch would give them."""
+    index = index or build_index(load_inventory(None))
     known = application.KnownClaims(claims)
     state = ServiceState(policy=Holder(parse_policy(policy_text)), templates=kube.TemplateStore(None),
                          namespace_labels=kube.NamespaceLabels(None), metrics=Metrics(), claims=known.lookup)
@@ -145,3 +146,21 @@ def test_the_offline_chain_validates_the_pod_as_the_rewrite_left_it():
     spec = found.admitted["spec"]
     assert spec["resourceClaims"][0]["resourceClaimTemplateName"].startswith("dra-bridge-")
     assert "nvidia.com/gpu" not in str(spec["containers"][0].get("resources", {}).get("limits", {}))
+
+
+def test_classes_without_devices_are_judged_alike_by_the_webhook_and_plan(tmp_path, capsys):
+    """Issue 57: with DeviceClasses but no device, the webhook kept the pod on the device plugin
+    ("never satisfiable") while plan rewrote it: the preview had dropped the verdicts. Both now
+    build path facts one way (index_facts) and agree."""
+    listed = yaml.safe_load((ROOT / "app/data/example-inventory.yaml").read_text())["items"]
+    classes = [d for d in listed if d.get("kind") == "DeviceClass"]
+    assert classes
+    inventory = tmp_path / "classes.yaml"
+    inventory.write_text(yaml.safe_dump_all(classes))
+    answer = webhook("{}", [], index=build_index(load_inventory(str(inventory))))
+    kept = answer["allowed"] is True and "patch" not in answer
+    export = tmp_path / "pod.yaml"
+    export.write_text(yaml.safe_dump_all([NAMESPACE, POD]))
+    _code, out = run(capsys, "plan", "-f", str(export), "--inventory", str(inventory), "-o", "report")
+    [pod] = [o for o in json.loads(out)["objects"] if o["kind"] == "Pod"]
+    assert kept and pod["path"] == "legacy", (answer, pod)
