@@ -24,8 +24,10 @@ def test_claims_are_read_as_they_are_now_and_ours_only_while_the_api_has_none(fa
     fake_kube.objects[("team-a", "resourceclaims", "c")] = replaced  # deleted, created again
     assert reader("team-a", "ResourceClaim", "c")["spec"]["devices"]["requests"][0]["exactly"]["count"] == 8
     assert reader("team-a", "ResourceClaim", "gone") is None
+    fake_kube.objects[("team-a", "resourceclaims", "gone")] = claim("gone")  # created right after
+    assert reader("team-a", "ResourceClaim", "gone")["metadata"]["name"] == "gone"  # "missing" never kept
     reads = [r for r in fake_kube.requests if r.method == "GET" and "resourceclaims" in r.path]
-    assert len(reads) == 3
+    assert len(reads) == 4
     generated = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
                  "metadata": {"name": "t", "namespace": "team-a"}, "spec": {"spec": {"devices": {"requests": []}}}}
     reader.remember("team-a", generated)

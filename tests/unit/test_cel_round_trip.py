@@ -50,6 +50,17 @@ def test_every_table_expression_prints_back_to_its_tree(text):
     assert shape(parse(source(tree))) == shape(tree), source(tree)
 
 
+# Issue 57: a printer that drops a needed bracket was caught by the random trees only about half
+# the time. A right operand of the same precedence keeps its brackets, every time.
+@pytest.mark.parametrize("text", ["a - (b - c)", "a / (b / c)", "a % (b * c)", "a == (b == c)", "a && (b && c)",
+                                  "a || (b || c)", "a < (b < c)", "a + (b - c)", "(a ? b : c) ? d : e",
+                                  "-(-a)", "!(!a)", "(a - b) - c"])
+def test_a_bracketed_right_operand_of_the_same_precedence_keeps_its_brackets(text):
+    tree = parse(text)
+    printed = source(tree)
+    assert shape(parse(printed)) == shape(tree), printed
+
+
 NAMES = st.sampled_from(["a", "b", "x", "device", "request"])
 FIELDS = st.sampled_from(["y", "attributes", "capacity", "driver", "z"])
 INT = st.integers(min_value=-2 ** 63, max_value=2 ** 63 - 1)
