@@ -1,11 +1,11 @@
 """Whole /mutate decisions of pod shapes already seen, kept across claim allocations.
 
 A decision is a pure function of the pod's shape, the policy, the cluster facts that do not
-move when a claim is allocated (served classes, shareable devices, plugin nodes, quotas, the
-classes' extended resources) and the
-DRA verdict of each generated template. The first three are compared by identity (the service
-carries them over unchanged from one allocation to the next); the verdicts a decision read are
-recorded with it and judged again on the index in force, so an allocation that turns "serves"
+move when a claim is allocated (every field of Facts but the verdicts: served classes, shareable
+devices, plugin nodes, quotas, extended resources, Kueue, preemption, the release) and the DRA
+verdict of each generated template. The policy and those facts are compared by identity (the
+service carries them over unchanged from one allocation to the next); the verdicts a decision read
+are recorded with it and judged again on the index in force, so an allocation that turns "serves"
 into "busy" is a miss, and one that changes nothing the decision read is a hit.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from app.application import Decision
 from app.migration import Facts
@@ -59,9 +59,9 @@ def recording(facts: Facts) -> tuple[Facts, list[Judged]]:
 
 
 def _basis(facts: Facts) -> tuple:
-    """What a decision read besides verdicts, by identity."""
-    return (facts.served, facts.sharing, facts.plugin_nodes, facts.quotas, facts.extended, facts.kueue,
-            facts.dra is None)
+    """What a decision read besides verdicts, by identity: every field of the facts (a field added
+    to Facts is part of it without an edit here), the judge only as present or not."""
+    return tuple(facts.dra is None if f.name == "dra" else getattr(facts, f.name) for f in fields(facts))
 
 
 class Decisions:

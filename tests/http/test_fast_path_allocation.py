@@ -136,3 +136,24 @@ def test_one_dear_verdict_among_cheap_ones_is_a_pause_not_the_cost():
     for seconds in [CHEAP_VERDICT_S * 3] * 10:
         decisions._note_cost("t", seconds)
     assert decisions._dear("t")
+
+
+def test_every_fact_a_decision_reads_is_its_basis_preemption_included():
+    """Issue 57: the cache's identity was a hand-kept tuple that left out preemption (and would
+    leave out any field added later): a decision kept under one set of priorities was reused
+    under another. The basis is now every field of the facts."""
+    from dataclasses import fields, replace
+
+    from app.migration import Facts
+
+    ix = dra.build_index(dra.inventory_from_objects([(0, s) for s in SLICES + list(CLASSES.values())], "t"))
+    policy = default_policy()
+    facts = index_facts(ix, policy.migration, lambda template, tolerates_cordon=False: ("serves", ""))
+    decisions = Decisions()
+    decisions.put(("k",), policy, facts, ("decision",), [])
+    assert decisions.get(("k",), policy, facts) == (("decision",), "reused")
+    for field in fields(Facts):
+        if field.name == "dra":
+            continue
+        changed = replace(facts, **{field.name: object()})
+        assert decisions.get(("k",), policy, changed) == (None, "basis"), field.name
