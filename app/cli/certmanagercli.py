@@ -10,9 +10,7 @@ import os
 
 import yaml
 
-from app.common import view_of
-
-from .namespacemove import namespace_patches
+from .namespacemove import as_kustomize_patches
 
 CERTIFICATE_FILE = "certificate.yaml"
 INJECT_ANNOTATION = "cert-manager.io/inject-ca-from"
@@ -42,17 +40,15 @@ def _is_ip(host: str) -> bool:
     return True
 
 
-def write_cert_manager_overlay(out: str, base: str, objects: list[dict], webhooks, *, service: str,
-                               namespace: str, hosts: list[str], image: str, secret: str,
-                               image_entry, base_image: str, components: list[str] = ()) -> str:
+def write_cert_manager_overlay(out: str, base: str, moves: list[dict], webhooks, *, service: str,
+                               namespace: str, hosts: list[str], secret: str, images: list[dict],
+                               components: list[str] = ()) -> str:
     """Writes OUT/kustomization.yaml and OUT/certificate.yaml (OUT checked by the caller); returns
-    the kustomization's path."""
+    the kustomization's path. moves: namespacemove.moved_to; images: the kustomization's `images`."""
     certificate = issuer_and_certificate(service, namespace, hosts, secret)
     with open(os.path.join(out, CERTIFICATE_FILE), "w", encoding="utf-8") as handle:
         handle.write("# Written by `dra-bridge certs --cert-manager`: cert-manager issues the webhook's certificate.\n")
         handle.write(yaml.safe_dump_all(certificate, sort_keys=False))
-    base_namespace = next((view_of(o).name for o in objects if o.get("kind") == "Namespace"), "dra-bridge")
-    moves = namespace_patches(objects, base_namespace, namespace) if namespace != base_namespace else []
     doc: dict = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
         **({"namespace": namespace} if moves else {}),
@@ -64,10 +60,9 @@ def write_cert_manager_overlay(out: str, base: str, objects: list[dict], webhook
                                               "metadata": {"name": name, "annotations": {
                                                   INJECT_ANNOTATION: f"{namespace}/{service}"}}}, sort_keys=False)}
                     for kind, name, _count in webhooks],
-        "images": [{"name": base_image, **image_entry(image)}],
+        "images": images,
     }
-    doc["patches"] += [{"target": move["target"], "patch": yaml.safe_dump(move["ops"], width=100000)}
-                       for move in moves]
+    doc["patches"] += as_kustomize_patches(moves)
     path = os.path.join(out, "kustomization.yaml")
     header = ("# Written by `dra-bridge certs --cert-manager --inject`: deploy with `kubectl apply -k` on this folder\n"
               "# (cert-manager must be installed). It holds no key: it can live in version control.\n"

@@ -11,7 +11,7 @@ import yaml
 
 from app.common import InputError, read_objects, view_of
 
-from .namespacemove import namespace_patches
+from .namespacemove import as_kustomize_patches, moved_to
 
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 TLS_SECRET = "dra-bridge-tls"
@@ -37,15 +37,16 @@ def run_certs(args) -> int:
     components = [audit_component(base, args.audit_cronjob)] if args.audit_cronjob else []
     objects += [o for folder in components for o in base_objects(folder)]  # they move namespace alike
     webhooks = webhook_configurations(objects, base) if base else []  # checked before anything is written
+    moves = moved_to(objects, args.namespace) if base else []
     hosts = _hosts(args)
     if args.cert_manager:
         from .certmanagercli import CERTIFICATE_FILE, write_cert_manager_overlay
 
         _check_out_folder(out, args.force, ("kustomization.yaml", CERTIFICATE_FILE))
-        path = write_cert_manager_overlay(out, base, objects, webhooks, service=args.service,
-                                          namespace=args.namespace, hosts=hosts, image=args.image,
-                                          secret=TLS_SECRET, image_entry=_image,
-                                          base_image=BASE_IMAGE, components=components)
+        path = write_cert_manager_overlay(out, base, moves, webhooks, service=args.service,
+                                          namespace=args.namespace, hosts=hosts, secret=TLS_SECRET,
+                                          images=[{"name": BASE_IMAGE, **_image(args.image)}],
+                                          components=components)
         print(f"wrote {path} and {os.path.join(out, 'certificate.yaml')}: {base} with cert-manager issuing "
               f"Secret {args.namespace}/{TLS_SECRET} for {', '.join(hosts)} and injecting its CA")
         print(f"deploy with: kubectl apply -k {out}  (cert-manager must be installed)")
@@ -61,8 +62,6 @@ def run_certs(args) -> int:
             ca_b64 = base64.b64encode(handle.read()).decode()
         _write_secret(out, bundle, args.namespace)
         path = os.path.join(out, "kustomization.yaml")
-        base_namespace = next((view_of(o).name for o in objects if o.get("kind") == "Namespace"), "dra-bridge")
-        moves = namespace_patches(objects, base_namespace, args.namespace) if args.namespace != base_namespace else []
         text = overlay(os.path.relpath(base, out), webhooks, ca_b64, args.namespace, args.image, moves,
                        os.path.abspath(base), [os.path.relpath(c, out) for c in components])
         with open(path, "w", encoding="utf-8") as handle:
@@ -179,8 +178,7 @@ def overlay(base: str, webhooks: list[tuple[str, str, int]], ca_b64: str, namesp
                                                "value": ca_b64} for i in range(count)], width=100000)}
                     for kind, name, count in webhooks],
     }
-    doc["patches"] += [{"target": move["target"], "patch": yaml.safe_dump(move["ops"], width=100000)}
-                       for move in moves]
+    doc["patches"] += as_kustomize_patches(moves)
     if image:
         doc["images"] = [{"name": BASE_IMAGE, **_image(image)}]
     header = ("# Written by `dra-bridge certs --inject`: deploy with `kubectl apply -k` on this folder.\n"

@@ -8,7 +8,21 @@ from __future__ import annotations
 
 import re
 
+import yaml
+
 from app.common import view_of
+
+
+def moved_to(objects: list[dict], namespace: str) -> list[dict]:
+    """namespace_patches that move a base (its Namespace object names where it is) to `namespace`;
+    none where it is there already."""
+    base = next((view_of(o).name for o in objects if o.get("kind") == "Namespace"), "dra-bridge")
+    return namespace_patches(objects, base, namespace) if namespace != base else []
+
+
+def as_kustomize_patches(moves: list[dict]) -> list[dict]:
+    """namespace_patches as entries of a kustomization's `patches`."""
+    return [{"target": move["target"], "patch": yaml.safe_dump(move["ops"], width=100000)} for move in moves]
 
 
 def namespace_patches(objects: list[dict], old: str, new: str) -> list[dict]:

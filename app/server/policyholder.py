@@ -67,7 +67,7 @@ class PolicyHolder:
             raise PolicyError(self._gone()) from None
         if kept is None or kept.text is None:
             return self._load()
-        raise PolicyError(self._gone())
+        return self._start_on_kept(PolicyError(self._gone()), kept)
 
     def _gone(self) -> str:
         return (f"{self.path} is gone (the policy ConfigMap was deleted): its rules are kept; write the policy "
@@ -78,12 +78,13 @@ class PolicyHolder:
         self.digest, self.source, self.loaded_at = digest, source, time.time()
         self.compiled, self.vap_objects = compile_policy(policy)
 
-    def _start_on_kept(self, refused: PolicyError) -> Policy:
-        """The mounted file is refused at start: the kept policy, else the bundled default."""
+    def _start_on_kept(self, refused: PolicyError, kept=None) -> Policy:
+        """The mounted file is refused at start: the kept policy (read here unless given), else the
+        bundled default."""
         self.last_error = str(refused)
         policy, unread = None, None
         try:
-            kept = self.last_good.read()
+            kept = kept or self.last_good.read()
         except Exception as exc:  # noqa: BLE001 - said below; retried at each reload check
             kept, unread = None, f"{type(exc).__name__}: {exc}"
         if kept is not None:
