@@ -25,6 +25,10 @@ REQUESTS = {"ResourceClaim": ("resourceclaims", "object.spec"), "ResourceClaimTe
     "resourceclaimtemplates", "object.spec.spec")}
 # KEP-5004: every DeviceClass serves this extended resource for its devices.
 CLASS_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+# What of maxDevicesPerPod stays the webhook's where the pod's own asks are compiled.
+POD_COUNT_PART = ("for the claims and templates a pod names, and extended resources a class names by "
+                  "extendedResourceName (the API server counts the pod's own device-plugin and "
+                  f"{CLASS_RESOURCE_PREFIX}* asks)")
 WEBHOOK_ONLY = {
     "maxDevicesPerPod": "needs the claims a pod names",
     "maxDevicesPerNamespace": ("needs the namespace's claims; best-effort: claims admitted at the same moment do "
@@ -49,17 +53,15 @@ def compile_rule(rule: Rule, weaker: str | None = None, device_keys: str = "") -
     actions fall short of the webhook's (None: they do not); device_keys: CEL over `k`, the
     extended resources a pod asks whole devices by (pod_device_keys), for maxDevicesPerPod."""
     out = Compiled(rule.name)
-    out.webhook_only = [(name, why) for name, why in WEBHOOK_ONLY.items() if getattr(rule, name)]
-    kinds = set(rule.match.kinds or ("Pod", *REQUESTS)) - set((rule.exclude.kinds if rule.exclude else None) or ())
-    if rule.maxDevicesPerPod and device_keys and "Pod" in kinds:
-        out.webhook_only = [(name, why) if name != "maxDevicesPerPod" else (name, (
-            "for the claims and templates a pod names, and extended resources a class names by "
-            "extendedResourceName (the API server counts the pod's own device-plugin and "
-            f"{CLASS_RESOURCE_PREFIX}* asks)")) for name, why in out.webhook_only]
+    ex = rule.exclude
+    by_selector = ex is not None and (ex.namespaceSelector is not None or ex.objectSelector is not None)
+    kinds = set(rule.match.kinds or ("Pod", *REQUESTS)) - set(ex.kinds if ex is not None else ())
+    pod_count = bool(rule.maxDevicesPerPod and device_keys and "Pod" in kinds and not by_selector)
+    reasons = {**WEBHOOK_ONLY, **({"maxDevicesPerPod": POD_COUNT_PART} if pod_count else {})}
+    out.webhook_only = [(name, why) for name, why in reasons.items() if getattr(rule, name)]
     if weaker:
         out.webhook_only.append(("validationActions", weaker))
-    ex = rule.exclude
-    if ex is not None and (ex.namespaceSelector is not None or ex.objectSelector is not None):
+    if by_selector:
         out.webhook_only.insert(0, ("exclude.namespaceSelector/objectSelector", "a binding cannot exempt by them"))
         return out
     claim_checks = _claim_checks(rule)
@@ -83,7 +85,7 @@ def compile_rule(rule: Rule, weaker: str | None = None, device_keys: str = "") -
         pod_checks.append({"expression": f"!{asks}", "message": (
             f"rule {rule.name}: legacy GPU requests are not allowed; ask through a ResourceClaim")})
         out.compiled.append("forbidLegacy")
-    if rule.maxDevicesPerPod and device_keys and "Pod" in kinds:
+    if pod_count:
         n = rule.maxDevicesPerPod
         pod_variables.append({"name": "devices", "expression": _pod_devices(device_keys)})
         pod_checks.append({"expression": f"variables.devices <= {n}",

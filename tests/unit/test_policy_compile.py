@@ -191,3 +191,13 @@ def test_a_namespace_total_says_it_is_best_effort_and_what_is_exact():
     [(name, why)] = found.webhook_only
     assert name == "maxDevicesPerNamespace" and "best-effort" in why
     assert "deviceclass.resource.k8s.io/devices" in why
+
+
+def test_a_rule_left_to_the_webhook_does_not_say_the_api_server_counts_its_pods():
+    from app.policy import compile_policy
+
+    [compiled], objects = compile_policy(parse_policy(
+        "rules:\n- name: r\n  validationActions: [Deny]\n  maxDevicesPerPod: 4\n"
+        "  exclude: {namespaceSelector: {matchLabels: {x: y}}}\n"))
+    assert objects == [] and compiled.compiled == []
+    assert ("maxDevicesPerPod", "needs the claims a pod names") in compiled.webhook_only
