@@ -62,7 +62,7 @@ def answer(obj: dict, namespace: str, policy: Policy, facts: ClusterFacts, user:
     if kind == "Pod":
         outcome = evaluate_pod(obj, policy, subject, facts.index, lookup, facts.namespace_claims)
     else:
-        outcome = evaluate_claim(obj, policy, settings, facts.index, subject, facts.namespace_claims)
+        outcome = evaluate_claim(obj, policy, settings, facts.index, subject, facts.namespace_claims, lookup)
     out.rules |= {f.rule for f in outcome.findings if f.rule and f.severity == "violation"}
     if outcome.acted("Audit"):
         out.result = "audit"

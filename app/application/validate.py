@@ -12,8 +12,8 @@ from app.common import DeadlineExceeded, vocabulary
 from app.migration import pod_errors
 from app.policy import MODE_ACTIONS, Effective, Policy
 
-from .engine import (Lookup, NamespaceClaims, Subject, Violation, claim_usage, judge, judge_pod, no_lookup,
-                     of_namespace, subject_of)
+from .engine import (Lookup, NamespaceClaims, Subject, Violation, claim_usage, judge, judge_pod, judge_served,
+                     no_lookup, of_namespace, subject_of)
 
 
 @dataclass
@@ -78,8 +78,10 @@ def admin_label_rule(parsed: dra.ClaimSpec, namespace: str, labels: dict | None,
 
 
 def evaluate_claim(obj: dict, policy: Policy, settings: Effective, index: dra.Index,
-                   subject: Subject | None = None, namespace_claims: NamespaceClaims = None) -> Judgment:
-    """subject.namespace_labels None: not known (the admin-access label rule is not checked)."""
+                   subject: Subject | None = None, namespace_claims: NamespaceClaims = None,
+                   lookup: Lookup = no_lookup) -> Judgment:
+    """subject.namespace_labels None: not known (the admin-access label rule is not checked).
+    lookup: reads the pod a scheduler's extended-resource claim serves (its per-pod rules)."""
     outcome = Judgment()
     subject = subject or subject_of(obj.get("kind", ""), obj, "", None, None)
     upstream = MODE_ACTIONS[settings.mode]
@@ -100,6 +102,12 @@ def evaluate_claim(obj: dict, policy: Policy, settings: Effective, index: dra.In
         return outcome
     except Exception as exc:  # a bug: the findings above still count (see respond)
         outcome.incomplete = f"internal error in the feasibility check ({type(exc).__name__})"
+        outcome.error = exc
+        return outcome
+    try:
+        outcome.findings.extend(_violations(judge_served(obj, parsed, subject, policy, index, lookup)))
+    except Exception as exc:  # the pod's read failed (API, time limit) or a bug: not judged, said
+        outcome.incomplete = f"not judged against the pod it serves ({type(exc).__name__}: {str(exc)[:120]})"
         outcome.error = exc
         return outcome
     outcome.verdict = verdict

@@ -1,5 +1,5 @@
-"""Reads the ResourceClaims and templates a pod names, for the admin rules' per-pod totals, and the
-PodGroup it joins (which claims the group shares). Claims and templates are read as they are now,
+"""Reads the ResourceClaims and templates a pod names, for the admin rules' per-pod totals, the
+PodGroup it joins (which claims the group shares), and the pod a scheduler's claim serves. Claims and templates are read as they are now,
 every time: a name can be deleted and created again with other devices, so no read is reused.
 A template this replica generated is answered from memory only while the API has none (a dry
 run's rewrite, which is never written). PodGroups are kept a little while."""
@@ -44,6 +44,8 @@ class ClaimReader:
             found = self._kept.get(key)
         if kind == "PodGroup" and found is not None and found[0] > now:
             return found[1]
+        if kind == "Pod" and self.api is not None:  # the pod a scheduler's claim serves
+            return self._pod(namespace, name)
         if self.api is None or (kind not in PLURALS and kind != "PodGroup"):
             return found[1] if found is not None and kind in PLURALS else None
         if kind == "PodGroup":
@@ -60,6 +62,14 @@ class ClaimReader:
 
     def _get(self, path: str) -> dict:
         return orjson.loads(within(self.timeout_s, lambda: raw_get(self.api, path, timeout=self.timeout_s).data))
+
+    def _pod(self, namespace: str, name: str) -> dict | None:
+        try:
+            return self._get(f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        return None
 
     def _pod_group(self, namespace: str, name: str) -> dict | None:
         """The PodGroup from the first version served; None: not found, or no version served."""

@@ -28,7 +28,7 @@ CLASS_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 # What of maxDevicesPerPod stays the webhook's where the pod's own asks are compiled.
 POD_COUNT_PART = ("for the claims and templates a pod names, and extended resources a class names by "
                   "extendedResourceName (the API server counts the pod's own device-plugin and "
-                  f"{CLASS_RESOURCE_PREFIX}* asks)")
+                  f"{CLASS_RESOURCE_PREFIX}* asks, and the claim the scheduler writes for them)")
 WEBHOOK_ONLY = {
     "maxDevicesPerPod": "needs the claims a pod names",
     "maxDevicesPerNamespace": ("needs the namespace's claims; best-effort: claims admitted at the same moment do "
@@ -66,12 +66,21 @@ def compile_rule(rule: Rule, weaker: str | None = None, device_keys: str = "") -
         return out
     claim_checks = _claim_checks(rule)
     out.compiled = [name for name, _test, _message in claim_checks]
-    for kind in sorted(k for k in kinds if k in REQUESTS):
+    # The claim the scheduler writes for a pod's extended resources carries none of the pod's
+    # labels: an objectSelector cannot pick it, so then the webhook alone judges it.
+    served = pod_count and rule.match.objectSelector is None
+    if pod_count and not served:
+        out.webhook_only = [(n, f"{why}; and the scheduler's claims for the pods it selects by labels"
+                             if n == "maxDevicesPerPod" else why) for n, why in out.webhook_only]
+    for kind in sorted(k for k in {*kinds, *(["ResourceClaim"] if served else [])} if k in REQUESTS):
         resource, spec = REQUESTS[kind]
-        if claim_checks:
+        checks = [(test, message) for _name, test, message in claim_checks] if kind in kinds else []
+        if served and kind == "ResourceClaim":
+            checks.append(_served_check(rule.name, rule.maxDevicesPerPod))
+        if checks:
             variable = f"has({spec}.devices) && has({spec}.devices.requests) ? {spec}.devices.requests : []"
             out.objects += _pair(rule, resource, [{"name": "requests", "expression": variable}],
-                                 [{"expression": test, "message": message} for _name, test, message in claim_checks])
+                                 [{"expression": test, "message": message} for test, message in checks])
     pod_checks, pod_variables = [], []  # one policy for pods: its name is the rule's and the kind's
     if rule.forbidLegacy and "Pod" in kinds:
         # Each list walked alone (`containers + initContainers` does not type-check), and the
@@ -122,6 +131,21 @@ def _pod_devices(keys: str) -> str:
             f"object.spec.initContainers.map({each}).sum() : 0)")
 
 
+def _served_check(rule_name: str, n: int) -> tuple[str, str]:
+    """The claim the scheduler creates for a pod's extended resources (KEP-5004) holds the pod's
+    whole-device asks: a claim of more than maxDevicesPerPod devices serves a pod over it."""
+    annotation = json.dumps(vocabulary.EXTENDED_CLAIM_ANNOTATION)
+    extended = (f"has(object.metadata.annotations) && {annotation} in object.metadata.annotations && "
+                f"object.metadata.annotations[{annotation}] == 'true'")
+    return (f"!({extended}) || {_claim_total()} <= {n}",
+            f"rule {rule_name}: the scheduler's claim for a pod's extended resources asks for more than {n} devices")
+
+
+def _claim_total() -> str:
+    return (f"variables.requests.map(r, has(r.exactly) ? {_counted('r.exactly')} : (has(r.firstAvailable) ? "
+            f"r.firstAvailable.map(s, {_counted('s')}).max() : 0)).sum()")
+
+
 def _claim_checks(rule: Rule) -> list[tuple[str, str, str]]:
     """(field, CEL over variables.requests, message) for each compilable claim check."""
     found = []
@@ -131,9 +155,7 @@ def _claim_checks(rule: Rule) -> list[tuple[str, str, str]]:
                       f"rule {rule.name}: a request asks for more than {n} devices"))
     if rule.maxDevicesPerClaim:
         n = rule.maxDevicesPerClaim
-        total = (f"variables.requests.map(r, has(r.exactly) ? {_counted('r.exactly')} : (has(r.firstAvailable) ? "
-                 f"r.firstAvailable.map(s, {_counted('s')}).max() : 0)).sum()")
-        found.append(("maxDevicesPerClaim", f"{total} <= {n}",
+        found.append(("maxDevicesPerClaim", f"{_claim_total()} <= {n}",
                       f"rule {rule.name}: the claim asks for more than {n} devices"))
     if rule.allowedDeviceClasses is not None:
         allowed = json.dumps(list(rule.allowedDeviceClasses))

@@ -334,7 +334,8 @@ def _validate(state: ServiceState, req: admission.Request) -> tuple[dict, str]:
     if req.kind == "Pod":
         outcome = evaluate_pod(req.obj, policy, subject, state.index(), state.claims, state.namespace_claims())
     else:
-        outcome = evaluate_claim(req.obj, policy, settings, state.index(), subject, state.namespace_claims())
+        outcome = evaluate_claim(req.obj, policy, settings, state.index(), subject, state.namespace_claims(),
+                                 state.claims)
         if outcome.incomplete:
             state.metrics.internal_errors.labels("validate", "deadline" if outcome.error is None
                                                  else "internal_error").inc()

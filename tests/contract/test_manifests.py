@@ -29,6 +29,7 @@ GRANTED = {
         ("resource.k8s.io", "resourceclaimtemplates", "delete"): "kube.TemplateCollector.run_once",
         ("", "pods", "list"): "kube.TemplateCollector.run_once (templates pods name); kube.running_pods "
                               "(GpuPriorityWatch: the priorities GPU pods run at)",
+        ("", "pods", "get"): "kube.ClaimReader._pod (the pod a scheduler's extended-resource claim serves)",
         ("", "namespaces", "get"): "kube.NamespaceLabels.get (policy namespace selectors)",
         ("", "namespaces", "list"): "kube.opted_in_pods (serve: dra_bridge_unmigrated_pods)",
         ("resource.k8s.io", "resourceclaims", "get"): "kube.ClaimReader (the claims a pod names: per-pod limits)",

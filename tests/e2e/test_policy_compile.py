@@ -58,7 +58,10 @@ def test_compiled_rules_hold_with_no_dra_bridge_at_all(bare, tmp_path):
     bare.kubectl("apply", "-f", "-", input=compiled.stdout)
     names = [d["metadata"]["name"] for d in yaml.safe_load_all(compiled.stdout)
              if d["kind"] == "ValidatingAdmissionPolicy"]
-    assert len(names) == 4
+    # no-legacy and pods-max-4 on claims too: the claim the scheduler writes for a pod's extended resources
+    assert sorted(names) == ["dra-bridge.claims-max-4.resourceclaims", "dra-bridge.no-admin-access.resourceclaims",
+                             "dra-bridge.no-legacy.pods", "dra-bridge.no-legacy.resourceclaims",
+                             "dra-bridge.pods-max-4.pods", "dra-bridge.pods-max-4.resourceclaims"]
 
     def checked():
         found = [bare.json("validatingadmissionpolicy", n).get("status", {}) for n in names]
@@ -102,6 +105,13 @@ def test_compiled_rules_hold_with_no_dra_bridge_at_all(bare, tmp_path):
     assert implicit.returncode != 0  # refused by the rule, or the name itself where KEP-5004 is off
     assert "more than 4 devices" in implicit.stderr or "deviceclass.resource.kubernetes.io" in implicit.stderr, \
         implicit.stderr
+    schedulers = {**claim("extended", {"exactly": {"deviceClassName": "gpu.nvidia.com", "count": 6}}),
+                  "metadata": {"name": "extended", "annotations": {
+                      "resource.kubernetes.io/extended-resource-claim": "true"}}}
+    denied = create(bare, "team-c", schedulers)
+    assert "rule pods-max-4: the scheduler's claim for a pod's extended resources asks for more than 4" \
+        in denied.stderr, denied.stderr
+    assert create(bare, "team-c", {**schedulers, "metadata": {"name": "tenants"}}).returncode == 0  # not the scheduler's
     exempt = bare.kubectl("create", "-n", "team-a", "-f", "-", "--as=system:admin-exempt", "--as-group=system:masters",
                           input=json.dumps({**eight, "metadata": {"name": "exempt"}}), check=False)
     assert exempt.returncode == 0, exempt.stderr  # the rule's exclusion holds in the compiled policy too

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from tests.e2e.cluster import ControlPlane
-from tests.e2e.conftest import INSTALLED_KINDS, NVIDIA_CLASSES, Webhook, rendered_manifests, wait_for
+from tests.e2e.conftest import INSTALLED_KINDS, NVIDIA_CLASSES, Webhook, rendered_manifests, requires_kube, wait_for
+from tests.e2e.test_brownfield import report, set_allocatable
 
 pytestmark = pytest.mark.timeout(900)
 TENANT = ("--as", "alice", "--as-group", "tenants")
@@ -70,6 +71,14 @@ def as_tenant(plane, obj, *extra):
     return plane.kubectl("create", "-n", "tenant-a", "-f", "-", *TENANT, *extra, input=json.dumps(obj), check=False)
 
 
+def refused_once_loaded(plane, obj, what):
+    """Waits on dry runs (they persist nothing) until the API server refuses `obj`, then makes the
+    real request: a retried real create could land before the policy loads and then only say
+    AlreadyExists."""
+    wait_for(lambda: as_tenant(plane, obj, "--dry-run=server").returncode != 0, 60, what)
+    return as_tenant(plane, obj)
+
+
 def policy_status(webhook) -> dict:
     return json.loads(webhook.get("/readyz")[1])["detail"]["policy"]
 
@@ -88,7 +97,9 @@ def test_a_tenant_cannot_switch_an_admins_rule_off_up_or_down(served):
     assert pods["apiServer"] == ["maxDevicesPerPod"] and len(pods["webhookOnly"]) == 1
     assert pods["webhookOnly"][0].startswith("maxDevicesPerPod: for the claims and templates a pod names")
     assert synced["enforcement"]["claims-max-4"]["apiServer"] == ["maxDevicesPerClaim"]
+    # pods-max-4 on claims: the claim the scheduler writes for a pod's extended resources.
     assert set(ours(plane)) == {"dra-bridge.claims-max-4.resourceclaims", "dra-bridge.pods-max-4.pods",
+                                "dra-bridge.pods-max-4.resourceclaims",
                                 "dra-bridge.admin-access-in-ops-only.resourceclaims"}
     # Her RBAC: her own namespace's labels, nobody else's.
     plane.kubectl("label", "namespace", "tenant-a", *TENANT, "dra-bridge.io/validate=disabled",
@@ -118,15 +129,15 @@ def test_a_tenant_cannot_switch_an_admins_rule_off_up_or_down(served):
     # An admin's change reaches the API server: the cap goes to 2, the admin-access rule goes.
     tighter = {"rules": [{**POLICY["rules"][0], "maxDevicesPerClaim": 2}, POLICY["rules"][2]]}
     (plane.dir / "policy.yaml").write_text(yaml.safe_dump(tighter))
-    wait_for(lambda: set(ours(plane)) == {"dra-bridge.claims-max-4.resourceclaims", "dra-bridge.pods-max-4.pods"},
+    wait_for(lambda: set(ours(plane)) == {"dra-bridge.claims-max-4.resourceclaims", "dra-bridge.pods-max-4.pods",
+                                          "dra-bridge.pods-max-4.resourceclaims"},
              60, "the admin-access rule's policy deleted")
     wait_for(lambda: "<= 2" in json.dumps(ours(plane)["dra-bridge.claims-max-4.resourceclaims"]["spec"]), 60,
              "the new cap written")
     webhook.stop()
     try:
-        three = wait_for(lambda: (r := as_tenant(plane, claim("three", 3))).returncode != 0 and r, 60,
-                         "the new cap enforced by the API server")
-        assert "rule claims-max-4" in three.stderr
+        three = refused_once_loaded(plane, claim("three", 3), "the new cap enforced by the API server")
+        assert three.returncode != 0 and "rule claims-max-4" in three.stderr, three.stderr
     finally:
         webhook.start()
 
@@ -157,9 +168,68 @@ def test_no_spelling_of_a_gpu_and_no_made_up_name_gets_past_a_per_pod_rule(serve
     assert up.returncode != 0 and "pods-max-4" in up.stderr, up.stderr
     webhook.stop()
     try:
-        down = wait_for(lambda: (r := as_tenant(plane, six)).returncode != 0 and r, 60, "the compiled policy")
-        assert "rule pods-max-4: the pod asks for more than 4 devices" in down.stderr, down.stderr
+        down = refused_once_loaded(plane, six, "the compiled policy")
+        assert down.returncode != 0 and "rule pods-max-4: the pod asks for more than 4 devices" in down.stderr, down.stderr
     finally:
         webhook.start()
     made_up = as_tenant(plane, gpu_pod("made-up", template="dra-bridge-0123456789abcdef"))
     assert made_up.returncode != 0 and "does not exist" in made_up.stderr, made_up.stderr
+
+
+@requires_kube("1.36", "the scheduler writes claims for class extended resources (DRAExtendedResource)")
+def test_the_schedulers_claim_for_a_pod_admitted_before_the_rule_is_refused_up_or_down(served):
+    """Issue 56 item 1: pods asking six GPUs by their class's own resource were admitted while no
+    rule covered their namespace (held back by a scheduling gate); the rule comes, the gates go:
+    the claim the scheduler writes for each is refused, by dra-bridge (against the pod it serves)
+    and, with dra-bridge stopped, by the compiled policy. Nothing is allocated; a pod within the
+    rule is served."""
+    plane, webhook = served
+    plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "late"}},
+                 {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "dra-0", "labels": {
+                     "kubernetes.io/hostname": "dra-0"}}}])
+    set_allocatable(plane, "dra-0", {})
+    assert report(plane, "dra-0", "publish").returncode == 0
+
+    def class_pod(name, count):
+        pod = gpu_pod(name, {"deviceclass.resource.kubernetes.io/gpu.nvidia.com": str(count)})
+        pod["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+        return {**pod, "metadata": {"name": name, "namespace": "late"}}
+    plane.apply([class_pod("up", 6), class_pod("down", 6), class_pod("two", 2)])
+    before = policy_status(webhook)["digest"]
+    rules = [{**r, "match": {**r["match"], "namespaces": ["tenant-a", "late"]}} if r["name"] == "pods-max-4" else r
+             for r in POLICY["rules"]]
+    (plane.dir / "policy.yaml").write_text(yaml.safe_dump({"rules": rules}))
+
+    def covers_late():
+        found = plane.json("validatingadmissionpolicybindings", "-l", OURS)["items"]
+        return {b["metadata"]["name"] for b in found if "late" in json.dumps(b["spec"])} == {
+            "dra-bridge.pods-max-4.pods", "dra-bridge.pods-max-4.resourceclaims"}
+    wait_for(covers_late, 60, "the rule covering namespace late, compiled")
+    wait_for(lambda: (s := policy_status(webhook))["digest"] != before and
+             s.get("compiledPolicies", {}).get("syncedPolicy") == s["digest"], 60, "serve judging with the new rule")
+
+    def release(name):
+        plane.kubectl("patch", "pod", name, "-n", "late", "--type=json",
+                      "-p", '[{"op": "remove", "path": "/spec/schedulingGates"}]')
+
+    def refused(name, says):
+        def seen():
+            events = plane.json("events", "-n", "late", "--field-selector", f"involvedObject.name={name}")["items"]
+            return [e["message"] for e in events if says in e.get("message", "")]
+        found = wait_for(seen, 90, f"the scheduler's claim for pod {name} refused ({says})")
+        assert not plane.json("pod", name, "-n", "late")["spec"].get("nodeName")
+        mine = [c for c in plane.json("resourceclaims", "-n", "late")["items"]
+                if any(o["name"] == name for o in c["metadata"].get("ownerReferences", []))]
+        assert mine == [], mine
+        return found
+    release("up")
+    said = refused("up", "rule pods-max-4")
+    assert any("the scheduler's claim" in m and "pod up's extended resources" in m for m in said), said
+    webhook.stop()
+    try:
+        release("down")
+        refused("down", "ValidatingAdmissionPolicy 'dra-bridge.pods-max-4.resourceclaims'")
+    finally:
+        webhook.start()
+    release("two")
+    wait_for(lambda: plane.json("pod", "two", "-n", "late")["spec"].get("nodeName"), 90, "the pod within the rule bound")

@@ -38,6 +38,16 @@ def test_claims_are_read_as_they_are_now_and_ours_only_while_the_api_has_none(fa
     assert reader("team-a", "ResourceClaimTemplate", "t") == tenants
 
 
+def test_the_pod_a_schedulers_claim_serves_is_read_as_it_is_now(fake_kube):
+    fake_kube.objects[("team-a", "pods", "p")] = {"apiVersion": "v1", "kind": "Pod",
+                                                 "metadata": {"name": "p", "namespace": "team-a"}, "spec": {}}
+    reader = kube.ClaimReader(kube.api_client_for_host(fake_kube.url))
+    assert reader("team-a", "Pod", "p")["metadata"]["name"] == "p"
+    assert reader("team-a", "Pod", "gone") is None
+    assert [r.path for r in fake_kube.requests if r.method == "GET"] == [
+        "/api/v1/namespaces/team-a/pods/p", "/api/v1/namespaces/team-a/pods/gone"]
+
+
 def test_a_refused_reload_is_an_event_on_the_configmap(fake_kube):
     fake_kube.objects[("dra-bridge", "configmaps", "dra-bridge-policy")] = {
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dra-bridge-policy", "namespace": "dra-bridge",

@@ -52,7 +52,8 @@ def validate(obj, policy_text, namespace="team-a", ns_labels=None, user="alice",
     if req.kind == "Pod":
         outcome = application.evaluate_pod(req.obj, policy, subject, INDEX, lookup or application.no_lookup)
     else:
-        outcome = application.evaluate_claim(req.obj, policy, settings, INDEX, subject)
+        outcome = application.evaluate_claim(req.obj, policy, settings, INDEX, subject,
+                                             lookup=lookup or application.no_lookup)
     return validation.respond(req, outcome, settings)["response"]
 
 

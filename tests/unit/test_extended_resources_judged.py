@@ -63,3 +63,61 @@ def test_the_background_scan_finds_them_by_the_same_engine():
     found = scan.scan([existing], parse_policy(PER_POD), INDEX, {"team-a": {}})
     assert [(f.kind, f.name, f.violation.rule) for f in found] == [("Pod", "p", "namespace-settings")]
     assert scan.scan([pod([container("main", {IMPLICIT: 2})])], parse_policy(PER_POD), INDEX, {"team-a": {}}) == []
+
+
+def scheduler_claim(count, pod_name="p"):
+    """The claim kube-scheduler writes for a pod's extended resources (KEP-5004)."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {
+        "generateName": f"{pod_name}-extended-resources-", "namespace": "team-a",
+        "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": "u", "controller": True}]},
+        "spec": {"devices": {"requests": [{"name": "container-0-request-0", "exactly": {
+            "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": count}}]}}}
+
+
+def test_the_schedulers_claim_is_judged_against_the_pod_it_serves():
+    """Issue 56 item 1: a pod admitted before the rule asks six GPUs by its class's resource; the
+    claim the scheduler writes for it is refused on CREATE, counted with the pod's other claims."""
+    served = pod([container("main", {IMPLICIT: 6})])
+    found = {("team-a", "Pod", "p"): served}
+    lookup = lambda ns, kind, name: found.get((ns, kind, name))  # noqa: E731
+    denied = validate(scheduler_claim(6), PER_POD, lookup=lookup)
+    assert denied["allowed"] is False, denied
+    assert "the scheduler's claim (generated) for pod p's extended resources" in denied["status"]["message"]
+    assert validate(scheduler_claim(2), PER_POD, lookup=lookup)["allowed"] is True
+    # Counted with what else the pod names: 3 + a 2-device claim > 4.
+    two = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "two"},
+           "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 2}}]}}}
+    found[("team-a", "Pod", "p")] = pod([container("main", {IMPLICIT: 3})],
+                                        resourceClaims=[{"name": "more", "resourceClaimName": "two"}])
+    found[("team-a", "ResourceClaim", "two")] = two
+    assert validate(scheduler_claim(3), PER_POD, lookup=lookup)["allowed"] is False
+    # The pod gone (or unreadable as such): nothing to count it with, refused, said.
+    gone = validate(scheduler_claim(1, pod_name="gone"), PER_POD, lookup=lookup)
+    assert gone["allowed"] is False and "the pod it serves cannot be read" in gone["status"]["message"], gone
+    # A tenant's own claim with no such annotation is judged as a claim only.
+    plain = scheduler_claim(6)
+    plain["metadata"]["annotations"] = {}
+    assert validate(plain, PER_POD, lookup=lookup)["allowed"] is True
+
+
+def test_who_created_the_pod_is_not_known_so_rules_exempting_users_are_left_out():
+    found = {("team-a", "Pod", "p"): pod([container("main", {IMPLICIT: 6})])}
+    exempting = ("rules:\n- name: capped\n  validationActions: [Deny]\n  maxDevicesPerPod: 4\n"
+                 "  exclude: {users: [ops]}\n")
+    assert validate(scheduler_claim(6), exempting, lookup=lambda ns, k, n: found.get((ns, k, n)))["allowed"] is True
+
+
+def test_a_pod_read_that_fails_leaves_the_claim_unfinished_not_admitted_unjudged():
+    from app import application
+    from app.policy import parse_policy
+    from tests.unit.test_admin_rules import INDEX as index
+
+    def broken(_ns, _kind, _name):
+        raise TimeoutError("API too slow")
+    policy = parse_policy(PER_POD)
+    subject = application.subject_of("ResourceClaim", scheduler_claim(6), "team-a", {}, None)
+    outcome = application.evaluate_claim(scheduler_claim(6), policy, policy.for_namespace("team-a", {}), index,
+                                         subject, lookup=broken)
+    assert outcome.incomplete and "not judged against the pod it serves (TimeoutError" in outcome.incomplete
+    assert application.unfinished_decision(policy.for_namespace("team-a", {})) == "deny"

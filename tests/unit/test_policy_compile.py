@@ -201,3 +201,28 @@ def test_a_rule_left_to_the_webhook_does_not_say_the_api_server_counts_its_pods(
         "  exclude: {namespaceSelector: {matchLabels: {x: y}}}\n"))
     assert objects == [] and compiled.compiled == []
     assert ("maxDevicesPerPod", "needs the claims a pod names") in compiled.webhook_only
+
+
+def test_the_schedulers_claim_for_a_pods_extended_resources_is_held_to_the_per_pod_limit():
+    """Issue 56: a pod admitted before the rule (or while nothing judged it) asks six GPUs through
+    its class's own resource; the claim the scheduler writes for it is refused with dra-bridge
+    down. Other claims are not the per-pod rule's; a rule selecting pods by labels cannot pick it."""
+    from app.policy import compile_policy
+
+    [compiled], objects = compile_policy(parse_policy(
+        "rules:\n- name: r\n  validationActions: [Deny]\n  match: {kinds: [Pod]}\n  maxDevicesPerPod: 4\n"))
+    assert {o["metadata"]["name"] for o in objects} == {"dra-bridge.r.pods", "dra-bridge.r.resourceclaims"}
+    extended = {"annotations": {"resource.kubernetes.io/extended-resource-claim": "true"}}
+    six = {"metadata": extended, **claim(exactly(4), exactly(2, cls="other"))}
+    assert verdicts(compiled, six) == [False]
+    assert verdicts(compiled, {**six, "metadata": {}}) == [True]  # a tenant's claim: claim rules judge it
+    assert verdicts(compiled, {"metadata": extended, **claim(exactly(4))}) == [True]
+    [labelled], objects = compile_policy(parse_policy(
+        "rules:\n- name: r\n  validationActions: [Deny]\n  match: {kinds: [Pod], objectSelector: {matchLabels: {a: b}}}\n"
+        "  maxDevicesPerPod: 4\n"))
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "ValidatingAdmissionPolicy"] == ["dra-bridge.r.pods"]
+    assert "the scheduler's claims for the pods it selects by labels" in dict(labelled.webhook_only)["maxDevicesPerPod"]
+    # A rule on claims and pods: one policy for claims, its claim checks and the scheduler's claim.
+    [both], _objects = compile_policy(parse_policy(
+        "rules:\n- name: r\n  validationActions: [Deny]\n  maxDevicesPerClaim: 8\n  maxDevicesPerPod: 4\n"))
+    assert verdicts(both, six) == [True, False]

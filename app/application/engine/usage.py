@@ -25,15 +25,16 @@ def no_lookup(_namespace: str, _kind: str, _name: str) -> None:
 
 
 class KnownClaims:
-    """The claims, templates and PodGroups among a set of objects (files, a cluster's listing): the
-    lookup a pod's claims and group are read through, and each namespace's ResourceClaims."""
+    """The claims, templates, PodGroups and pods among a set of objects (files, a cluster's listing):
+    the lookup a pod's claims and group (and a scheduler's claim its pod) are read through, and
+    each namespace's ResourceClaims."""
 
     def __init__(self, objects, default_namespace: str = "default"):
         self._by_key: dict[tuple, dict] = {}
         self._by_namespace: dict[str, list[dict]] = {}
         for obj in objects:
             view = view_of(obj)
-            if (view.kind not in dra.CLAIM_KINDS and view.kind != "PodGroup") or not metadata_of(obj):
+            if (view.kind not in dra.CLAIM_KINDS and view.kind not in ("PodGroup", "Pod")) or not metadata_of(obj):
                 continue
             namespace = view.namespace or default_namespace
             self._by_key[(namespace, view.kind, view.name)] = obj
@@ -54,10 +55,11 @@ def claim_usage(obj: dict, label: str) -> Usage:
 
 def pod_usage(pod: dict, policy: Policy, namespace: str, lookup: Lookup = no_lookup,
               generated: list[dict] = (), equivalent: list[dict] | None = None,
-              classes: dict[str, dict] | None = None) -> Usage:
+              classes: dict[str, dict] | None = None, scheduler_claim: Claim | None = None) -> Usage:
     """generated: templates of this admission not yet in the API (by name); equivalent: what the
     pod's device-plugin asks would be as claims (None: planned here); classes: the DeviceClasses
-    (their extendedResourceName: extended resources served through DRA)."""
+    (their extendedResourceName: extended resources served through DRA); scheduler_claim: the
+    claim the scheduler wrote for them, counted as it is instead."""
     usage = Usage()
     spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
     known = {view_of(t).name: t for t in generated}
@@ -89,7 +91,9 @@ def pod_usage(pod: dict, policy: Policy, namespace: str, lookup: Lookup = no_loo
             label = f"its device-plugin asks as the claim dra-bridge writes ({_asks(parsed)})"
         usage.claims.append(Claim(label, parsed, existing=name if kind == "ResourceClaim" else ""))
     served = dra_extended_asks(spec, policy, classes or {})
-    if served:  # the claim the scheduler creates for them (KEP-5004)
+    if scheduler_claim is not None:
+        usage.claims.append(scheduler_claim)
+    elif served:  # the claim the scheduler creates for them (KEP-5004)
         asked = ", ".join(f"{path} {resource}: {count}" for path, resource, _c, count in served)
         usage.claims.append(Claim(f"extended resources ({asked}) as the claim the scheduler creates",
                                   as_claim_spec(served)))
