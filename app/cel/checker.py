@@ -7,12 +7,11 @@ the cost estimator and the rewrites read those annotations."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from app.common import deadline
 
-from . import library, types
+from . import formatcheck, library, types
 from .library import regex
 from .library.core import BOOL_TEXT
 from .tree import (
@@ -37,8 +36,12 @@ TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "lis
 _MAP_KEYS = frozenset({"int", "uint", "string", "bool", DYN, ERROR})
 _OPERATORS = {"==": "_==_", "!=": "_!=_", "<": "_<_", "<=": "_<=_", ">": "_>_", ">=": "_>=_", "in": "@in",
               "+": "_+_", "-": "_-_", "*": "_*_", "/": "_/_", "%": "_%_"}
-_VERB = re.compile(r"%(?:\.\d+)?[a-zA-Z]")  # a verb of a format() template, not CEL source
 _DOMAIN_MAP = "map(string, map(string, {}))"
+
+
+def _empty(node: Node) -> bool:
+    """An empty list or map literal: its element type is free (cel-go unifies it with the others)."""
+    return (isinstance(node, ListLit) and not node.elements) or (isinstance(node, MapLit) and not node.entries)
 
 
 class CheckError(PositionedError):
@@ -92,6 +95,7 @@ class _Checker:
         self.out = Checked()
         self.visited = 0
         self.features = env.features()
+        self.exempt = 0  # inside format()'s arguments: literals may mix types (upstream exempts them)
 
     def visit(self, node: Node):
         self.visited += 1
@@ -165,23 +169,17 @@ class _Checker:
             return self.resolve(node.name, False, [self.visit(a) for a in node.args], node)
         receiver = self.visit(target)
         if node.name == "format" and receiver in (STRING, DYN):  # its list of arguments may mix types
-            args = [self._listlit(a, mixed=True) if isinstance(a, ListLit) else self.visit(a) for a in node.args]
+            self.exempt += 1
+            try:
+                args = [self._listlit(a) if isinstance(a, ListLit) else self.visit(a) for a in node.args]
+            finally:
+                self.exempt -= 1
             self.out.types.update({id(a): t for a, t in zip(node.args, args)})
-            self.format_arity(target, node.args)
+            problem = formatcheck.problem(target, node.args, self.out.types.get)
+            if problem is not None:
+                self.fail(*problem)
             return self.resolve(node.name, True, [receiver] + args, node)
         return self.resolve(node.name, True, [receiver] + [self.visit(a) for a in node.args], node)
-
-    def format_arity(self, template: Node, args: list) -> None:
-        """A constant template and a literal list: upstream counts the arguments at compile time."""
-        if not (isinstance(template, Literal) and template.kind == STRING and len(args) == 1
-                and isinstance(args[0], ListLit)):
-            return
-        expected = len(_VERB.findall(template.value.replace("%%", "")))
-        got = len(args[0].elements)
-        if got > expected:
-            self.fail(f"too many arguments supplied to string.format (expected {expected}, got {got})", args[0])
-        if got < expected:
-            self.fail(f"not enough arguments supplied to string.format (expected {expected}, got {got})", args[0])
 
     def namespaced(self, target) -> str | None:
         """`sets` in sets.contains(...): a namespace, unless a variable has that name."""
@@ -252,14 +250,14 @@ class _Checker:
         return self.resolve("_?_:_", False, args, node)
 
     # -- aggregates ---------------------------------------------------------------------------
-    def _listlit(self, node: ListLit, mixed: bool = False):
+    def _listlit(self, node: ListLit):
         element = None
         for i, item in enumerate(node.elements):
             found = self.unwrap(self.visit(item), item) if i in node.optional else self.visit(item)
-            if i in node.optional and found == DYN:
-                continue  # optional.none() fits any element type
+            if (i in node.optional and found == DYN) or _empty(item):
+                continue  # optional.none() fits any element type; [] and {} any list and map
             joined = types.join(element, found)
-            if joined is None and not mixed:
+            if joined is None and not self.exempt:
                 self.fail(f"expected type '{types.display(element)}' but found '{types.display(found)}'", item)
             element = DYN if joined is None else joined
         return types.list_of(DYN if element is None else element)
@@ -272,11 +270,12 @@ class _Checker:
                 self.fail(f"unsupported map key type: '{types.display(found_key)}'", key)
             found_value = self.unwrap(self.visit(value), value) if optional else self.visit(value)
             for previous, found, item, slot in ((key_type, found_key, key, 0), (value_type, found_value, value, 1)):
-                if slot == 1 and optional and found == DYN:
-                    continue  # optional.none() fits any value type
+                if slot == 1 and ((optional and found == DYN) or _empty(item)):
+                    continue  # optional.none() fits any value type; [] and {} any list and map
                 joined = types.join(previous, found)
-                if joined is None:
+                if joined is None and not self.exempt:
                     self.fail(f"expected type '{types.display(previous)}' but found '{types.display(found)}'", item)
+                joined = DYN if joined is None else joined
                 key_type, value_type = (joined, value_type) if slot == 0 else (key_type, joined)
         return types.map_of(key_type or DYN, value_type or DYN)
 

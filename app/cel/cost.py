@@ -187,6 +187,16 @@ class _Coster:
         overloads = self.checked.overloads.get(id(node), ())
         rule = overloads[0].cost if overloads else "call"
         receiver = target if target is not None else (args[0] if args else Estimate(0, 1))
+        if rule == "compare_list":  # each element compared; a string's (or bytes') size is not known
+            listed = self.checked.type_of(node.target) if node.target is not None else None
+            textual = types.kind(listed) == "list" and listed[1] in (types.STRING, types.BYTES)
+            rule = "walk_text_list" if textual else "walk_list"
+        if rule == "join" and node.target is not None and types.kind(self.checked.type_of(node.target)) != "list":
+            rule = "join_untyped"  # a dyn receiver: upstream knows no element type to size
+        if id(node) in self.checked.qualified and node.name == "range" and len(node.args) == 1:
+            given = node.args[0]  # lists.range(n): n elements when n is a literal, else unbounded
+            size = max(given.value, 0) if isinstance(given, Literal) and given.kind == "int" else UNKNOWN
+            return Estimate(_add(spent, size, 1, LIST_BASE), size, 1, 1)
         out = _RULES.get(rule, _call)(receiver, args if target is not None else args[1:])
         out.cost = _add(spent, out.cost)
         return out
@@ -235,6 +245,10 @@ def _walk_list(receiver: Estimate, args: list) -> Estimate:
     return Estimate(receiver.size, receiver.size, 1, receiver.value)
 
 
+def _walk_text_list(receiver: Estimate, args: list) -> Estimate:
+    return Estimate(_times(receiver.size, _add(1, _factor(UNKNOWN, 0.1))), receiver.size, 1, receiver.value)
+
+
 def _includes(receiver: Estimate, args: list) -> Estimate:
     return Estimate(VALUE_SIZE, 1)
 
@@ -281,10 +295,16 @@ def _join(receiver: Estimate, args: list) -> Estimate:
     return Estimate(_factor(size, 0.1), size)
 
 
+def _join_untyped(receiver: Estimate, args: list) -> Estimate:
+    size = _times(args[0].size, max(receiver.size - 1, 0)) if args else 0
+    return Estimate(_factor(size, 0.1), size)
+
+
 def _pairs(receiver: Estimate, args: list) -> Estimate:
     return Estimate(_times(receiver.size, args[0].size if args else 1), 1)
 
 
 _RULES = {"call": _call, "walk": _walk, "walk_list": _walk_list, "contains": _contains, "prefix": _prefix,
           "regex": _regex, "replace": _replace, "join": _join, "pairs": _pairs, "split": _split,
-          "includes": _includes, "walk_argument": _walk_argument}
+          "includes": _includes, "walk_argument": _walk_argument, "walk_text_list": _walk_text_list,
+          "join_untyped": _join_untyped}

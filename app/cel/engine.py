@@ -75,7 +75,7 @@ def run(program, variables: dict):
         return program.execute(context)
     except KeyError as exc:
         raise CelError(f"no such key: {exc.args[0]}") from None
-    except (RuntimeError, ValueError, TypeError) as exc:
+    except (RuntimeError, ValueError, TypeError, IndexError, ArithmeticError) as exc:
         raise CelError(clean(str(exc))) from None
 
 

@@ -8,7 +8,7 @@ from functools import lru_cache
 
 from app.common import parse_quantity, vocabulary
 
-from . import checker, cost, engine, printer, reads, rewrite
+from . import checker, constants, cost, engine, printer, reads, rewrite
 from .engine import CelError
 from .lexer import SyntaxFault
 from .library.semver import semver_value
@@ -52,9 +52,13 @@ def _front_end(expression: str, env: checker.Environment):
     except SyntaxFault as exc:
         raise CelError(f"syntax error at {exc.pos}: {exc}") from None
     try:
-        return tree, checker.check(tree, env)
+        checked = checker.check(tree, env)
     except checker.CheckError as exc:
         raise CelError(str(exc)) from None
+    failed = constants.first_failure(tree)
+    if failed is not None:  # the API server folds these when it plans the program
+        raise CelError(f"program instantiation failed: {failed[1]}")
+    return tree, checked
 
 
 def estimated_cost(expression: str) -> int | None:

@@ -73,6 +73,8 @@ def substitute(t, bound: dict):
 def assignable(param, arg, bound: dict) -> bool:
     """Can a value of type `arg` be passed where `param` is declared? Binds type parameters."""
     if arg in (DYN, ERROR) or param == DYN:
+        if arg == DYN and is_param(param):
+            bound[param] = DYN  # as cel-go: a parameter seen as dyn stays dyn (x ? dyn : map is dyn)
         return True
     if is_param(param):
         if param in bound:

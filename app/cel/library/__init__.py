@@ -9,6 +9,7 @@ from collections import defaultdict
 from . import (
     core,
     format,
+    guards,
     ip,
     lists,
     optional,
@@ -29,6 +30,7 @@ for _library in LIBRARIES:
         OVERLOADS[_overload.name].append(_overload)
     FUNCTIONS.update(_library.FUNCTIONS)
 OVERLOADS = dict(OVERLOADS)
+FUNCTIONS = guards.guarded(FUNCTIONS, OVERLOADS)
 NAMESPACES = frozenset(name.split(".")[0] for name in OVERLOADS if "." in name) | {"cel"}
 
 __all__ = ["FUNCTIONS", "LIBRARIES", "NAMESPACES", "OVERLOADS", "Overload", "regex"]

@@ -1,10 +1,16 @@
 """CEL's standard declarations (operators, size, string tests, conversions, time); operators'
-costs depend on their operand types and live in `cost`. The engine runs them natively,
-except bool() from a string, which follows upstream's accepted spellings."""
+costs depend on their operand types and live in `cost`. The engine runs them natively, except
+bool() from a string (upstream's accepted spellings), string() (Go's text for doubles and
+durations; bools) and timestamp(), which it lacks."""
 
 from __future__ import annotations
 
+import datetime
+import re
+from decimal import Decimal
+
 from .decl import each, function, method
+from .strings import shortest  # Go's float text, one place
 
 _ORDERED = ("int", "uint", "double", "string", "bytes", "bool", "timestamp", "duration")
 _NUMBERS = ("int", "uint", "double")
@@ -45,7 +51,7 @@ DECLARATIONS = [
     *each(("int", "uint", "double", "string"), lambda t: function("uint", (t,), "uint")),
     *each(("int", "uint", "double", "string"), lambda t: function("double", (t,), "double")),
     *each(("int", "uint", "double", "bool", "string", "bytes", "timestamp", "duration"),
-          lambda t: function("string", (t,), "string")),
+          lambda t: function("string", (t,), "string", engine="cel_string")),
     *each(("bytes", "string"), lambda t: function("bytes", (t,), "bytes")),
     *each(("bool", "string"), lambda t: function("bool", (t,), "bool")),
     function("dyn", ("A",), "dyn"), function("type", ("A",), "type"),
@@ -62,4 +68,37 @@ def _to_bool(value):
     raise ValueError(f"type conversion error from '{type(value).__name__}' to 'bool'")
 
 
-FUNCTIONS = {"bool": _to_bool}
+def _to_string(value) -> str:
+    """string(): what the engine lacks (bools, timestamps) or writes otherwise (doubles, durations)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return shortest(value)
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError("invalid UTF-8 in bytes, cannot convert to string") from None
+    if isinstance(value, datetime.timedelta):  # seconds, never an exponent: "3600s", "1.5s"
+        text = format(Decimal(repr(value.total_seconds())), "f")
+        return (text.rstrip("0").rstrip(".") if "." in text else text) + "s"
+    if isinstance(value, datetime.datetime):
+        return value.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+    return str(value)
+
+
+def _to_timestamp(value):
+    """timestamp(): seconds since the epoch, or RFC 3339 text."""
+    if isinstance(value, datetime.datetime):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return datetime.datetime.fromtimestamp(value, datetime.timezone.utc)
+    if isinstance(value, str) and re.match(r"\d{4}-\d{2}-\d{2}T", value):
+        try:
+            return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+    raise ValueError(f"type conversion error from '{type(value).__name__}' to 'timestamp'")
+
+
+FUNCTIONS = {"bool": _to_bool, "cel_string": _to_string, "timestamp": _to_timestamp}

@@ -5,22 +5,35 @@ macro) and includes() of list-typed attributes (DRAListTypeAttributes)."""
 from __future__ import annotations
 
 from ..values import optional
-from .decl import function, method
+from .decl import each, function, method
 
 _L = "list(A)"
+# Upstream declares these per element type: a list of lists (or of quantities) has no min().
+COMPARABLE = ("int", "uint", "double", "bool", "duration", "timestamp", "string", "bytes")
+SUMMABLE = ("int", "uint", "double", "duration")
 DECLARATIONS = [
-    method("isSorted", _L, (), "bool", cost="walk_list"), method("sum", _L, (), "A", cost="walk_list"),
-    method("min", _L, (), "A", cost="walk_list"), method("max", _L, (), "A", cost="walk_list"),
-    method("indexOf", _L, ("A",), "int", cost="walk_list"), method("lastIndexOf", _L, ("A",), "int", cost="walk_list"),
+    *each(COMPARABLE, lambda t: method("isSorted", f"list({t})", (), "bool", engine="isSorted", cost="compare_list")),
+    *each(SUMMABLE, lambda t: method("sum", f"list({t})", (), t, engine="sum", cost="compare_list")),
+    *each(COMPARABLE, lambda t: method("min", f"list({t})", (), t, engine="min", cost="compare_list")),
+    *each(COMPARABLE, lambda t: method("max", f"list({t})", (), t, engine="max", cost="compare_list")),
+    method("indexOf", _L, ("A",), "int", cost="compare_list"),
+    method("lastIndexOf", _L, ("A",), "int", cost="compare_list"),
     method("slice", _L, ("int", "int"), _L, cost="walk_list"),
-    method("flatten", "list(dyn)", (), "list(dyn)", cost="walk_list"),
+    method("flatten", "list(list(A))", (), _L, cost="walk_list"),
     method("flatten", "list(dyn)", ("int",), "list(dyn)", cost="walk_list"),
-    method("sort", _L, (), _L, cost="walk_list"), method("distinct", _L, (), _L, cost="walk_list"),
+    *each(COMPARABLE, lambda t: method("sort", f"list({t})", (), f"list({t})", engine="sort", cost="walk_list")),
+    method("distinct", _L, (), _L, cost="walk_list"),
     method("reverse", _L, (), _L, cost="walk_list"),
     method("first", _L, (), "optional(A)"), method("last", _L, (), "optional(A)"),
     function("lists.range", ("int",), "list(int)", cost="walk_list"),
     method("includes", "dyn", ("dyn",), "bool", cost="includes", feature="listTypeAttributes"),
 ]
+
+
+def _range(n: int) -> list[int]:
+    if n < 0:
+        raise ValueError(f"lists.range: size must be non-negative, got {n}")
+    return list(range(n))
 
 
 def _list(value, name):
@@ -84,5 +97,5 @@ FUNCTIONS = {
     "isSorted": lambda items: list(items) == sorted(items), "sum": lambda items: sum(items),
     "max": _extreme(max), "min": _extreme(min), "sort": lambda items: sorted(_list(items, "sort")),
     "distinct": _distinct, "slice": _slice, "flatten": _flatten, "reverse": lambda v: _list(v, "reverse")[::-1],
-    "lists__range": lambda n: list(range(n)), "first": _end(0), "last": _end(-1), "includes": _includes,
+    "lists__range": _range, "first": _end(0), "last": _end(-1), "includes": _includes,
 }

@@ -59,16 +59,34 @@ def _join(items, *sep):
 
 def _index_of(receiver, item, *start):
     if isinstance(receiver, str):
-        return receiver.find(item, *start) if start else receiver.find(item)
+        if not start:
+            return receiver.find(item)
+        off = _offset(start[0])
+        if item == "":
+            return min(off, len(receiver))
+        return -1 if off >= len(receiver) else receiver.find(item, off)
     return receiver.index(item) if item in receiver else -1
 
 
 def _last_index_of(receiver, item, *offset):
     if isinstance(receiver, str):
-        return receiver.rfind(item, 0, offset[0] + len(item)) if offset else receiver.rfind(item)
+        if not offset:
+            return receiver.rfind(item)
+        off = _offset(offset[0])
+        if item == "":
+            return min(off, len(receiver))
+        if off >= len(receiver):  # as cel-go: an offset past the end finds nothing
+            return -1
+        return receiver.rfind(item, 0, min(off, len(receiver) - len(item)) + len(item))
     if not isinstance(receiver, list):
         raise ValueError("lastIndexOf() needs a string or a list")
     return len(receiver) - 1 - receiver[::-1].index(item) if item in receiver else -1
+
+
+def _offset(value: int) -> int:
+    if value < 0:
+        raise ValueError(f"index out of range: {value}")
+    return value
 
 
 def _format(template: str, args: list) -> str:
@@ -106,14 +124,101 @@ def _format(template: str, args: list) -> str:
     return "".join(out)
 
 
+_OPAQUE = {"_quantity": "kubernetes.Quantity", "_semver": "kubernetes.Semver", "_optional": "optional_type",
+           "_url": "kubernetes.URL", "_ip": "net.IP", "_cidr": "net.CIDR", "_format": "kubernetes.NamedFormat"}
+_STRING_CLAUSE = ("error during formatting: string clause can only be used on strings, bools, bytes, ints, doubles, "
+                  "maps, lists, types, durations, and timestamps, was given {}")
+
+
+def _opaque(value) -> str | None:
+    """The type name of a value the engine carries as a one-key map (values.py), else None."""
+    if isinstance(value, dict) and 1 <= len(value) <= 2:
+        return next((name for tag, name in _OPAQUE.items() if tag in value), None)
+    return None
+
+
 def _text(value) -> str:
+    """%s of one argument, as cel-go's (version 2) string clause writes it."""
+    found = _opaque(value)
+    if found:
+        raise ValueError(_STRING_CLAUSE.format(found))
+    if isinstance(value, list):
+        return "[" + ", ".join(_member(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return _map_text(value)
+    return _plain(value)
+
+
+def _plain(value) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, list):
-        return "[" + ", ".join(_text(v) for v in value) + "]"
     if isinstance(value, float):
-        return repr(value)
+        return shortest(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
     return str(value)
+
+
+def _member(value) -> str:
+    """An element of a list or a map's value: each type's own clause, quoted as a CEL literal."""
+    found = _opaque(value)
+    if found:
+        raise ValueError(f"error during formatting: no formatting function for {found}")
+    if isinstance(value, list):
+        return _text(value)
+    if isinstance(value, dict):
+        return _map_text(value)
+    if isinstance(value, float):
+        text = f"{value:.6f}"
+        return f'"{text}"' if value != value or value in (float("inf"), float("-inf")) else text
+    if isinstance(value, str):
+        return _go_quote(value)
+    if isinstance(value, bytes):
+        return "b" + _go_quote(value.decode("utf-8", "replace"))
+    return _plain(value)
+
+
+def _map_text(value: dict) -> str:
+    pairs = []
+    for key, item in value.items():
+        if isinstance(key, bool) or isinstance(key, int):
+            shown = _plain(key)
+        elif isinstance(key, str):
+            shown = _go_quote(key)
+        else:
+            raise ValueError(f"error during formatting: no formatting function for map key of type "
+                             f"{type(key).__name__}")
+        pairs.append((shown, _member(item)))
+    return "{" + ", ".join(f"{k}:{v}" for k, v in sorted(pairs)) + "}"
+
+
+def _go_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
+
+
+def shortest(value: float) -> str:
+    """CEL's string(double): Go's shortest 'g' form (an exponent below 1e-4 and from 1e6 on)."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    digits = repr(abs(value))
+    mantissa, _, exponent = digits.partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    significant = (whole + fraction).lstrip("0") or "0"
+    exp = int(exponent or 0) + (len(whole.lstrip("0")) - 1 if whole.strip("0") else
+                                -(len(fraction) - len(fraction.lstrip("0"))) - 1)
+    significant = significant.rstrip("0") or "0"
+    sign = "-" if value < 0 or (value == 0 and str(value).startswith("-")) else ""
+    if exp < -4 or exp >= 6:
+        rest = significant[1:]
+        return f"{sign}{significant[0]}{'.' + rest if rest else ''}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
+    text = format(abs(value), "f") if exp >= 0 else f"{abs(value):.{len(significant) - exp - 1}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return sign + text
 
 
 def _quote(text: str) -> str:
