@@ -32,7 +32,7 @@ MATCHES = [  # (expression, upstream's answer)
     ("string(1000000.0) == '1e+06' && string(0.00001) == '1e-05' && string(123456.0) == '123456'", True),
     ("string(duration('1h')) == '3600s' && string(timestamp(0)) == '1970-01-01T00:00:00Z'", True),
     (f"string({ATTR}.healthy) == 'true'", True),
-    ("'h100'.lastIndexOf('0', 5) == -1 && 'h100'.lastIndexOf('0', 2) == 2 && 'h100'.indexOf('', 9) == 4", True),
+    ("'h100'.lastIndexOf('0', 4) == -1 && 'h100'.lastIndexOf('0', 5) == -1 && 'h100'.lastIndexOf('0', 2) == 2 && 'h100'.indexOf('', 9) == 4", True),
     ("[[], [4]].flatten().size() == 1 && lists.range(3).size() == 3", True),
     (f"({ATTR}.healthy ? {ATTR}.index : {{'a': 1}}) > 0", True),
     ("timestamp('2020-01-01T00:00:00Z') > timestamp(0)", True),
