@@ -1,6 +1,7 @@
 """`dra-bridge policy compile`: the part of each admin rule the API server enforces by itself, as
 ValidatingAdmissionPolicies and bindings (kubectl apply -f -), so it holds while dra-bridge is
-down; what stays the webhook's is said on stderr, rule by rule."""
+down; what stays the webhook's is said on stderr, rule by rule. --quotas adds the ResourceQuotas
+that make namespace totals exact."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import sys
 
 from app.common import InputError, dump_documents
-from app.policy import compile_policy, load_policy
+from app.policy import compile_policy, load_policy, namespace_quotas
 
 
 def run_policy_compile(args) -> int:
@@ -28,6 +29,11 @@ def run_policy_compile(args) -> int:
             raise InputError(f"rules[{i}].{name}", f"rule {rule}: cannot be a ValidatingAdmissionPolicy ({why}); "
                                                    "nothing written")
     objects = [obj for each in found for obj in each.objects]
+    if args.quotas:
+        quotas, said = namespace_quotas(policy)
+        for line in said:
+            sys.stderr.write(line + "\n")
+        objects += quotas
     if args.output == "json":
         sys.stdout.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2) + "\n")
     elif objects:

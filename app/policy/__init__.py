@@ -17,8 +17,9 @@ from .policyfile import (
                          settings_rule,
 )
 from .rules import MODE_ACTIONS, REQUEST_VARIABLES, LabelSelector, Rule
+from .quotas import namespace_quotas
 from .vap import Compiled, compile_policy, compile_rule, vap_changes
 
 __all__ = ["Compiled", "compile_policy", "compile_rule", "vap_changes", "MODE_ACTIONS", "AnnotationRule", "Effective", "LabelSelector", "MigrationRules", "NodeLabelRule", "Policy",
            "ResourceRule", "Rule", "SharingRule", "TopologyRule", "default_policy", "load_policy", "parse_policy", "read_policy_text",
-           "REQUEST_VARIABLES", "settings_rule"]
+           "REQUEST_VARIABLES", "namespace_quotas", "settings_rule"]

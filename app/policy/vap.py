@@ -33,9 +33,11 @@ WEBHOOK_ONLY = {
     "maxDevicesPerPod": "needs the claims a pod names",
     "maxDevicesPerNamespace": ("needs the namespace's claims; best-effort: claims admitted at the same moment do "
                                "not count each other (exact per class: a ResourceQuota on "
-                               "<class>.deviceclass.resource.k8s.io/devices)"),
+                               "<class>.deviceclass.resource.k8s.io/devices; policy compile --quotas writes it)"),
     "requireSelectors": "needs what each selector reads, and its DeviceClass's selectors",
-    "allowedDevices": "needs the inventory's devices",
+    "allowedDevices": ("needs the inventory's devices; best-effort: judged against the devices published now, so a "
+                       "pool scaled to zero is not seen (exact: a DeviceClass whose selectors allow only those "
+                       "devices, named in allowedDeviceClasses)"),
     "validations": "run over dra-bridge's view of a request (the devices it would take)",
 }
 

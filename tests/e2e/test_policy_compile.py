@@ -115,3 +115,28 @@ def test_compiled_rules_hold_with_no_dra_bridge_at_all(bare, tmp_path):
     exempt = bare.kubectl("create", "-n", "team-a", "-f", "-", "--as=system:admin-exempt", "--as-group=system:masters",
                           input=json.dumps({**eight, "metadata": {"name": "exempt"}}), check=False)
     assert exempt.returncode == 0, exempt.stderr  # the rule's exclusion holds in the compiled policy too
+
+
+def test_the_quota_policy_compile_writes_holds_a_namespace_total_under_concurrent_claims(bare, tmp_path):
+    """Issue 56 item 6: ten one-GPU claims created at once under an "at most 8 in the namespace"
+    rule: the webhook's count is best-effort, the quota `policy compile --quotas` writes is exact."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({"rules": [
+        {"name": "team-q-max-8", "validationActions": ["Deny"], "match": {"namespaces": ["team-q"]},
+         "allowedDeviceClasses": ["gpu.nvidia.com"], "maxDevicesPerNamespace": 8}]}))
+    compiled = subprocess.run([sys.executable, "-m", "app", "policy", "compile", "--policy", str(policy), "--quotas"],
+                              capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert compiled.returncode == 0 and "quota in team-q: exact: 8 devices of gpu.nvidia.com" in compiled.stderr
+    bare.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-q"}}])
+    bare.kubectl("apply", "-f", "-", input=compiled.stdout)
+    key = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+    wait_for(lambda: (bare.json("resourcequota", "dra-bridge-team-q-max-8", "-n", "team-q").get("status") or {})
+             .get("hard", {}).get(key) == "8", 60, "the quota controller taking the quota up")
+    one = claim("one", {"exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}})
+    with ThreadPoolExecutor(10) as pool:
+        made = list(pool.map(lambda i: create(bare, "team-q", {**one, "metadata": {"name": f"c{i}"}}), range(10)))
+    admitted = [r for r in made if r.returncode == 0]
+    refused = [r.stderr for r in made if r.returncode != 0]
+    assert len(admitted) == 8 and all("exceeded quota" in e for e in refused), refused

@@ -39,8 +39,12 @@ def exactly(count=1, cls="gpu.nvidia.com", **extra):
 def test_each_field_is_enforced_by_the_api_server_or_said_to_stay_the_webhooks():
     found = rule("  maxDevicesPerClaim: 4\n  maxDevicesPerPod: 4\n  allowedDevices: 'true'\n")
     assert found.compiled == ["maxDevicesPerClaim"]
+    assert [name for name, _why in found.webhook_only] == ["maxDevicesPerPod", "allowedDevices", "maxDevicesPerClaim"]
+    # Issue 56: a device rule says what it judged against, and what would be exact.
+    assert "judged against the devices published now, so a pool scaled to zero is not seen" in \
+        dict(found.webhook_only)["allowedDevices"]
     assert found.webhook_only == [("maxDevicesPerPod", "needs the claims a pod names"),
-                                  ("allowedDevices", "needs the inventory's devices"),
+                                  ("allowedDevices", dict(found.webhook_only)["allowedDevices"]),
                                   ("maxDevicesPerClaim", "for allocationMode All requests (the devices they take are "
                                                          "the inventory's)")]
     kinds = sorted(o["spec"]["matchConstraints"]["resourceRules"][0]["resources"][0] for o in found.objects
@@ -226,3 +230,38 @@ def test_the_schedulers_claim_for_a_pods_extended_resources_is_held_to_the_per_p
     [both], _objects = compile_policy(parse_policy(
         "rules:\n- name: r\n  validationActions: [Deny]\n  maxDevicesPerClaim: 8\n  maxDevicesPerPod: 4\n"))
     assert verdicts(both, six) == [True, False]
+
+
+def test_quotas_make_a_namespace_total_exact_where_the_rule_names_namespaces(tmp_path):
+    """Issue 56 item 6: `policy compile --quotas` writes the ResourceQuota the quota controller
+    holds exactly (concurrent claims count each other), and says what each one covers."""
+    from app.cli import main
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text("rules:\n- name: team-cap\n  validationActions: [Deny]\n  match: {namespaces: [a, b]}\n"
+                      "  allowedDeviceClasses: [gpu.nvidia.com]\n  maxDevicesPerNamespace: 8\n"
+                      "- name: wide\n  validationActions: [Deny]\n  match: {namespaces: [c]}\n"
+                      "  allowedDeviceClasses: [gpu.nvidia.com, mig.nvidia.com]\n  maxDevicesPerNamespace: 4\n"
+                      "- name: picked\n  validationActions: [Deny]\n  match: {namespaceSelector: {matchLabels: {t: g}}}\n"
+                      "  maxDevicesPerNamespace: 4\n")
+    import contextlib
+    import io
+
+    import yaml
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        assert main(["policy", "compile", "--policy", str(policy), "--quotas"]) == 0
+    quotas = [d for d in yaml.safe_load_all(out.getvalue()) if d["kind"] == "ResourceQuota"]
+    assert [(q["metadata"]["namespace"], q["spec"]["hard"]) for q in quotas] == [
+        ("a", {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "8"}),
+        ("b", {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "8"}),
+        ("c", {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "4",
+               "mig.nvidia.com.deviceclass.resource.k8s.io/devices": "4"})]
+    said = err.getvalue()
+    assert "rule team-cap: quota in a, b: exact: 8 devices of gpu.nvidia.com" in said
+    assert "rule wide: quota in c: at most 4 devices of each of gpu.nvidia.com, mig.nvidia.com (up to 8 in all" in said
+    assert "rule picked: no quota written: it names no namespaces" in said
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["policy", "compile", "--policy", str(policy)]) == 0
+    assert "ResourceQuota" not in out.getvalue()  # only when asked
