@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@ $(VENV)/.installed-run
 
-.PHONY: install run test e2e e2e-plane e2e-matrix bench lock image wheels-arm64
+.PHONY: install run test lint e2e e2e-plane e2e-matrix bench lock image wheels-arm64
 install: $(VENV)/.installed
 
 run: $(VENV)/.installed-run
@@ -27,6 +27,12 @@ run: $(VENV)/.installed-run
 test: $(VENV)/.installed
 	$(PY) -m tests.prebuild
 	$(PY) -m pytest -q
+
+# ruff (pyflakes, bugbear: pyproject.toml) over the code and tests; mypy over the typed packages.
+TYPED = app/cel app/policy
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check app tests bench
+	$(VENV)/bin/mypy $(TYPED)
 
 # A real control plane from upstream Kubernetes (built with Go, cached): see README "Tests".
 # KUBE_VERSION=1.34.4 (a release tests/e2e/go.k1XX.mod pins) builds and runs that release instead.

@@ -28,7 +28,7 @@ from app.reporter.backends import FakeBackend  # noqa: E402
 from bench.e2e_admission import buckets, histogram_quantile  # noqa: E402
 from tests.e2e.burst import quantile  # noqa: E402
 from tests.e2e.cluster import ControlPlane, build  # noqa: E402
-from tests.e2e.conftest import Webhook, install, wait_for  # noqa: E402
+from tests.e2e.conftest import Webhook, install  # noqa: E402
 
 CLAIM_SPEC = {"devices": {
     "requests": [{"name": "gpus", "exactly": {

@@ -69,7 +69,7 @@ def main() -> None:
         for name, (decorate, path) in families.items():
             targets = [path] if path else ["/mutate", "/validate"]
 
-            def run(body):
+            def run(body, targets=tuple(targets)):
                 for target in targets:
                     send(target, body)
             opts(decorate(run))()

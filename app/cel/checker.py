@@ -263,7 +263,8 @@ class _Checker:
         return types.list_of(DYN if element is None else element)
 
     def _maplit(self, node: MapLit):
-        key_type = value_type = None
+        key_type: object = None
+        value_type: object = None
         for key, value, optional in node.entries:
             found_key = self.visit(key)
             if found_key not in _MAP_KEYS:
@@ -291,7 +292,7 @@ class _Checker:
         if node.name == "bind":
             value = self.visit(node.args[0])
             return self.scoped({node.variables[0]: value}, node.args[1])
-        target = self.visit(node.target)
+        target = self.visit(node.receiver)
         if node.name in ("optMap", "optFlatMap"):
             return self.optional_macro(node, target)
         variables, element = self.range_variables(node, target)
@@ -316,7 +317,7 @@ class _Checker:
 
     def range_variables(self, node: Macro, target) -> tuple[dict, object]:
         """The comprehension's variables and their types, and the type of one element."""
-        if not self.env.list_attributes and is_attribute_value(node.target):
+        if not self.env.list_attributes and is_attribute_value(node.receiver):
             self.fail(f"compilation failed: {node.name}() over an attribute value: attribute values are not "
                       "lists unless DRAListTypeAttributes is on (off in Kubernetes 1.37)", node)
         kind = types.kind(target)
@@ -328,12 +329,12 @@ class _Checker:
             one, two = DYN, (DYN, DYN)
         else:
             self.fail(f"expression of type '{types.display(target)}' cannot be the range of a comprehension "
-                      "(must be list, map, or dynamic)", node.target)
+                      "(must be list, map, or dynamic)", node.receiver)
         return dict(zip(node.variables, two if len(node.variables) == 2 else (one,))), one
 
     def optional_macro(self, node: Macro, target):
         if types.kind(target) != "optional" and target not in (DYN, ERROR):
-            self.fail(f"{node.name}: expected an optional but found '{types.display(target)}'", node.target)
+            self.fail(f"{node.name}: expected an optional but found '{types.display(target)}'", node.receiver)
         inner = target[1] if types.kind(target) == "optional" else DYN
         result = self.scoped({node.variables[0]: inner}, node.args[0])
         if node.name == "optMap":

@@ -181,7 +181,7 @@ class _Coster:
 
     def _call(self, node: Call):
         member = node.target is not None and id(node) not in self.checked.qualified  # not sets.f(...)
-        target = self.visit(node.target) if member else None
+        target = self.visit(node.target) if member and node.target is not None else None
         args = [self.visit(a) for a in node.args]
         spent = _add(target.cost if target else 0, *(a.cost for a in args))
         overloads = self.checked.overloads.get(id(node), ())
@@ -189,7 +189,7 @@ class _Coster:
         receiver = target if target is not None else (args[0] if args else Estimate(0, 1))
         if rule == "compare_list":  # each element compared; a string's (or bytes') size is not known
             listed = self.checked.type_of(node.target) if node.target is not None else None
-            textual = types.kind(listed) == "list" and listed[1] in (types.STRING, types.BYTES)
+            textual = isinstance(listed, tuple) and listed[0] == "list" and listed[1] in (types.STRING, types.BYTES)
             rule = "walk_text_list" if textual else "walk_list"
         if rule == "join" and node.target is not None and types.kind(self.checked.type_of(node.target)) != "list":
             rule = "join_untyped"  # a dyn receiver: upstream knows no element type to size
@@ -208,7 +208,7 @@ class _Coster:
             body = self.visit(node.args[1])
             self.scopes.pop()
             return Estimate(_add(LIST_BASE, init.cost, body.cost), body.size, body.key, body.value)
-        target = self.visit(node.target)
+        target = self.visit(node.receiver)
         if node.name in ("optMap", "optFlatMap"):
             self.scopes.append({node.variables[0]: Estimate(1, target.size)})
             body = self.visit(node.args[0])
@@ -217,7 +217,7 @@ class _Coster:
             return Estimate(_add(2 * target.cost, body.cost, extra), body.size)
         sizes = (Estimate(1, target.key), Estimate(1, target.value))
         two = len(node.variables) == 2
-        is_map = types.kind(self.checked.type_of(node.target)) == "map"
+        is_map = types.kind(self.checked.type_of(node.receiver)) == "map"
         if two:
             bound = dict(zip(node.variables, sizes if is_map else (Estimate(1, 1), sizes[1])))
         else:
@@ -225,11 +225,11 @@ class _Coster:
         self.scopes.append(bound)
         bodies = [self.visit(a).cost for a in node.args]
         self.scopes.pop()
-        body = _add(*bodies)
+        body_cost = _add(*bodies)
         fixed, per = {"all": (1, 3), "exists": (1, 4), "exists_one": (2, 2), "transformMap": (MAP_BASE + 1, 3),
                       "transformMapEntry": (MAP_BASE + 1, 2), "filter": (LIST_BASE + 1, 13)}.get(
                           node.name, (LIST_BASE + 1, 12))
-        return Estimate(_add(target.cost, fixed, _times(target.size, _add(per, body))), target.size)
+        return Estimate(_add(target.cost, fixed, _times(target.size, _add(per, body_cost))), target.size)
 
 
 # -- function rules (cost beyond the arguments, and the result's size) --------------------------

@@ -59,6 +59,7 @@ def tokens(text: str) -> list[Token]:
             out.append(token)
         elif c.isdigit() or (c == "." and i + 1 < end and text[i + 1].isdigit()):
             number = _NUMBER.match(text, i)
+            assert number is not None  # a digit, or a dot before one, always starts a number
             out.append(_number(number.group(0), i))
             i = number.end()
         elif prefix:
@@ -89,7 +90,9 @@ def _number(text: str, pos: int) -> Token:
 
 
 def _string(text: str, i: int, raw: bool, as_bytes: bool, start: int) -> tuple[Token, int]:
-    quote = _QUOTE.match(text, i).group(0)
+    found = _QUOTE.match(text, i)
+    assert found is not None  # called at a quote
+    quote = found.group(0)
     i += len(quote)
     out: list = []
     while True:

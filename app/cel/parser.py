@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from .lexer import MAX_INT, RESERVED, SyntaxFault, Token, tokens
 from .tree import (
@@ -225,7 +226,7 @@ class _Parser:
 
     def literal(self, negative: bool = False):
         tok = self.take()
-        value = tok.value
+        value: Any = tok.value
         if tok.kind == "int":
             value = -value if negative else value
             if not -MAX_INT - 1 <= value <= MAX_INT:

@@ -87,7 +87,8 @@ class _Rewriter:
         elements = [self.node(e) for e in node.elements]
         if not node.optional:
             return ListLit(node.pos, elements)
-        pieces, plain = [], []
+        pieces: list[Node] = []
+        plain: list[Node] = []
         for i, element in enumerate(elements):
             if i not in node.optional:
                 plain.append(element)
@@ -100,7 +101,7 @@ class _Rewriter:
                                       ListLit(node.pos, [])))
         if plain:
             pieces.append(ListLit(node.pos, plain))
-        out = pieces[0]
+        out: Node = pieces[0]
         for piece in pieces[1:]:
             out = Binary(node.pos, "+", out, piece)
         return out
@@ -123,12 +124,12 @@ class _Rewriter:
         if node.name == "bind":  # cel.bind(v, init, body): init evaluated once, v bound in body
             init, body = (self.node(a) for a in node.args)
             return Index(pos, Macro(pos, "map", ListLit(pos, [init]), node.variables, [body]), _lit(0))
-        target = self.node(node.target)
+        target = self.node(node.receiver)
         if node.name in ("optMap", "optFlatMap"):
             mapped = Index(pos, Macro(pos, "map", ListLit(pos, [_method(target, "optional__value")]),
                                       node.variables, [self.node(node.args[0])]), _lit(0))
-            value = Call(pos, "optional__of", [mapped]) if node.name == "optMap" else mapped
-            return Conditional(pos, _method(target, "optional__hasValue"), value, Call(pos, "optional__none", []))
+            result = Call(pos, "optional__of", [mapped]) if node.name == "optMap" else mapped
+            return Conditional(pos, _method(target, "optional__hasValue"), result, Call(pos, "optional__none", []))
         if node.name == "sortBy":
             (variable,) = node.variables
             keyed = Macro(pos, "map", target, node.variables, [ListLit(pos, [self.node(node.args[0]),
@@ -137,16 +138,16 @@ class _Rewriter:
         if len(node.variables) == 1:
             return Macro(pos, node.name, target, node.variables, [self.node(a) for a in node.args])
         pair = f"__p{next(self.counter)}"
-        bodies = [_bind_pair(self.node(a), node.variables, pair) for a in node.args]
-        pairs = _method(target, "cel__pairs")
+        bodies: list[Node] = [_bind_pair(self.node(a), node.variables, pair) for a in node.args]
+        pairs: Node = _method(target, "cel__pairs")
         if node.name not in _TRANSFORMS:
             return Macro(pos, node.name, pairs, (pair,), bodies)
         *condition, value = bodies
         if node.name == "transformMap":
             value = ListLit(pos, [Index(pos, Ident(pos, pair), _lit(0)), value])
-        source = Macro(pos, "filter", pairs, (pair,), condition) if condition else pairs
-        mapped = Macro(pos, "map", source, (pair,), [value])
-        return _method(mapped, _TRANSFORMS[node.name]) if _TRANSFORMS[node.name] else mapped
+        source: Node = Macro(pos, "filter", pairs, (pair,), condition) if condition else pairs
+        transformed = Macro(pos, "map", source, (pair,), [value])
+        return _method(transformed, _TRANSFORMS[node.name]) if _TRANSFORMS[node.name] else transformed
 
 
 def _bind_pair(node: Node, names: tuple, pair: str) -> Node:

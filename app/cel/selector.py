@@ -3,6 +3,7 @@ rewrite for the engine and compile; evaluate against ResourceSlice devices. Pure
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -105,7 +106,7 @@ def run_program(program, values: dict):
     return engine.run(program, values)
 
 
-_LIST_TYPES = {"ints": int, "bools": bool, "strings": str, "versions": semver_value}
+_LIST_TYPES: dict[str, Callable] = {"ints": int, "bools": bool, "strings": str, "versions": semver_value}
 
 
 def _attribute_value(raw: dict):

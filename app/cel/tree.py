@@ -7,6 +7,7 @@ estimator and the rewrites walk it, and `printer` writes it back as source.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class PositionedError(Exception):
@@ -24,7 +25,7 @@ class Node:
 
 @dataclass(eq=False)
 class Literal(Node):
-    value: object
+    value: Any
     kind: str  # int, uint, double, string, bytes, bool, null_type
 
 
@@ -95,6 +96,13 @@ class Macro(Node):
     variables: tuple
     args: list = field(default_factory=list)
 
+    @property
+    def receiver(self) -> Node:
+        """The target of every macro but bind (which has none)."""
+        if self.target is None:
+            raise ValueError(f"{self.name}() has no target")
+        return self.target
+
 
 def children(node: Node) -> list:
     """The direct sub-expressions, in source order."""
@@ -156,7 +164,9 @@ def walk(node: Node):
 def chain(node: Binary) -> tuple[list, list]:
     """(operands, links) of a chain of one operator (a && b && c): the operands in source order
     and the Binary nodes joining them, found without recursion."""
-    operands, links, stack = [], [], [node]
+    operands: list[Node] = []
+    links: list[Binary] = []
+    stack: list[Node] = [node]
     while stack:
         current = stack.pop()
         if isinstance(current, Binary) and current.op == node.op:

@@ -118,7 +118,7 @@ class Selection:
         return self._per_device
 
     def __call__(self, req: Request, p: int) -> bool:
-        for i, (label, results) in enumerate(self.parts[req.path]):
+        for label, results in self.parts[req.path]:
             value = results.at(p)
             if value is True:
                 continue

@@ -63,7 +63,7 @@ class ResourceRule(_Strict):
         """Captured groups when this rule covers `resource`, else None."""
         if self.name is not None:
             return {} if resource == self.name else None
-        found = self.regex.fullmatch(resource)
+        found = self.regex.fullmatch(resource) if self.regex is not None else None
         return found.groupdict() if found else None
 
 
@@ -288,7 +288,7 @@ class Policy(_Strict):
         weaker than the webhook's where they are: a rule that follows the namespace's mode, over
         namespaces of different modes, is compiled with the actions short of Deny (the webhook
         denies where the mode is enforce)."""
-        out = []
+        out: list[tuple[Rule, str | None]] = []
         for rule in self.rules:
             if rule.validationActions is not None:
                 out.append((rule, None))

@@ -78,7 +78,7 @@ def compile_rule(rule: Rule, weaker: str | None = None, device_keys: str = "") -
         resource, spec = REQUESTS[kind]
         checks = [(test, message) for _name, test, message in claim_checks] if kind in kinds else []
         if served and kind == "ResourceClaim":
-            checks.append(_served_check(rule.name, rule.maxDevicesPerPod))
+            checks.append(_served_check(rule.name, rule.maxDevicesPerPod or 0))
         if checks:
             variable = f"has({spec}.devices) && has({spec}.devices.requests) ? {spec}.devices.requests : []"
             out.objects += _pair(rule, resource, [{"name": "requests", "expression": variable}],
@@ -206,7 +206,7 @@ def _pair(rule: Rule, resource: str, variables: list[dict], validations: list[di
     return [{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": meta,
              "spec": spec},
             {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-             "metadata": {**meta, "labels": dict(meta["labels"])}, "spec": _binding(rule, name)}]
+             "metadata": {**meta, "labels": dict(vocabulary.MANAGED_BY)}, "spec": _binding(rule, name)}]
 
 
 def _exclusions(rule: Rule) -> list[dict]:
@@ -242,7 +242,7 @@ def _binding(rule: Rule, name: str) -> dict:
         match["namespaceSelector"] = {k: v for k, v in selector.items() if v}
     if rule.match.objectSelector is not None:
         match["objectSelector"] = rule.match.objectSelector.model_dump(exclude_none=True, exclude_defaults=True)
-    spec = {"policyName": name, "validationActions": list(rule.validationActions)}
+    spec: dict = {"policyName": name, "validationActions": list(rule.validationActions or ())}
     if match:
         spec["matchResources"] = match
     return spec
@@ -255,7 +255,7 @@ def compile_policy(policy) -> tuple[list[Compiled], list[dict]]:
     return found, [obj for each in found for obj in each.objects]
 
 
-def vap_changes(desired: list[dict], existing: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]:
+def vap_changes(desired: list[dict], existing: list[dict]) -> tuple[list[dict], list[tuple[str | None, str]]]:
     """What to write (missing, or not what we would write: someone edited it) and what to delete
     ((kind, name) of ours no rule compiles to any more: bindings before their policies, so none
     dangles). The API server fills defaults in, so what we write need only be found within."""

@@ -63,7 +63,7 @@ def test_the_package_builds_without_warnings_and_carries_its_data(tmp_path):
     result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(ROOT)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    noise = [l for l in (result.stdout + result.stderr).splitlines() if re.search(r"warn|deprecat|!!", l, re.I)]
+    noise = [s for s in (result.stdout + result.stderr).splitlines() if re.search(r"warn|deprecat|!!", s, re.I)]
     assert noise == []
     [wheel] = tmp_path.glob("dra_bridge-*.whl")
     names = zipfile.ZipFile(wheel).namelist()

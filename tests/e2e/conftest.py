@@ -199,9 +199,9 @@ class Webhook:
     def ready(self) -> bool:
         try:
             return self.get("/readyz", timeout=2)[0] == 200
-        except OSError:
+        except OSError as exc:
             if self.process.poll() is not None:
-                raise AssertionError(f"webhook exited:\n{self.log_path.read_text()[-3000:]}")
+                raise AssertionError(f"webhook exited:\n{self.log_path.read_text()[-3000:]}") from exc
             return False
 
     def stop(self, timeout: float = 20) -> None:

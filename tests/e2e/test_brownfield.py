@@ -20,7 +20,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.cluster import ControlPlane, kubeconfig
+from tests.e2e.cluster import ControlPlane
 from tests.e2e.conftest import (INSTALLED_KINDS, NVIDIA_CLASSES, Webhook, rendered_manifests, reporter_kubeconfig,
                                 requires_kube, wait_for)
 

@@ -62,7 +62,7 @@ def claims(draw):
                              "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('1e999')) > 0",
                              "'x' * 3", "device.attributes['gpu.nvidia.com'].missing"])
     requests = []
-    for i in range(draw(st.integers(0, 3))):
+    for _ in range(draw(st.integers(0, 3))):
         exactly = {"deviceClassName": draw(st.sampled_from(["gpu.nvidia.com", "mig.nvidia.com", "", "nope"])),
                    "count": draw(st.sampled_from([1, 0, -1, 2, 10**9, "1", None])),
                    "allocationMode": draw(st.sampled_from(["ExactCount", "All", "Weird", None])),

@@ -2,13 +2,11 @@
 publishes into a fake API server; the webhook's live inventory reads it; NVIDIA's demo claims
 are satisfiable against the shadow devices and an impossible claim is denied in enforce."""
 
-import pathlib
 import subprocess
 import sys
 
 import orjson
 import pytest
-import yaml
 from starlette.testclient import TestClient
 
 from app import dra, kube

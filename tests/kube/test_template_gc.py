@@ -7,7 +7,6 @@ from app.kube.template_gc import collectable
 from app.migration import plan_pod
 from app.policy import default_policy
 from tests.helpers import container, pod
-from tests.kube.fakeapi import FakeKube
 
 RCT = "resourceclaimtemplates"
 HOUR = 3600.0

@@ -1,7 +1,5 @@
-import base64
 import json
 import os
-import shutil
 import subprocess
 import sys
 

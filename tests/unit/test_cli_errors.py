@@ -280,7 +280,7 @@ def test_serve_uses_a_cluster_only_when_told(tmp_path, kube):
     for explicit in (("--kubeconfig", str(tmp_path / ".kube" / "config")), ("--context", "fake")):
         server = srv.start(tmp_path, *explicit)
         try:
-            line = next(l for l in server.log().splitlines() if "kubernetes API:" in l)
+            line = next(s for s in server.log().splitlines() if "kubernetes API:" in s)
             assert kube.url in line and "context fake" in line and ".kube/config" in line
             assert "demo mode" not in server.log()
         finally:

@@ -259,7 +259,6 @@ def test_constraint_patterns_are_computed_once_per_node_for_a_burst_of_claims(mo
     """Issue 22: 2,000 equal nodes and a matchAttribute claim: each claim recomputed every node's
     constraint pattern (600 ms a claim through /validate). Now once per node per index; the
     verdicts stay the same."""
-    from app.dra import feasibility
 
     nodes = [slice_(f"n{i:03d}", [device(f"g{j}", root=f"r{j // 2}") for j in range(4)]) for i in range(50)]
     ix = index(*nodes)

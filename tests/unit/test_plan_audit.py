@@ -109,7 +109,7 @@ def test_audit_live_cluster_lists_workloads_and_bare_pods_only(tmp_path):
         fake.add_cluster_object("pods", owned)
         fake.add_cluster_object("pods", bare)
         fake.namespaces.update(serving={"dra-bridge.io/migrate": "enabled"}, research={"dra-bridge.io/migrate": "enabled"})
-        for line, obj in read_objects(str(INVENTORY)):
+        for _line, obj in read_objects(str(INVENTORY)):
             fake.add_cluster_object("resourceslices" if obj["kind"] == "ResourceSlice" else "deviceclasses", obj)
         result = run("audit", "--kubeconfig", fake.kubeconfig(tmp_path / "kc"), "--inventory", "live", "-o", "json")
         assert result.returncode == 0, result.stderr

@@ -50,7 +50,7 @@ import json  # noqa: E402
 import yaml  # noqa: E402
 
 from app.application import rollout  # noqa: E402
-from tests.unit.test_rollout import SWITCHES, cluster, node, slices, views  # noqa: E402
+from tests.unit.test_rollout import cluster, node, slices, views  # noqa: E402
 
 DRA_LABEL = {"nvidia.com/dra-kubelet-plugin": "true"}
 PLUGIN_LABEL = {"nvidia.com/gpu.deploy.device-plugin": "true"}

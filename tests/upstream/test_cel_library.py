@@ -41,7 +41,7 @@ EXPRESSIONS = [
     f"{A}.productName.indexOf('H100') == 7", f"{A}.productName.lastIndexOf(' ') > 0",
     f"{A}.productName.charAt(0) == 'N'", f"{A}.productName.substring(7, 11) == 'H100'",
     f"{A}.productName.split(' ').size() == 4", f"{A}.productName.replace(' ', '-').endsWith('HBM3')",
-    f"' x '.trim() == 'x'", f"['a', 'b'].join('-') == 'a-b'", "strings.quote('a') == '\"a\"'",
+    "' x '.trim() == 'x'", "['a', 'b'].join('-') == 'a-b'", "strings.quote('a') == '\"a\"'",
     "'%d GPUs'.format([2]) == '2 GPUs'", "'abc'.reverse() == 'cba'", "reverse('abc') == 'cba'",
     "'x'.contains(1)", "'abc'.size() == 3", "size('abc') == 3", "'a' + 'b' == 'ab'",
     # regex

@@ -29,11 +29,12 @@ DAEMON_TOLERATIONS = [{"key": f"node.kubernetes.io/{k}", "operator": "Exists"} f
 
 
 def plan_undo(number: int, nodes: list[NodeView], pods: list[PodView], records: dict[str, MoveRecord | None],
-              daemonsets: list[dict], budgets: list[dict], switches: Switches, drain: Drain = Drain(),
+              daemonsets: list[dict], budgets: list[dict], switches: Switches, drain: Drain | None = None,
               room: bool = True) -> Wave:
     """Wave `number` taken back: the pods it evicts, where each comes back, and what blocks it.
     room: judge where evicted pods come back (an undo already under way has evicted some: only
     the device plugin's DaemonSet is judged then)."""
+    drain = drain or Drain()
     members = [n for n in nodes if n.wave == number]
     names = sorted(n.name for n in members)
     restored = {n.name: _restored(n, records.get(n.name)) for n in members}

@@ -3,6 +3,8 @@ methods; compareTo and its relatives compare quantities or versions, whichever t
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 
 from ..values import V, tagged
@@ -44,6 +46,8 @@ def normalized_semver(text: str) -> str:
 
 def _parts(value) -> tuple:
     match = _SEMVER.match(value[V])
+    if match is None:  # values are made by semver_value, which validates
+        raise ValueError(f"not a semantic version: {value[V]!r}")
     major, minor, patch, pre = int(match[1]), int(match[2]), int(match[3]), match[4]
     return (major, minor, patch, 0 if pre else 1, pre or "")  # a pre-release sorts before its release
 
@@ -61,6 +65,8 @@ def _is_semver_text(text, normalize=False) -> bool:
 
 
 def compare(a, b) -> int:
+    x: Any
+    y: Any
     if quantity.is_quantity(a) and quantity.is_quantity(b):
         x, y = quantity.amount(a), quantity.amount(b)
     elif tagged(a, V) and tagged(b, V):
