@@ -11,10 +11,10 @@ from .nodes import add_quota, device_quota, extended_allocatable, leaving_dra, n
 from .nodeselector import node_matches, tolerates
 from .quantity import count_or_none, format_mebibytes, parse_count, parse_quantity
 from . import vocabulary
-from .objects import ObjectView, view_of
+from .objects import ObjectView, submap, view_of
 from .packed import pack, unpack
 from .vocabulary import NVIDIA_DRIVER, SHADOW_OF, controller_ref
 from .vocabulary import meta as metadata_of
 
-__all__ = ["release", "ClusterUnreachable", "ObjectView", "view_of", "allocation_results", "held_devices", "by_kind", "NVIDIA_DRIVER", "SHADOW_OF", "vocabulary", "controller_ref", "metadata_of", "Backoff", "Throttled", "BridgeError", "DeadlineExceeded", "deadline", "InputError", "PolicyError", "TemplateEnsureError", "WriteConflict", "add_quota", "device_quota", "extended_allocatable", "leaving_dra", "not_ready", "node_matches", "quota_map", "tolerates", "format_mebibytes", "count_or_none", "parse_count",
+__all__ = ["release", "ClusterUnreachable", "ObjectView", "submap", "view_of", "allocation_results", "held_devices", "by_kind", "NVIDIA_DRIVER", "SHADOW_OF", "vocabulary", "controller_ref", "metadata_of", "Backoff", "Throttled", "BridgeError", "DeadlineExceeded", "deadline", "InputError", "PolicyError", "TemplateEnsureError", "WriteConflict", "add_quota", "device_quota", "extended_allocatable", "leaving_dra", "not_ready", "node_matches", "quota_map", "tolerates", "format_mebibytes", "count_or_none", "parse_count",
            "dump_document", "dump_documents", "labels_by_name", "parse_objects", "parse_quantity", "read_objects", "pack", "unpack"]

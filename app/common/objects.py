@@ -57,3 +57,9 @@ def _text(value: object) -> str:
 
 def _mapping(value: object) -> dict[str, str]:
     return dict(value) if isinstance(value, dict) else {}
+
+
+def submap(obj: Mapping, key: str) -> dict:
+    """obj[key] when it is a map, else an empty one: a field read without trusting its shape."""
+    value = obj.get(key)
+    return value if isinstance(value, dict) else {}

@@ -144,7 +144,7 @@ def _matching(index: Index, selection: Selection, req: Request, with_capacity: b
             return False
         return not with_capacity or search.capacity_fits(req.capacity, index.shape_capacity[index.devices[p].shape])
 
-    if any(r.per_device for _l, r in selection.parts[req.path]):
+    if any(r is not None and r.per_device for _l, r in selection.parts[req.path]):
         return any(fits(p) for members in index.shape_members for p in members)  # live devices only
     return any(members and fits(members[0]) for members in index.shape_members)
 

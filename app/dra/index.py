@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from app.common.release import Release
+
 from .groupcache import GroupCache
 
 EMPTY: Mapping = MappingProxyType({})
@@ -127,7 +129,7 @@ class Index:
     # Shared by the snapshots that differ only in what is allocated (claim updates): what the
     # path choice reads besides verdicts (classes, devices, nodes, quotas) is the same in all.
     epoch: object = field(default_factory=object)
-    release: object = None  # common.release.Release whose allocator is followed; None: the default
+    release: Release | None = None  # whose allocator is followed; None: the default
 
     @property
     def device_count(self) -> int:

@@ -76,14 +76,14 @@ class _Builder:
                 table.capacity.append(capacity)
                 table.flat.append({f"{d}/{n}": v for d, names in shape_variable["attributes"].items()
                                    for n, v in names.items()})
-            identity = tuple(x for k, v in identity.items() for x in (table.identity_keys.setdefault(k, k), v))
+            packed = tuple(x for k, v in identity.items() for x in (table.identity_keys.setdefault(k, k), v))
             device_key = (driver, pool_name, raw.get("name"))
             before = earlier.get(device_key)
             if before is not None:
                 device_key = before.key
-                identity = before.identity if before.identity == identity else identity
+                packed = before.identity if before.identity == packed else packed
                 consumes = before.consumes if before.consumes == consumes else consumes
-            out.append(Device(device_key, spec.get("nodeName") or None, identity,
+            out.append(Device(device_key, spec.get("nodeName") or None, packed,
                               table.ids[key], consumes, bool(raw.get("bindingConditions")),
                               fields.placement(raw) if per_device else None, table.tables))
         return Derived(s, tuple(out), tuple(rejected), shadow)
@@ -146,7 +146,8 @@ class _Builder:
                 targeting[key] = [s]
             elif fields.generation(s) == fields.generation(current[0]):
                 current.append(s)
-        ready, waiting = [], []
+        ready: list = []
+        waiting: list = []
         for key, slices in targeting.items():
             pool = self.pool_view(node, key, slices)
             if pool is not None:
@@ -290,14 +291,19 @@ class Build:
         index.shape_members.extend([] for _ in range(len(table.shapes) - len(index.shape_members)))
         index.shadow_nodes = frozenset(self.shadow_nodes)
 
-    def derived(self, item: dict | bytes, raw: bytes | None = None) -> Derived | None:
-        """What a slice gives the index (item: decoded, or packed bytes, app.common.packed; raw: the
-        bytes item was unpacked from, when the caller had to); None: no spec."""
-        if isinstance(item, bytes):
-            raw, item = item, None
+    def derived(self, given: dict | bytes, raw: bytes | None = None) -> Derived | None:
+        """What a slice gives the index (given: decoded, or packed bytes, app.common.packed; raw: the
+        bytes it was unpacked from, when the caller had to); None: no spec."""
+        item: dict | None = None
+        if isinstance(given, bytes):
+            raw = given
+        else:
+            item = given
         found = self.cache.earlier(raw) if raw is not None else None
         if found is None:
-            item = unpack(raw) if item is None else item
+            item = unpack(raw) if item is None and raw is not None else item
+            if item is None:
+                return None
             if not isinstance(item.get("spec"), dict):
                 return None
             is_shadow = bool(shadow.shadow_of(item))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from app.common import (InputError, add_quota, allocation_results, extended_allocatable, leaving_dra, not_ready,
+from app.common.release import Release
+from app.common import (InputError, submap, add_quota, allocation_results, extended_allocatable, leaving_dra, not_ready,
                         parse_quantity, view_of)
 
 SUPPORTED = "resource.k8s.io/v1"
@@ -32,7 +33,7 @@ class Inventory:
     namespaces: dict[str, dict] | None = None
     taint_rules: list[dict] = field(default_factory=list)
     priority_classes: list[dict] | None = None  # what pods preempt by (None: none read)
-    release: object = None  # common.release.Release judged by (its allocator's rules); None: the default
+    release: Release | None = None  # judged by (its allocator's rules); None: the default
 
     @property
     def device_count(self) -> int:
@@ -45,7 +46,7 @@ def from_objects(objects: list[tuple[int, dict]], source: str) -> Inventory:
         kind = obj.get("kind")
         where = f"{source}:{line}" if line else source
         if kind == "Node" and obj.get("apiVersion") == "v1":
-            metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            metadata = submap(obj, "metadata")
             if not isinstance(metadata.get("name"), str) or not isinstance(metadata.get("labels") or {}, dict):
                 raise InputError(f"{where}.metadata", "a Node needs a name and labels as a map")
             inv.nodes = {**(inv.nodes or {}), metadata["name"]: dict(metadata.get("labels") or {})}
@@ -65,7 +66,7 @@ def from_objects(objects: list[tuple[int, dict]], source: str) -> Inventory:
             inv.priority_classes = [*(inv.priority_classes or []), obj]
             continue
         if kind == "Namespace" and obj.get("apiVersion") == "v1":
-            metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            metadata = submap(obj, "metadata")
             labels = metadata.get("labels") or {}
             if not isinstance(metadata.get("name"), str) or not isinstance(labels, dict):
                 raise InputError(f"{where}.metadata", "a Namespace needs a name and labels as a map")
@@ -103,7 +104,7 @@ def _allocation_of(claim: dict, where: str) -> dict:
 
 def taint_rule(rule: dict, where: str) -> dict:
     """What the index needs of a DeviceTaintRule: {selector, taint}."""
-    spec = rule.get("spec") if isinstance(rule.get("spec"), dict) else {}
+    spec = submap(rule, "spec")
     taint = spec.get("taint")
     if not isinstance(taint, dict) or not isinstance(taint.get("key"), str):
         raise InputError(f"{where}.spec.taint", "a DeviceTaintRule needs a taint with a key")

@@ -141,10 +141,8 @@ class LiveIndex:
         build = self.build
         old = build.by_name.get(name)
         raw = full if isinstance(full, bytes) else None
-        if raw is not None:
-            full = unpack(raw)
-        if full is not None and not isinstance(full.get("spec"), dict):
-            full = None
+        decoded = unpack(raw) if raw is not None else full if isinstance(full, dict) else None
+        full = decoded if decoded is not None and isinstance(decoded.get("spec"), dict) else None
         if self.needs_full_build(old, full):
             return None
         if full is None:
@@ -156,7 +154,8 @@ class LiveIndex:
             self._remove(name, old)
         if full is not None:
             s = build.add(full, raw)
-            pools.add(pool_key(s))
+            if s is not None:
+                pools.add(pool_key(s))
         for pool in pools:
             nodes |= {s["spec"].get("nodeName") for s in build.builder.pools.get(pool, ())}
             if old is not None and pool_key(old) == pool:
@@ -166,12 +165,15 @@ class LiveIndex:
     def claim_changed(self, key: str, claim: dict | bytes | None) -> Index | None:
         """Apply one claim added, modified (decoded or packed) or deleted; None when a full
         build is needed (a network-attached device changed state)."""
+        decoded: dict | None = None
         if isinstance(claim, bytes):
-            self.claim_raw[key], claim = claim, unpack(claim)
+            self.claim_raw[key], decoded = claim, unpack(claim)
         elif claim is None:
             self.claim_raw.pop(key, None)
+        else:
+            decoded = claim
         before = self.claims.get(key, [])
-        after = _claim_results(claim) if claim is not None else []
+        after = _claim_results(decoded) if decoded is not None else []
         if before == after:
             return self.build.index
         changed = {r[0] for r in before} | {r[0] for r in after}
@@ -246,7 +248,8 @@ class LiveIndex:
             by_shape.setdefault(index.devices[p].shape, set()).add(p)
         for shape, gone in by_shape.items():
             index.shape_members[shape] = [p for p in index.shape_members[shape] if p not in gone]
-            build.builder.copied.add(shape)
+            if build.builder.copied is not None:
+                build.builder.copied.add(shape)
         self.dead += len(dead)
         if build.rejected_by_slice.pop(name, None):
             self._rejected_dirty = True  # recomputed from the slices that remain, in _finish

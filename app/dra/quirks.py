@@ -9,6 +9,8 @@ All subrequest may take the devices of the one before it (fixed upstream in 1.36
 
 from __future__ import annotations
 
+from typing import Any
+
 from .claims import ClaimSpec, Request
 
 
@@ -35,7 +37,7 @@ def selector_stand_ins(spec: ClaimSpec, release) -> dict[str, Request]:
     return enumerate_as
 
 
-def all_continues_as_first(rows, release) -> dict[int, object]:
+def all_continues_as_first(rows, release) -> dict[int, Any]:
     """id(alternative) -> the first alternative of its row, for All subrequests after the first:
     before 1.36 the allocator takes their first device, then goes on with the first subrequest's
     devices from the second on (the subrequest index is lost between devices)."""

@@ -86,7 +86,7 @@ def _violates(amount: Decimal, policy: dict | None) -> bool:
             return True
         step = valid_range.get("step")
         return bool(step) and (amount - valid_range.get("min", Decimal(0))) % step != 0
-    values = policy.get("validValues")
+    values = policy.get("validValues") or ()
     return bool(values) and amount not in values
 
 
@@ -306,7 +306,7 @@ class Search:
             return None
         if not req.admin and (p in self.taking or (self.now and device.key in index.allocated)):
             return None
-        steps = []
+        steps: list = []
 
         def undo():
             for step in reversed(steps):

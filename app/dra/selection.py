@@ -79,7 +79,7 @@ class Selection:
     def __init__(self, index: Index):
         self.index = index
         self.errors: list[str] = []
-        self.parts: dict[str, list[tuple[str, Results]]] = {}  # request path -> (label, results)
+        self.parts: dict[str, list[tuple[str, Results | None]]] = {}  # request path -> (label, results)
         self._per_device: bool | None = None
 
     def results(self, expr: str, path: str) -> Results | None:
@@ -119,7 +119,7 @@ class Selection:
 
     def __call__(self, req: Request, p: int) -> bool:
         for label, results in self.parts[req.path]:
-            value = results.at(p)
+            value = results.at(p) if results is not None else False  # does not compile: matches nothing
             if value is True:
                 continue
             if value is False:
@@ -130,7 +130,7 @@ class Selection:
 
     def failed_parts(self, req: Request, p: int) -> list[str]:
         """Labels of the selectors device p does not pass (a runtime error counts as failing)."""
-        return [label for label, results in self.parts[req.path] if results.at(p) is not True]
+        return [label for label, results in self.parts[req.path] if results is None or results.at(p) is not True]
 
     def pattern(self, view, reqs: list[Request]) -> tuple:
         """Per-device selector outcomes on a node's devices: nodes with equal patterns (and equal
@@ -139,7 +139,7 @@ class Selection:
         for pool in view:
             for p in pool.devices:
                 out.append(tuple(results.at(p) for req in reqs for _l, results in self.parts[req.path]
-                                 if results.per_device))
+                                 if results is not None and results.per_device))
         return tuple(out)
 
 

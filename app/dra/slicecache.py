@@ -74,7 +74,9 @@ class SliceCache:
     def donor(self, name: str) -> Derived | None:
         """What the slice of this name gave last (this build's, else the build before's)."""
         for cache in (self, self._donors):
-            raw = cache.raw_of.get(name) if cache is not None else None
+            if cache is None:
+                continue
+            raw = cache.raw_of.get(name)
             if raw is not None and raw in cache.entries:
                 return cache.entries[raw]
         return None

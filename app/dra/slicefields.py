@@ -12,7 +12,8 @@ IDENTITY_ATTRIBUTES = frozenset({"uuid", "index", "minor", "pciBusID", "pcieRoot
 
 
 def split_identity(variable: dict) -> tuple[dict, dict]:
-    attributes, identity = {}, {}
+    attributes: dict = {}
+    identity: dict = {}
     for domain, names in variable["attributes"].items():
         attributes[domain] = {}
         for name, value in names.items():

@@ -49,7 +49,7 @@ class TemplateVerdicts:
         if verdict is None:
             if len(self._seen) >= self.size:
                 self._seen.clear()
-            skip = frozenset()
+            skip: frozenset = frozenset()
             if allocatable_only:
                 skip = (frozenset() if twice_too else self.twice) | closed
             verdict = check(parse_claim_spec(template["spec"]["spec"], self.path), self.index,

@@ -12,7 +12,7 @@ from .quirks import before
 from .selection import Selection
 
 
-def constraint_pattern(view, index: Index, attrs: list[str], ordered: bool) -> tuple:
+def constraint_pattern(view, index: Index, attrs: tuple[str, ...], ordered: bool) -> tuple:
     """Constraint attribute values on a node's devices, each replaced by its rank on that node
     (only equality within a node matters), beside each device's state: which devices are held
     matters too (two nodes equal but for which NUMA node's GPU is allocated are not equal for a
