@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.common import submap
 from app.common import count_or_none
 
 REGULAR, INIT, SIDECAR = "regular", "init", "sidecar"
@@ -68,9 +69,9 @@ def pod_asks(spec: dict, wanted) -> PodAsks:
                 continue
             role = REGULAR if list_name == "containers" else \
                 SIDECAR if container.get("restartPolicy") == "Always" else INIT
-            resources = container.get("resources") if isinstance(container.get("resources"), dict) else {}
-            limits = resources.get("limits") if isinstance(resources.get("limits"), dict) else {}
-            requests = resources.get("requests") if isinstance(resources.get("requests"), dict) else {}
+            resources = submap(container, "resources")
+            limits = submap(resources, "limits")
+            requests = submap(resources, "requests")
             for resource in list(requests) + [k for k in limits if k not in requests]:
                 if wanted(str(resource)):
                     out.append(Ask(str(container.get("name")), role, f"spec.{list_name}[{index}].resources",

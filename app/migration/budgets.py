@@ -21,6 +21,7 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from app.common import submap
 from app.common import BridgeError, metadata_of, view_of
 from app.policy import MigrationRules
 
@@ -84,7 +85,9 @@ def one_budget_classes(quotas: list[dict], classes: Mapping[str, dict],
     for quota in quotas:
         hard = (quota.get("spec") or {}).get("hard") or {}
         for key in hard if isinstance(hard, dict) else ():
-            resource = str(key)[len("requests."):] if str(key).startswith("requests.") else None
+            if not str(key).startswith("requests."):
+                continue
+            resource = str(key)[len("requests."):]
             found = rules.rule_for(resource) if resource else None
             if found and found[0].role in ("count", "countPercent") and found[0].deviceClass:
                 wanted.setdefault(found[0].deviceClass, set()).add(resource)
@@ -121,7 +124,7 @@ def kueue_mappings(cluster_queues: list[dict], rules: MigrationRules,
     Kueue's Configuration maps already (class -> resource)."""
     covered: dict[str, list[str]] = {}  # resource -> the queues covering it
     for queue in cluster_queues:
-        spec = queue.get("spec") if isinstance(queue.get("spec"), dict) else {}
+        spec = submap(queue, "spec")
         for group in spec.get("resourceGroups") or []:
             for resource in (group.get("coveredResources") or []) if isinstance(group, dict) else []:
                 covered.setdefault(str(resource), []).append(view_of(queue).name or "?")

@@ -109,7 +109,7 @@ def assign_requests(asks: list[FamilyAsk], notes: list[str]):
     by_container: dict[tuple, ClaimRequest] = {}
     for ask in asks:
         if ask.list_name == "containers" or ask.sidecar:
-            req = ClaimRequest(_request_name(ask.container, taken), ask.device_class, ask.count, ask.selectors,
+            req = ClaimRequest(_request_name(ask.container, taken), ask.device_class, ask.devices, ask.selectors,
                            ask.share.key(), ask.share_plan)
             requests.append(req)
             by_container[(ask.list_name, ask.index, ask.family)] = req
@@ -123,22 +123,22 @@ def assign_requests(asks: list[FamilyAsk], notes: list[str]):
         reusable += [r for r in spill if r.shape == ask.shape]
         chosen, have = [], 0
         for req in reusable:
-            if have >= ask.count:
+            if have >= ask.devices:
                 break
             chosen.append(req)
             have += req.count
-        if have < ask.count:
+        if have < ask.devices:
             if len(requests) >= MAX_REQUESTS:
                 raise Unmigratable(f"more than {MAX_REQUESTS} device requests would be needed: the DRA limit "
                                     "per claim")
-            own = ClaimRequest(_request_name(ask.container, taken), ask.device_class, ask.count - have, ask.selectors,
+            own = ClaimRequest(_request_name(ask.container, taken), ask.device_class, ask.devices - have, ask.selectors,
                            ask.share.key(), ask.share_plan)
             requests.append(own)
             spill.append(own)
             chosen.append(own)
-            have = ask.count
-        if have > ask.count:
-            notes.append(f"init container {ask.container} sees {have} devices (asked {ask.count}): "
+            have = ask.devices
+        if have > ask.devices:
+            notes.append(f"init container {ask.container} sees {have} devices (asked {ask.devices}): "
                          f"it shares {', '.join(r.name for r in chosen)} with the containers after it")
         refs.setdefault((ask.list_name, ask.index), []).extend(r.name for r in chosen)
     return requests, refs

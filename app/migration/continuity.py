@@ -138,7 +138,7 @@ def quota_use(quotas: list[dict], pods: list[dict], claims: list[dict], rules: M
         meta = metadata_of(quota)
         hard = (quota.get("spec") or {}).get("hard") or {}
         for key, limit in hard.items() if isinstance(hard, dict) else ():
-            resource = str(key)[len("requests."):] if str(key).startswith("requests.") else None
+            resource = str(key)[len("requests."):] if str(key).startswith("requests.") else ""
             found = rules.rule_for(resource) if resource else None
             if found is None or found[0].role not in ("count", "countPercent"):
                 continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from app.common import submap
 from app.common import view_of
 
 from .quota import KUEUE_QUEUE as KUEUE_LABEL
@@ -37,8 +38,8 @@ def left_to_admission(obj: dict) -> str | None:
 
 
 def _nproc_auto(obj: dict) -> bool:
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    elastic = spec.get("elasticPolicy") if isinstance(spec.get("elasticPolicy"), dict) else {}
+    spec = submap(obj, "spec")
+    elastic = submap(spec, "elasticPolicy")
     value = spec.get("nprocPerNode", elastic.get("nProcPerNode", "auto"))
     return str(value) == "auto"
 

@@ -50,6 +50,19 @@ class FamilyAsk:
     def shape(self) -> tuple:
         return (self.device_class, tuple(self.selectors), self.share.key())
 
+    @property
+    def devices(self) -> int:
+        """The count once resolved (collect_asks sets every ask's); a bug otherwise."""
+        if self.count is None:
+            raise ValueError(f"{self.container}/{self.family}: device count not resolved")
+        return self.count
+
+    @property
+    def resolved_rule(self) -> ResourceRule:
+        if self.rule is None:
+            raise ValueError(f"{self.container}/{self.family}: resource rule not resolved")
+        return self.rule
+
 
 def collect_asks(spec: dict, rules: MigrationRules, notes: list[str]) -> list[FamilyAsk]:
     asks: list[FamilyAsk] = []
@@ -106,13 +119,13 @@ def _fraction_text(ask: FamilyAsk) -> str:
 def resolve_share(ask: FamilyAsk, rules: MigrationRules, node_share: str | None,
                    sharing: ClusterSharing | None, notes: list[str]) -> None:
     share = ask.share
-    if not share and node_share and ask.device_type == "gpu" and ask.rule.role == "count":
+    if not share and node_share and ask.device_type == "gpu" and ask.resolved_rule.role == "count":
         share.replicas = node_share  # a plain GPU on time-sliced nodes was a time slice
         share.had.append(node_share)
     if not share:
         return
     try:
-        ask.share_plan = plan_share(share, ask.container, ask.count, ask.device_class, ask.device_type,
+        ask.share_plan = plan_share(share, ask.container, ask.devices, ask.device_class, ask.device_type,
                                     rules.sharing, sharing, rules.driverDomain, rules.fractional)
     except Unkept as why:
         raise Unmigratable(str(why)) from None
@@ -152,23 +165,23 @@ def _apply_rule(ask, rule, groups, key, value, path, rules, notes) -> None:
             if rule.deviceClass and ask.rule is None:
                 ask.rule = rule
         else:
-            percent = parse_quantity(value)
-            if percent > 100 and rule.aboveHundred == "devices":
-                if percent % 100:
+            share_percent = parse_quantity(value)
+            if share_percent > 100 and rule.aboveHundred == "devices":
+                if share_percent % 100:
                     raise ValueError(f"{value!r}: above 100 only whole devices (multiples of 100)")
-                devices = int(percent // 100)
+                devices = int(share_percent // 100)
                 if ask.count is not None and ask.count != devices:
                     notes.append(f"{path}: {value} is {devices} devices; the count {ask.count} is used")
                 elif ask.count is None:
                     ask.count = devices
                     ask.rule = ask.rule or rules.count_rule(rule.family)
-            elif not 0 <= percent <= 100:
+            elif not 0 <= share_percent <= 100:
                 raise ValueError(f"{value!r} is not a percentage between 0 and 100")
-            elif 0 < percent < 100:
+            elif 0 < share_percent < 100:
                 if rule.role == "cores":
-                    ask.share.cores = percent
+                    ask.share.cores = share_percent
                 else:
-                    ask.share.memory_percent = percent
+                    ask.share.memory_percent = share_percent
                 ask.share.had.append(f"{key}={value}")
     except ValueError as exc:
         raise Unmigratable(f"{path}: {exc}") from None
@@ -178,8 +191,8 @@ def _apply_rule(ask, rule, groups, key, value, path, rules, notes) -> None:
 
 def resolve_device(ask: FamilyAsk, rules: MigrationRules, constraints: NodeConstraints,
                     annotations: dict, notes: list[str]) -> None:
-    rule = ask.rule
-    ask.device_class, ask.device_type = rule.deviceClass, rule.deviceType
+    rule = ask.resolved_rule
+    ask.device_class, ask.device_type = rule.deviceClass or "", rule.deviceType
     selectors = [_format(s, ask.groups) for s in rule.selectors]
     if ask.device_type == "gpu" and constraints.mig_profile:
         ask.device_class, ask.device_type = rules.migDeviceClass, "mig"

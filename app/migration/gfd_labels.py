@@ -97,7 +97,7 @@ class LabelTranslator:
         if rule.translate == "product":
             return self._product(label, op, values)
         if rule.translate == "string":
-            return self._both(self._string(rule.attribute, op, values))
+            return self._both(self._string(rule.attribute or "", op, values))
         if rule.translate == "gkeAccelerator":
             return self._both(self._accelerator(label, op, values))
         if rule.translate == "gpuModel":
@@ -108,9 +108,9 @@ class LabelTranslator:
             return self._sharing(label, op, values)
         if rule.translate == "memoryMiB":
             # On a MIG node the label is the parent GPU's memory, not the MIG device's.
-            return {"gpu": self._memory(rule.capacity, op, values, label)}
+            return {"gpu": self._memory(rule.capacity or "", op, values, label)}
         part = "major" if rule.translate == "versionMajor" else "minor"
-        return self._both(self._version(rule.attribute, part, op, values, label))
+        return self._both(self._version(rule.attribute or "", part, op, values, label))
 
     def _sharing(self, label: str, op: str, values: list[str]) -> dict[str, sel.Node | None]:
         """A device plugin's sharing labels (GFD sharing-strategy / replicas, GKE's strategy and
@@ -123,7 +123,7 @@ class LabelTranslator:
         return {"gpu": None, "mig": None}
 
     @staticmethod
-    def _both(expr: sel.Node) -> dict[str, sel.Node]:
+    def _both(expr: sel.Node) -> dict[str, sel.Node | None]:
         return {"gpu": expr, "mig": expr}
 
     def _presence(self, name: str, op: str) -> sel.Node | None:
@@ -176,7 +176,7 @@ class LabelTranslator:
         self.mig_profiles.add(values[0].lower())
         return {"mig": None}  # the profile selector itself comes with the MIG request
 
-    def _product(self, label: str, op: str, values: list[str]) -> dict[str, sel.Node]:
+    def _product(self, label: str, op: str, values: list[str]) -> dict[str, sel.Node | None]:
         presence = self._presence("productName", op)
         if presence:
             return self._both(presence)

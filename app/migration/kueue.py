@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from app.common import submap
 from app.common import BridgeError, view_of
 from app.common.vocabulary import KUEUE_CONFIG, KUEUE_DEPLOYMENT
 
@@ -136,7 +137,7 @@ def _flag_gates(args: Iterable[str]) -> dict[str, bool]:
 def kueue_view(configuration: dict | None, manager_args: Iterable[str] = ()) -> KueueView:
     """The view of a Configuration document and the manager container's arguments."""
     config = configuration if isinstance(configuration, dict) else {}
-    gates = config.get("featureGates") if isinstance(config.get("featureGates"), dict) else {}
+    gates = submap(config, "featureGates")
     gate = _flag_gates(manager_args).get(KUEUE_DRA_GATE, gates.get(KUEUE_DRA_GATE) is True)
     return KueueView(configured_mappings(config), bool(gate),
                      str(config.get("apiVersion") or KueueView.api_version))

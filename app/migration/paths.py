@@ -141,16 +141,19 @@ def choose(pod: dict, plan: Plan, rules: MigrationRules, path: str, facts: Facts
         if scheduler not in rules.draSchedulers:
             return Choice(Path.LEGACY, f"scheduler {scheduler!r} is not one the policy lists as allocating "
                                     "ResourceClaims (migration.draSchedulers)", "scheduler")
+    gap: str | None
+    served = facts.served
     if path == "rewrite":
         gap = "policy path: rewrite"
-    elif facts.served is None:
+    elif served is None:
         gap = "no inventory"
     else:
-        gap = _native_gap(pod, plan, rules, facts.served, facts.release)
-    if gap is None:
+        gap = _native_gap(pod, plan, rules, served, facts.release)
+    if gap is None and served is not None:
         resources = sorted({r for _c, r in legacy_resources(spec, rules)})
         return Choice(Path.NATIVE, "served by DRA as extended resources: " +
-                      ", ".join(f"{r} by DeviceClass {facts.served[r]}" for r in resources), "native")
+                      ", ".join(f"{r} by DeviceClass {served[r]}" for r in resources), "native")
+    gap = gap or "no inventory"  # None only beside an inventory (returned above)
     if path == "native":
         return Choice(Path.LEGACY, f"policy path native, but {gap}: left to the device plugin", "policy")
     if plan.status != "migrated":

@@ -202,7 +202,7 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None,
     templates = []
     if requests:
         # Node constraints only move to the device side when a claim carries them.
-        if constraints.translated:
+        if constraints.translated and constraints.spec_after is not None:
             for key in ("nodeSelector", "affinity"):
                 if key in constraints.spec_after:
                     planned_spec[key] = constraints.spec_after[key]
@@ -216,9 +216,9 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None,
         name = template["metadata"]["name"]
         entry = own_entry_name(rules.claimName, group_claims or ())
         unread = unread_group_note(pod, rules.claimName) if group_claims is None else None
-        notes.extend(filter(None, [unread, entry != rules.claimName and (
-            f"claim entry named {entry}: PodGroup {pod_group_of(pod)} shares a claim named {rules.claimName}, "
-            "which would give the whole group this pod's devices")]))
+        shared = (f"claim entry named {entry}: PodGroup {pod_group_of(pod)} shares a claim named {rules.claimName}, "
+                  "which would give the whole group this pod's devices") if entry != rules.claimName else None
+        notes.extend(note for note in (unread, shared) if note)
         planned_spec["resourceClaims"] = [{"name": entry, "resourceClaimTemplateName": name}]
         for (list_name, index), names in refs.items():
             resources = planned_spec[list_name][index].setdefault("resources", {})

@@ -5,12 +5,13 @@ Pure."""
 
 from __future__ import annotations
 
+from app.common import submap
 from collections.abc import Iterable
 
 
 def pod_group_of(pod: dict) -> str | None:
     """The PodGroup a pod belongs to (spec.schedulingGroup.podGroupName), None: none."""
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    spec = submap(pod, "spec")
     group = spec.get("schedulingGroup")
     name = group.get("podGroupName") if isinstance(group, dict) else None
     return name if isinstance(name, str) and name else None

@@ -80,13 +80,14 @@ def _affinity(value, errors: list[str]) -> None:
 def pod_errors(pod: object) -> list[str]:
     """Field-named type errors in what the planner reads; [] when the shape is fine."""
     errors: list[str] = []
-    if not _expect(pod, dict, "(object)", errors, optional=False):
+    if not isinstance(pod, dict):
+        _expect(pod, dict, "(object)", errors, optional=False)
         return errors
     metadata = pod.get("metadata")
-    if _expect(metadata, dict, "metadata", errors):
+    if _expect(metadata, dict, "metadata", errors) and isinstance(metadata, dict):
         _string_map(metadata.get("annotations"), "metadata.annotations", errors)
     spec = pod.get("spec")
-    if not _expect(spec, dict, "spec", errors, optional=False):
+    if not _expect(spec, dict, "spec", errors, optional=False) or not isinstance(spec, dict):
         return errors
     _containers(spec.get("containers"), "spec.containers", errors)
     _containers(spec.get("initContainers"), "spec.initContainers", errors)

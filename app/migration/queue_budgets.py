@@ -195,7 +195,7 @@ def queue_use(cluster_queues: list[dict], local_queues: list[dict], workloads: l
             found = rules.rule_for(resource)
             if found is not None and found[0].role in ("count", "countPercent"):
                 gpu[resource] = found[0].deviceClass
-    classes_of = {r: {c for c, x in extended.items() if x == r} | ({cls} - {None, ""}) |
+    classes_of = {r: {c for c, x in extended.items() if x == r} | ({cls} if cls else set()) |
                   {c for c, x in (view.mappings if view else {}).items() if x == r} for r, cls in gpu.items()}
     local = {(view_of(q).namespace, view_of(q).name):
              str((q.get("spec") or {}).get("clusterQueue") or "") for q in local_queues}
@@ -215,11 +215,11 @@ def queue_use(cluster_queues: list[dict], local_queues: list[dict], workloads: l
     for pod in pods:
         if not running(pod):
             continue
-        found = admitted.get(str(view_of(pod).uid)) or \
+        workload = admitted.get(str(view_of(pod).uid)) or \
             admitted.get(str((controller_ref(pod) or {}).get("uid")))
-        queue = found.queue if found else local.get((view_of(pod).namespace, _label(pod)))
-        if queue in counters:
-            counters[queue].add(pod, found)
+        queue_name = workload.queue if workload else local.get((view_of(pod).namespace, _label(pod)))
+        if queue_name in counters:
+            counters[queue_name].add(pod, workload)
     for counter in counters.values():
         counter.finish()
     return out

@@ -8,6 +8,7 @@ namespace's GPU budget silently stops applying to migrated pods.
 
 from __future__ import annotations
 
+from app.common import submap
 from app.common import controller_ref, metadata_of, vocabulary
 from collections.abc import Mapping
 
@@ -29,7 +30,7 @@ def kueue_per_pod(pod: dict) -> str | None:
     """The queue of a pod Kueue admits by itself (its quota counts this pod's requests); None
     when Kueue does not, or admits the Job that owns it."""
     meta = metadata_of(pod)
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    labels = submap(meta, "labels")
     queue = labels.get(KUEUE_QUEUE)
     if not queue and labels.get(KUEUE_MANAGED) != "true":
         return None
@@ -93,11 +94,12 @@ def quota_additions(quota: dict, rules: MigrationRules,
         if not isinstance(key, str) or key.startswith("limits."):
             continue
         found = rules.rule_for(_resource(key))
-        if found is None or found[0].role not in ("count", "countPercent") or not found[0].deviceClass:
+        device_class = found[0].deviceClass if found is not None else None
+        if found is None or found[0].role not in ("count", "countPercent") or not device_class:
             continue
         rule = found[0]
-        target = f"{rule.deviceClass}{DRA_QUOTA_SUFFIX}"
-        counted = counted_by(hard, _resource(key), rule.deviceClass, extended)
+        target = f"{device_class}{DRA_QUOTA_SUFFIX}"
+        counted = counted_by(hard, _resource(key), device_class, extended)
         if counted == f"requests.{_resource(key)}":  # through the class's extendedResourceName
             notes.append(f"{key}: counts migrated pods already: DeviceClass {rule.deviceClass} declares "
                          f"extendedResourceName {_resource(key)}, so its claims count under {key} (one budget)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from app.common import submap
 from app.common import controller_ref, count_or_none, vocabulary, view_of
 
 from .asks import pod_asks
@@ -27,7 +28,7 @@ def pod_charge(pod: dict, resource: str) -> int:
     ask (asks.PodAsks.effective)."""
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return 0
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    spec = submap(pod, "spec")
     return pod_asks(spec, lambda name: name == resource).effective(resource)
 
 

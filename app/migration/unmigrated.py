@@ -6,6 +6,7 @@ import copy
 
 import orjson
 
+from app.common import submap
 from app.common import metadata_of, view_of, vocabulary
 
 CONTAINER_LISTS = ("initContainers", "containers")
@@ -47,7 +48,7 @@ def _unrewritten(spec: dict, rewritten: dict) -> dict:
         for container in spec.get(list_name) or []:
             if not isinstance(container, dict):
                 continue
-            resources = container.get("resources") if isinstance(container.get("resources"), dict) else {}
+            resources = submap(container, "resources")
             claims = [c for c in resources.get("claims") or [] if not isinstance(c, dict) or c.get("name") not in ours]
             resources.pop("claims", None)
             if claims:

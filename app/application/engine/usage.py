@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app import dra
+from app.common import submap
 from app.common import metadata_of, view_of
 from .extended import as_claim_spec, dra_extended_asks
 from .judging import Claim, Subject, Usage, Violation, applies, judge
@@ -61,7 +62,7 @@ def pod_usage(pod: dict, policy: Policy, namespace: str, lookup: Lookup = no_loo
     (their extendedResourceName: extended resources served through DRA); scheduler_claim: the
     claim the scheduler wrote for them, counted as it is instead."""
     usage = Usage()
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    spec = submap(pod, "spec")
     known = {view_of(t).name: t for t in generated}
     for i, entry in enumerate(spec.get("resourceClaims") or []):
         if not isinstance(entry, dict):
