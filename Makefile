@@ -29,7 +29,7 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -q
 
 # ruff (pyflakes, bugbear: pyproject.toml) over the code and tests; mypy over the typed packages.
-TYPED = app/cel app/dra app/migration app/policy
+TYPED = app/application app/cel app/dra app/migration app/policy
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check app tests bench
 	$(VENV)/bin/mypy $(TYPED)

@@ -37,11 +37,11 @@ def mutate_answer(namespace: str, name: str, decision: Decision, ensure_error: s
         return Answer(True, warnings=plan.warnings or None,
                       audit={"path": f"{path.path}: {path.reason}"[:1000]} if path is not None else None)
     if plan.status == "unmigratable":
-        if settings.onUnmigratable == "deny":
+        if settings is not None and settings.onUnmigratable == "deny":
             return Answer(False, 403, f"dra-bridge: pod cannot be migrated to DRA: {plan.reason}")
         return Answer(True, warnings=plan.warnings)
     if ensure_error is not None:
-        if settings.onTemplateError == "deny":
+        if settings is not None and settings.onTemplateError == "deny":
             return Answer(False, 503, f"dra-bridge: could not create ResourceClaimTemplate: {ensure_error}")
         return Answer(True, warnings=[f"pod admitted unmigrated: could not create ResourceClaimTemplate "
                                       f"({ensure_error})"])

@@ -5,6 +5,8 @@ test`, `check --policy`), so a preview answers exactly as the cluster would."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dataclasses import dataclass, field
 
 import jsonpatch
@@ -35,7 +37,7 @@ class Answer:
 
 
 def answer(obj: dict, namespace: str, policy: Policy, facts: ClusterFacts, user: str = "",
-           groups: list[str] = ()) -> Answer:
+           groups: Sequence[str] = ()) -> Answer:
     """The chain's answer to a CREATE of `obj` by `user` (with `groups`) in `namespace`."""
     requester = {"username": user, "groups": list(groups)}
     labels = facts.labels_of(namespace)

@@ -78,7 +78,7 @@ def decide_pod(pod: dict, namespace: str, policy: Policy, facts: ClusterFacts = 
     labels = facts.labels_of(namespace) if namespace_labels is _FROM_FACTS else namespace_labels
     found = decide(pod, namespace, labels, policy, facts.path, opt_in, planner, _group_claims(pod, namespace, facts))
     migrated = found.plan.status == "migrated"
-    admitted = found.plan.pod if migrated else pod
+    admitted = found.plan.pod if migrated and found.plan.pod is not None else pod
     subject = subject_of("Pod", pod, namespace, labels, requester)
     # Admitted rewritten: its templates are this admission's; left as written: its device-plugin
     # asks judged as the claims the planner would write for them.

@@ -141,7 +141,7 @@ SNAPSHOT_INVENTORY = [("resourceslices", "ResourceSlice", "resource.k8s.io/v1"),
                       ("priorityclasses", "PriorityClass", "scheduling.k8s.io/v1")]
 
 
-def snapshot_facts(objects: Mapping[str, list[dict]], policy: Policy, source: str = "cluster snapshot",
+def snapshot_facts(objects: Mapping[str, list], policy: Policy, source: str = "cluster snapshot",
                    judge_claims: bool = True):
     """(The facts of a rollout snapshot (kind -> objects, as kube.rollout_snapshot reads them or an
     export gives them; "release": [the cluster's Release], whose allocator judges): the same the

@@ -227,7 +227,7 @@ def _reviewed_object(obj: dict) -> dict:
     """An AdmissionReview stands for the object it reviews (its namespace kept)."""
     request = obj.get("request") if obj.get("kind") == "AdmissionReview" else None
     reviewed = request.get("object") if isinstance(request, dict) else None
-    if not isinstance(reviewed, dict):
+    if not isinstance(reviewed, dict) or not isinstance(request, dict):
         return obj
     reviewed = copy.deepcopy(reviewed)
     meta = reviewed.setdefault("metadata", {})

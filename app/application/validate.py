@@ -77,14 +77,14 @@ def admin_label_rule(parsed: dra.ClaimSpec, namespace: str, labels: dict | None,
                                  f"{ADMIN_ACCESS_LABEL}=true, so the API server refuses admin access there", actions)]
 
 
-def evaluate_claim(obj: dict, policy: Policy, settings: Effective, index: dra.Index,
+def evaluate_claim(obj: dict, policy: Policy, settings: Effective, index: dra.Index | None,
                    subject: Subject | None = None, namespace_claims: NamespaceClaims = None,
                    lookup: Lookup = no_lookup) -> Judgment:
     """subject.namespace_labels None: not known (the admin-access label rule is not checked).
     lookup: reads the pod a scheduler's extended-resource claim serves (its per-pod rules)."""
     outcome = Judgment()
     subject = subject or subject_of(obj.get("kind", ""), obj, "", None, None)
-    upstream = MODE_ACTIONS[settings.mode]
+    upstream = tuple(MODE_ACTIONS[settings.mode])
     try:
         usage = claim_usage(obj, "")  # the response names the object
     except dra.ClaimError as exc:
@@ -96,7 +96,7 @@ def evaluate_claim(obj: dict, policy: Policy, settings: Effective, index: dra.In
         rules = policy.rules_for(subject.namespace, subject.namespace_labels or {})
         held = of_namespace(namespace_claims, subject.namespace)
         outcome.findings.extend(_violations(judge(rules, subject, usage, index, held)))
-        verdict = dra.check(parsed, index)
+        verdict = dra.check(parsed, index) if index is not None else None
     except DeadlineExceeded:
         outcome.incomplete = "the review ran past its time limit"
         return outcome
@@ -111,6 +111,9 @@ def evaluate_claim(obj: dict, policy: Policy, settings: Effective, index: dra.In
         outcome.error = exc
         return outcome
     outcome.verdict = verdict
+    if verdict is None:  # a preview with no inventory: the rules are judged, feasibility is not
+        outcome.findings.append(Finding("warning", "not checked against devices: no inventory was given"))
+        return outcome
     if verdict.status in ("invalid", "never"):
         hint = f" Closest devices: {'; '.join(verdict.closest)}" if verdict.closest else ""
         outcome.findings.append(Finding("violation", f"{verdict.message}.{hint}" if verdict.status == "never"

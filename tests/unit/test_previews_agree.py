@@ -148,6 +148,26 @@ def test_the_offline_chain_validates_the_pod_as_the_rewrite_left_it():
     assert "nvidia.com/gpu" not in str(spec["containers"][0].get("resources", {}).get("limits", {}))
 
 
+def test_a_claim_previewed_without_an_inventory_is_judged_by_the_rules_not_refused():
+    """Found typing app/application (issue 57): with no inventory the offline chain's claim check
+    raised inside the feasibility check, so `policy test` denied every claim as an internal
+    error. The rules are judged; feasibility is said not checked."""
+    from app.application import chain
+
+    policy = parse_policy("defaults:\n  mode: enforce\n  maxDevicesPerClaim: 4\n")
+    facts = application.cluster_facts(policy, None)
+
+    def claim(count):
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"},
+                "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                                                             "count": count}}]}}}
+    within = chain.answer(claim(2), "team-a", policy, facts)
+    assert within.result == "allow", within.messages
+    assert within.messages == ["warning: not checked against devices: no inventory was given"]
+    over = chain.answer(claim(8), "team-a", policy, facts)
+    assert over.result == "deny" and "8 devices exceed the limit of 4" in over.messages[0], over.messages
+
+
 def test_classes_without_devices_are_judged_alike_by_the_webhook_and_plan(tmp_path, capsys):
     """Issue 57: with DeviceClasses but no device, the webhook kept the pod on the device plugin
     ("never satisfiable") while plan rewrote it: the preview had dropped the verdicts. Both now

@@ -104,13 +104,21 @@ class _Devices:
         if req.mode != "All":
             return req.count
         found = self.of(req)
-        if found is None:
+        if found is None or self.index is None:
             return None
         per_node = Counter(self.index.devices[p].node for p in found)
         everywhere = per_node.pop(None, 0)
         return max(per_node.values(), default=0) + everywhere
 
+    def variable(self, p: int) -> dict:
+        """The CEL `device` of a position `of` gave (so there is an index)."""
+        if self.index is None:
+            raise ValueError("no inventory: no device positions")
+        return self.index.devices[p].variable
+
     def names(self, positions: list[int]) -> list[str]:
+        if self.index is None:
+            return []
         return ["/".join(map(str, self.index.devices[p].key[1:])) for p in positions]
 
 
@@ -132,7 +140,7 @@ def judge(rules: list[Rule], subject: Subject, usage: Usage, index: Index | None
             found.extend(_namespace_findings(rule, subject, usage, devices, held[0]))
         for message in found:
             text = f"{rule.message} ({message})" if rule.message else message
-            out.append(Violation(rule.name, tuple(rule.validationActions), f"rule {rule.name}: {text}"))
+            out.append(Violation(rule.name, tuple(rule.validationActions or ()), f"rule {rule.name}: {text}"))
     return out
 
 
@@ -188,7 +196,7 @@ def _namespace_total(claims: list[dict], subject: Subject, usage: Usage, devices
 
 def _namespace_findings(rule: Rule, subject: Subject, usage: Usage, devices: _Devices, held: int) -> list[str]:
     asked = sum(_taken(c.spec, devices) for c in usage.claims)
-    if not asked or held + asked <= rule.maxDevicesPerNamespace:
+    if not asked or not rule.maxDevicesPerNamespace or held + asked <= rule.maxDevicesPerNamespace:
         return []
     return [f"namespace {subject.namespace} would take {held + asked} devices ({held} held or asked by its claims "
             f"now, {asked} by this {subject.kind}), more than the limit of {rule.maxDevicesPerNamespace}"]
@@ -271,7 +279,7 @@ def _device_findings(expression: str, where: str, req: Request, devices: _Device
     failing = []
     for p in found:
         try:
-            if not selector.matches(devices.index.devices[p].variable):
+            if not selector.matches(devices.variable(p)):
                 failing.append(p)
         except cel.CelError:
             failing.append(p)
@@ -290,7 +298,7 @@ def _validation_findings(check, subject: Subject, claim: Claim, req: Request, de
                     "selectors": list(req.selectors), "claim": claim.label, "legacy": claim.legacy},
         "object": subject.obj or {},
         "namespace": subject.namespace,
-        "devices": [devices.index.devices[p].variable for p in found[:MAX_DEVICE_VALUES]],
+        "devices": [devices.variable(p) for p in found[:MAX_DEVICE_VALUES]],
     }
     where = _where(claim, req)
     try:

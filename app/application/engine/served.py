@@ -42,7 +42,7 @@ def judge_served(claim: dict, spec: ClaimSpec, claim_subject: Subject, policy: P
     label = f"the scheduler's claim {view_of(claim).name or '(generated)'} for pod {name}'s extended resources"
     if not isinstance(pod, dict) or not isinstance(pod.get("spec"), dict):
         stand_in = replace(claim_subject, kind="Pod", labels={}, obj=None)
-        return [Violation(r.name, tuple(r.validationActions),
+        return [Violation(r.name, tuple(r.validationActions or ()),
                           f"rule {r.name}: {label}: the pod it serves cannot be read, so its devices cannot be counted")
                 for r in policy.rules_for(namespace, claim_subject.namespace_labels or {})
                 if r.maxDevicesPerPod and applies(r, stand_in)]
@@ -54,7 +54,7 @@ def judge_served(claim: dict, spec: ClaimSpec, claim_subject: Subject, policy: P
     return judge([_pod_part(r, claim_subject) for r in rules if applies(r, subject)], subject, usage, index)
 
 
-CLAIM_FIELDS = {"maxDevicesPerRequest": None, "maxDevicesPerClaim": None, "allowedDeviceClasses": None,
+CLAIM_FIELDS: dict[str, object] = {"maxDevicesPerRequest": None, "maxDevicesPerClaim": None, "allowedDeviceClasses": None,
                 "allowAdminAccess": None, "adminAccessNamespaces": None, "requireSelectors": [],
                 "allowedDevices": None, "validations": []}
 
@@ -63,7 +63,7 @@ def _pod_part(rule, claim_subject: Subject):
     """What of a rule the pod adds: a rule that judges the claim itself too keeps only its per-pod
     count (the rest was judged on the claim); the namespace total and the pod's device-plugin
     asks are not this claim's (judged on the claim, and on the pod when it was admitted)."""
-    keep = {"maxDevicesPerNamespace": None, "forbidLegacy": None}
+    keep: dict[str, object] = {"maxDevicesPerNamespace": None, "forbidLegacy": None}
     if applies(rule, claim_subject):
         keep.update(CLAIM_FIELDS)
     return rule.model_copy(update=keep)

@@ -4,7 +4,7 @@ are read through a lookup the caller gives."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from app import dra
@@ -18,7 +18,7 @@ from app.policy import Policy
 
 Lookup = Callable[[str, str, str], "dict | None"]  # (namespace, kind, name) -> the object, None: not found
 # namespace -> its ResourceClaims now (maxDevicesPerNamespace); None: not known, not judged
-NamespaceClaims = "Callable[[str], list[dict]] | None"
+NamespaceClaims = Callable[[str], list[dict]] | None
 
 
 def no_lookup(_namespace: str, _kind: str, _name: str) -> None:
@@ -55,7 +55,7 @@ def claim_usage(obj: dict, label: str) -> Usage:
 
 
 def pod_usage(pod: dict, policy: Policy, namespace: str, lookup: Lookup = no_lookup,
-              generated: list[dict] = (), equivalent: list[dict] | None = None,
+              generated: Sequence[dict] = (), equivalent: list[dict] | None = None,
               classes: dict[str, dict] | None = None, scheduler_claim: Claim | None = None) -> Usage:
     """generated: templates of this admission not yet in the API (by name); equivalent: what the
     pod's device-plugin asks would be as claims (None: planned here); classes: the DeviceClasses
@@ -162,7 +162,8 @@ def _without_claims(container):
 def subject_of(kind: str, obj: dict, namespace: str, namespace_labels: dict | None, user_info: dict | None) -> Subject:
     labels = view_of(obj).labels
     info = user_info if isinstance(user_info, dict) else {}
-    groups = info.get("groups") if isinstance(info.get("groups"), list) else []
+    groups = info.get("groups")
+    groups = groups if isinstance(groups, list) else []
     return Subject(kind, namespace, namespace_labels, labels, str(info.get("username") or ""),
                    tuple(map(str, groups)), obj)
 
@@ -180,7 +181,7 @@ class PodJudgment:
 
 
 def judge_pod(pod: dict, subject: Subject, policy: Policy, index: dra.Index | None, lookup: Lookup = no_lookup,
-              generated: list[dict] = (), equivalent: list[dict] | None = None,
+              generated: Sequence[dict] = (), equivalent: list[dict] | None = None,
               namespace_claims: NamespaceClaims = None, requester_known: bool = True) -> PodJudgment:
     """requester_known False (a preview): rules that exempt users, groups or service accounts
     are not judged and are named instead (who creates the pod decides them)."""

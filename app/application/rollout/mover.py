@@ -165,8 +165,8 @@ class Mover:
         or forgotten (undo). Returns what is still short when the time is up (nodes unchanged)."""
         records = {n: MoveRecord.of(self._saw(self.api.node(n))) for n in names}
         want: dict[str, int] = {}
-        for record in filter(None, records.values()):
-            for workload, count in record.evicted.items():
+        for found in filter(None, records.values()):
+            for workload, count in found.evicted.items():
                 want[workload] = max(want.get(workload, 0), count)
         short: dict[str, str] = {}
         if want and not self.dry_run:
@@ -179,12 +179,12 @@ class Mover:
                 self.sleep(self.poll_s)
         if short:
             return short
-        for name, record in records.items():
-            if record is None:
+        for name, kept in records.items():
+            if kept is None:
                 continue
-            if record.step == Step.MOVED:
-                self._advance(name, record, Step.DONE)
-            elif record.step == Step.UNDO_READY:
+            if kept.step == Step.MOVED:
+                self._advance(name, kept, Step.DONE)
+            elif kept.step == Step.UNDO_READY:
                 self._patch(name, None, forget())
                 self.say(f"{name}: back on the device plugin, its workloads bound again")
         return {}

@@ -132,12 +132,13 @@ def _path(pod: dict, namespace: str, labels: dict | None, policy: Policy, facts:
 def _where(found: Decision) -> tuple[str, str]:
     if found.outcome is Outcome.DENIED:
         return DENIED, f"the webhook would deny it: {found.refused}"
+    code, reason = (found.path.code, found.path.reason) if found.path is not None else ("", "")
     if found.outcome is Outcome.NATIVE:
-        return DRA, f"native: {found.path.reason}"
+        return DRA, f"native: {reason}"
     if found.outcome is Outcome.LEGACY:
-        if found.path.code in ROOM_CODES:
-            return DRA, f"on DRA where a wave made room ({found.path.code}: {found.path.reason})"
-        return PLUGIN, f"{found.path.code}: {found.path.reason}"
+        if code in ROOM_CODES:
+            return DRA, f"on DRA where a wave made room ({code}: {reason})"
+        return PLUGIN, f"{code}: {reason}"
     if found.outcome is Outcome.REWRITE:
         return DRA, "rewritten onto a ResourceClaimTemplate (rewrite)"
     if found.outcome is Outcome.UNMIGRATABLE:

@@ -89,7 +89,7 @@ class MoveRecord:
                                                     for v in evicted.values()):
             raise InputError(f"{where}.evicted", "expected workload -> pods bound before, as whole numbers")
         wave = annotations.get(WAVE)
-        return cls(int(wave) if str(wave or "").isdigit() else None, Step.parse(annotations.get(STEP)),
+        return cls(int(str(wave)) if str(wave or "").isdigit() else None, Step.parse(annotations.get(STEP)),
                    {k: v for k, v in data.items() if k not in ("version", "evicted")},
                    {str(k): v for k, v in evicted.items()}, version)
 

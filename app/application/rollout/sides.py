@@ -159,7 +159,7 @@ def published(node: dict, slices: list[dict], switches: Switches) -> NodeView | 
 
 def _devices(slices: list[dict]) -> tuple[int, tuple[str, ...], dict[str, int]]:
     """(whole GPUs, their product names, MIG profile -> devices) the slices publish."""
-    gpus, models, mig = 0, set(), Counter()
+    gpus, models, mig = 0, set(), Counter[str]()
     for device in (d for s in slices for d in (s.get("spec") or {}).get("devices") or []):
         attributes = device.get("attributes") or {}
         kind = _string(attributes, "type")

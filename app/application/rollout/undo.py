@@ -45,7 +45,8 @@ def plan_undo(number: int, nodes: list[NodeView], pods: list[PodView], records: 
         wave.blockers += _plugin_blockers(restored[name], daemonsets, switches)
     wave.blockers += _stranded_replacements(number, pods, set(names))
     for name in sorted(set(names) - flipped):
-        step = records[name].step.label if records.get(name) else "start"
+        record = records.get(name)
+        step = record.step.label if record is not None else "start"
         wave.notes.append(f"{name}: never left the device plugin (step {step}): undo uncordons it and restores its "
                           "labels, evicting nothing")
     if room:

@@ -295,7 +295,9 @@ def next_steps(step: str | None, wave: int | None) -> str:
 
 def _done_waves(nodes: list[NodeView], pods: list[PodView]) -> list[Wave]:
     out: dict[int, Wave] = {}
-    for node in sorted((n for n in nodes if n.wave is not None), key=lambda n: n.name):
+    for node in sorted(nodes, key=lambda n: n.name):
+        if node.wave is None:
+            continue
         wave = out.setdefault(node.wave, Wave(node.wave, [], 0, [], done=True))
         wave.nodes.append(node.name)
         wave.gpus += node.gpus
