@@ -51,7 +51,7 @@ def compile_source(text: str):
     try:
         return _engine.compile(text)
     except (ValueError, RuntimeError) as exc:
-        raise CelError(clean(str(exc).replace("Failed to parse expression", "syntax error in"))) from None
+        raise CelError(clean(str(exc).replace("Failed to parse expression", "syntax error in"))) from exc
 
 
 def _context():
@@ -74,9 +74,9 @@ def run(program, variables: dict):
     try:
         return program.execute(context)
     except KeyError as exc:
-        raise CelError(f"no such key: {exc.args[0]}") from None
+        raise CelError(f"no such key: {exc.args[0]}") from exc
     except (RuntimeError, ValueError, TypeError, IndexError, ArithmeticError) as exc:
-        raise CelError(clean(str(exc))) from None
+        raise CelError(clean(str(exc))) from exc
 
 
 def clean(message: str) -> str:

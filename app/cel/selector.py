@@ -51,11 +51,11 @@ def _front_end(expression: str, env: checker.Environment):
     try:
         tree = parse(expression)
     except SyntaxFault as exc:
-        raise CelError(f"syntax error at {exc.pos}: {exc}") from None
+        raise CelError(f"syntax error at {exc.pos}: {exc}") from exc
     try:
         checked = checker.check(tree, env)
     except checker.CheckError as exc:
-        raise CelError(str(exc)) from None
+        raise CelError(str(exc)) from exc
     failed = constants.first_failure(tree)
     if failed is not None:  # the API server folds these when it plans the program
         raise CelError(f"program instantiation failed: {failed[1]}")

@@ -90,7 +90,7 @@ def _from_cluster(found, read, *args):
     try:
         return read(api, *args)
     except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise kube.unreachable(target, exc) from None
+        raise kube.unreachable(target, exc) from exc
 
 
 def _row(report: ObjectReport) -> dict:

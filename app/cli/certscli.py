@@ -55,7 +55,7 @@ def run_certs(args) -> int:
     try:
         bundle = certs.write_bundle(out, hosts, args.days)
     except OSError as exc:
-        raise InputError("--out", f"{out}: cannot write there ({exc.strerror or exc})") from None
+        raise InputError("--out", f"{out}: cannot write there ({exc.strerror or exc})") from exc
     print(f"wrote {bundle.ca_cert}, {bundle.cert}, {bundle.key} for {', '.join(hosts)}")
     if args.inject:
         with open(bundle.ca_cert, "rb") as handle:
@@ -102,7 +102,7 @@ def _check_out_folder(out: str, force: bool, names=("ca.crt", "tls.crt", "tls.ke
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as exc:
-        raise InputError("--out", f"{out}: cannot create it ({exc.strerror or exc})") from None
+        raise InputError("--out", f"{out}: cannot create it ({exc.strerror or exc})") from exc
 
 
 def base_of(folder: str) -> str:

@@ -22,7 +22,7 @@ def run_classes(args) -> int:
     try:
         generated = dra.generate_classes(inventory, args.driver)
     except dra.ClassConflict as exc:
-        raise InputError("--inventory", str(exc)) from None
+        raise InputError("--inventory", str(exc)) from exc
     for resource, name in sorted(generated.kept.items()):
         sys.stderr.write(f"{resource}: already served by DeviceClass {name}\n")
     if generated.classes:

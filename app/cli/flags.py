@@ -33,7 +33,7 @@ def opt(p, *names: str, env: str | None = None, default=None, shown: str | None 
                 default = kw.get("type", str)(raw)
             except ValueError as exc:
                 said = str(exc) if isinstance(exc, BadValue) else f"{raw!r} is not a valid value"
-                raise InputError(var, f"{said} (for {names[-1]})") from None
+                raise InputError(var, f"{said} (for {names[-1]})") from exc
             if kw.get("choices") and default not in kw["choices"]:
                 raise InputError(var, f"{raw!r}: choose from {', '.join(map(str, kw['choices']))}")
     elif flag:

@@ -55,7 +55,7 @@ def refuse_bad_quantities(inputs) -> None:
                 try:
                     parse_quantity(value)
                 except (ValueError, TypeError) as exc:
-                    raise InputError(f"{source}:{line}", f"{field}: {exc}") from None
+                    raise InputError(f"{source}:{line}", f"{field}: {exc}") from exc
 
 
 def _resource_quantities(obj: dict):
@@ -94,7 +94,7 @@ def flag_release(args, found: releases.Release | None = None) -> releases.Releas
     try:
         release = releases.parse(text, "--kube-version") if text else None
     except releases.UnknownRelease as exc:
-        raise InputError("--kube-version", str(exc)) from None
+        raise InputError("--kube-version", str(exc)) from exc
     if found is not None and release is not None and release.minor != found.minor:
         raise InputError("--kube-version", f"{text}, but the cluster runs {found.version} ({found.source})")
     release = found or release or releases.default_release()
@@ -103,7 +103,7 @@ def flag_release(args, found: releases.Release | None = None) -> releases.Releas
         try:
             release = release.with_gates(parse_gates(gates), f"--feature-gates {gates}")
         except releases.UnknownRelease as exc:
-            raise InputError("--feature-gates", str(exc)) from None
+            raise InputError("--feature-gates", str(exc)) from exc
     return release
 
 
@@ -126,7 +126,7 @@ def exported_release(objects) -> releases.Release | None:
             try:
                 return releases.from_server(server)
             except releases.UnknownRelease as exc:
-                raise InputError("serverVersion", str(exc)) from None
+                raise InputError("serverVersion", str(exc)) from exc
     return None
 
 

@@ -54,7 +54,7 @@ def run_rollout(args) -> int:
         except Exception as exc:  # noqa: BLE001 - unreachable, TLS, DNS: one line naming the server
             if isinstance(exc, BridgeError):
                 raise
-            raise kube.unreachable(found[1], exc) from None
+            raise kube.unreachable(found[1], exc) from exc
     nodes = [v for v in (rollout.node_view(n, objects["resourceslices"], switches) for n in objects["nodes"]) if v]
     facts, fits = snapshot_facts(objects, policy)
     pods = rollout.pod_views(objects, policy, switches, facts, opt_in)

@@ -269,8 +269,8 @@ def _check_port(host: str, port: int, flag: str, variable: str) -> None:
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise BridgeError(f"{flag} {port} ({variable}): address {host}:{port} already in use: stop what "
-                                  "listens there or choose another port") from None
-            raise BridgeError(f"{flag} {port} ({variable}): cannot listen on {host}:{port}: {exc.strerror}") from None
+                                  "listens there or choose another port") from exc
+            raise BridgeError(f"{flag} {port} ({variable}): cannot listen on {host}:{port}: {exc.strerror}") from exc
 
 
 def _dev_certs(cert: str, key: str) -> None:
@@ -283,7 +283,7 @@ def _dev_certs(cert: str, key: str) -> None:
         raise BridgeError(f"--tls-cert/--tls-key: {cert} and {key} do not exist and development certificates "
                           f"cannot be written to {folder}/ ({exc.strerror or exc}): mount a certificate and pass "
                           "--tls-cert/--tls-key (DRA_BRIDGE_TLS_CERT/_KEY), or start where that folder is "
-                          "writable") from None
+                          "writable") from exc
 
 
 async def _serve_all(servers: list) -> None:

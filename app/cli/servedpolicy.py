@@ -41,7 +41,7 @@ def policy_for(args, api) -> Policy:
         served = read_served_policy(api, namespace, name, getattr(args, "request_timeout", 30.0), _refuses)
     except ApiException as exc:
         raise ClusterUnreachable(f"the policy in force: ConfigMap {namespace}/{name}: {api_message(exc)} (--policy "
-                                 "FILE judges with a file instead)") from None
+                                 "FILE judges with a file instead)") from exc
     sys.stderr.write(f"policy in force: {served.source}\n")
     return parse_policy(served.text, served.source) if served.text is not None else default_policy()
 

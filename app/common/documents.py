@@ -28,7 +28,7 @@ def parse_objects(text: str, source: str) -> list[tuple[int, dict]]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""
-        raise InputError(f"{source}{line}", f"not valid YAML/JSON: {getattr(exc, 'problem', None) or exc}") from None
+        raise InputError(f"{source}{line}", f"not valid YAML/JSON: {getattr(exc, 'problem', None) or exc}") from exc
     out: list[tuple[int, dict]] = []
     for doc in docs:
         if doc is None:
@@ -84,7 +84,7 @@ def read_objects(path: str) -> list[tuple[int, dict]]:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
     except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror}") from None
+        raise InputError(path, f"cannot read: {exc.strerror}") from exc
     except UnicodeDecodeError:
         raise InputError(path, "not UTF-8 text") from None
     return parse_objects(text, path)

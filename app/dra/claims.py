@@ -84,7 +84,7 @@ def _capacity_requests(raw, path: str) -> dict[str, Decimal] | None:
         try:
             out[name] = parse_quantity(amount)
         except ValueError as exc:
-            raise ClaimError(f"{path}.requests[{name}]", str(exc)) from None
+            raise ClaimError(f"{path}.requests[{name}]", str(exc)) from exc
     return out
 
 

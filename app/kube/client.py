@@ -80,14 +80,14 @@ def connect(kubeconfig: str | None = None, context: str | None = None, timeout_r
         else:
             raise BridgeError("--context: no kubeconfig found ($KUBECONFIG, ~/.kube/config)")
     except (config.ConfigException, OSError, ValueError) as exc:
-        raise BridgeError(f"kubeconfig: {exc}") from None
+        raise BridgeError(f"kubeconfig: {exc}") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
-        raise BridgeError(f"kubeconfig {path}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+        raise BridgeError(f"kubeconfig {path}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from exc
     except (TypeError, AttributeError, KeyError, IndexError) as exc:  # YAML, but not a kubeconfig's shape
         raise BridgeError(f"kubeconfig {path}: not a kubeconfig ({type(exc).__name__}: {exc}); "
-                          "see `kubectl config view`") from None
+                          "see `kubectl config view`") from exc
     # Retrying inside an admission call would blow the webhook timeout; callers decide.
     configuration.retries = urllib3.Retry(total=0, connect=0, read=0) if not timeout_retries else None
     if not configuration.verify_ssl:  # said once, in our words, instead of urllib3's warning per request
@@ -224,7 +224,7 @@ def list_items(api: client.ApiClient, path: str, timeout=30) -> list[dict]:
     try:
         response = raw_get(api, path, timeout=timeout)
     except ApiException as exc:
-        raise ClusterUnreachable(f"list {path.rsplit('/', 1)[-1]}: API answered {exc.status}") from None
+        raise ClusterUnreachable(f"list {path.rsplit('/', 1)[-1]}: API answered {exc.status}") from exc
     return orjson.loads(response.data).get("items") or []
 
 

@@ -34,7 +34,7 @@ def read_kueue(api: client.ApiClient, namespace: str = KUEUE_CONFIG[0]) -> tuple
             return None, None
         return configmap, _get(api, f"/apis/apps/v1/namespaces/{namespace}/deployments/{KUEUE_DEPLOYMENT}")
     except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-        raise BridgeError(f"read Kueue's configuration in namespace {namespace}: {why_failed(exc)}") from None
+        raise BridgeError(f"read Kueue's configuration in namespace {namespace}: {why_failed(exc)}") from exc
 
 
 KUEUE_KINDS = {"clusterqueues": "ClusterQueue", "localqueues": "LocalQueue", "workloads": "Workload"}
@@ -54,7 +54,7 @@ def list_kueue(api: client.ApiClient, resource: str, namespace: str | None = Non
                         for item in found.get("items") or [] if isinstance(item, dict)]
         return []
     except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-        raise BridgeError(f"list Kueue's {resource}: {why_failed(exc)}") from None
+        raise BridgeError(f"list Kueue's {resource}: {why_failed(exc)}") from exc
 
 
 def list_queues(api: client.ApiClient, namespace: str | None = None) -> list[dict]:
@@ -76,5 +76,5 @@ def read_queues(api: client.ApiClient) -> list[dict]:
                                         fields="status.phase!=Succeeded,status.phase!=Failed")
             found += [{"apiVersion": "v1", "kind": "Pod", **pod} for pod in pods]
     except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-        raise BridgeError(f"list the pods of Kueue's queues: {why_failed(exc)}") from None
+        raise BridgeError(f"list the pods of Kueue's queues: {why_failed(exc)}") from exc
     return found

@@ -28,7 +28,7 @@ class LeaseStore:
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            raise BridgeError(f"Lease {self.namespace}/{self.name}: {api_message(exc)}") from None
+            raise BridgeError(f"Lease {self.namespace}/{self.name}: {api_message(exc)}") from exc
 
     def write(self, current: dict | None, spec: dict) -> bool:
         """Create it, or replace `current` with this spec; False when someone wrote it first."""
@@ -43,5 +43,5 @@ class LeaseStore:
         except ApiException as exc:
             if exc.status == 409:
                 return False
-            raise BridgeError(f"Lease {self.namespace}/{self.name}: {api_message(exc)}") from None
+            raise BridgeError(f"Lease {self.namespace}/{self.name}: {api_message(exc)}") from exc
         return True

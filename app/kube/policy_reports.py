@@ -39,8 +39,8 @@ def write_reports(api, reports: list[dict], timeout_s: float = 30.0) -> list[str
             body = exc.body or b""
             # A group the server does not serve answers a bare 404 page; a missing namespace, a Status.
             if exc.status == 404 and (b'"Status"' not in body or b"could not find the requested resource" in body):
-                raise ClusterUnreachable(f"writing {where}: {CRD_NOTE}") from None
-            raise ClusterUnreachable(f"writing {where}: {api_message(exc)}") from None
+                raise ClusterUnreachable(f"writing {where}: {CRD_NOTE}") from exc
+            raise ClusterUnreachable(f"writing {where}: {api_message(exc)}") from exc
         sent, kept = len(report.get("results") or []), len(stored.get("results") or [])
         name = f"{report['kind']} {report['metadata'].get('namespace') or '-'}/{report['metadata']['name']}"
         if kept != sent:

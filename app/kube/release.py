@@ -30,7 +30,7 @@ def server_release(api, timeout_s: float = 10.0) -> releases.Release:
         finally:
             response.release_conn()
     except (ApiException, ValueError) as exc:
-        raise ClusterUnreachable(f"reading the API server's /version: {why_failed(exc)}") from None
+        raise ClusterUnreachable(f"reading the API server's /version: {why_failed(exc)}") from exc
     return releases.from_server(info)
 
 

@@ -36,7 +36,7 @@ def snapshot(api: client.ApiClient, kinds=tuple(PATHS), fields: str | None = Non
             if exc.status == 404 and path.startswith("/apis/resource.k8s.io"):
                 out[kind] = []
                 continue
-            raise BridgeError(f"list {kind}: {api_message(exc)}") from None
+            raise BridgeError(f"list {kind}: {api_message(exc)}") from exc
     return out
 
 
@@ -51,7 +51,7 @@ class NodeWrites:
         try:
             return orjson.loads(raw_get(self.api, f"/api/v1/nodes/{name}").data)
         except ApiException as exc:
-            raise BridgeError(f"node {name}: {api_message(exc)}") from None
+            raise BridgeError(f"node {name}: {api_message(exc)}") from exc
 
     def on_node(self, name: str, *kinds: str) -> dict[str, list[dict]]:
         """These kinds (pods, resourceslices) on one node only."""
@@ -75,8 +75,8 @@ class NodeWrites:
                      content_type="application/merge-patch+json")
         except ApiException as exc:
             if exc.status == 409:
-                raise WriteConflict(f"node {name}: {api_message(exc)}") from None
-            raise BridgeError(f"node {name}: {api_message(exc)}") from None
+                raise WriteConflict(f"node {name}: {api_message(exc)}") from exc
+            raise BridgeError(f"node {name}: {api_message(exc)}") from exc
 
     def evict(self, namespace: str, name: str) -> str | None:
         """None once the API took the eviction (or the pod is gone); else why not (429: a budget)."""
@@ -90,5 +90,5 @@ class NodeWrites:
                 return None
             if exc.status == 429:
                 return api_message(exc)
-            raise BridgeError(f"evict {namespace}/{name}: {api_message(exc)}") from None
+            raise BridgeError(f"evict {namespace}/{name}: {api_message(exc)}") from exc
         return None

@@ -177,10 +177,10 @@ class TemplateStore:
             stored = within(self.timeout_s, self._create_call, key[0], template)
         except ApiException as exc:
             if exc.status != 409:
-                raise TemplateEnsureError(api_message(exc)) from None
+                raise TemplateEnsureError(api_message(exc)) from exc
             self._check_existing(key, template)  # the name is predictable: is what exists ours?
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise TemplateEnsureError(f"API unreachable or too slow: {type(exc).__name__}") from None
+            raise TemplateEnsureError(f"API unreachable or too slow: {type(exc).__name__}") from exc
         else:
             self._verify(key, template, stored)
 
@@ -217,10 +217,10 @@ class TemplateStore:
                 self.timeout_s, self.api.read_namespaced_resource_claim_template, key[1], key[0],
                 _request_timeout=self.timeout_s))
         except ApiException as exc:
-            raise TemplateEnsureError(f"template exists; reading it back: API answered {exc.status}") from None
+            raise TemplateEnsureError(f"template exists; reading it back: API answered {exc.status}") from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise TemplateEnsureError(f"template exists; reading it back: API unreachable or too slow: "
-                                      f"{type(exc).__name__}") from None
+                                      f"{type(exc).__name__}") from exc
         if not _is_ours(template, existing):
             with self._lock:
                 self.conflicts += 1

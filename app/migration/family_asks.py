@@ -128,7 +128,7 @@ def resolve_share(ask: FamilyAsk, rules: MigrationRules, node_share: str | None,
         ask.share_plan = plan_share(share, ask.container, ask.devices, ask.device_class, ask.device_type,
                                     rules.sharing, sharing, rules.driverDomain, rules.fractional)
     except Unkept as why:
-        raise Unmigratable(str(why)) from None
+        raise Unmigratable(str(why)) from why
     notes.extend(ask.share_plan.notes)
 
 
@@ -184,7 +184,7 @@ def _apply_rule(ask, rule, groups, key, value, path, rules, notes) -> None:
                     ask.share.memory_percent = share_percent
                 ask.share.had.append(f"{key}={value}")
     except ValueError as exc:
-        raise Unmigratable(f"{path}: {exc}") from None
+        raise Unmigratable(f"{path}: {exc}") from exc
     if rule.note:
         notes.append(f"{key}: {rule.note}")
 

@@ -104,7 +104,7 @@ def configuration_in(obj: dict) -> dict | None:
         try:
             found = yaml.safe_load(text) if isinstance(text, str) else None
         except yaml.YAMLError as exc:
-            raise BridgeError(f"ConfigMap {KUEUE_CONFIG[1]}: data.{KUEUE_CONFIG[2]} is not YAML: {exc}") from None
+            raise BridgeError(f"ConfigMap {KUEUE_CONFIG[1]}: data.{KUEUE_CONFIG[2]} is not YAML: {exc}") from exc
         return found if isinstance(found, dict) else None
     return None
 

@@ -50,7 +50,7 @@ class ResourceRule(_Strict):
             try:
                 re.compile(self.pattern)
             except re.error as exc:
-                raise ValueError(f"pattern is not a valid regular expression: {exc}") from None
+                raise ValueError(f"pattern is not a valid regular expression: {exc}") from exc
         if self.role in ("count", "countPercent") and not self.deviceClass:
             raise ValueError(f"role {self.role} needs a deviceClass")
         return self
@@ -358,7 +358,7 @@ def parse_policy(text: str, source: str = "policy") -> Policy:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
-        raise PolicyError(f"{source}:{where} not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        raise PolicyError(f"{source}:{where} not valid YAML: {getattr(exc, 'problem', exc)}") from exc
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -366,7 +366,7 @@ def parse_policy(text: str, source: str = "policy") -> Policy:
     try:
         return Policy.model_validate(data)
     except ValidationError as exc:
-        raise PolicyError(_format_validation(source, exc)) from None
+        raise PolicyError(_format_validation(source, exc)) from exc
 
 
 def load_policy(path: str | None) -> Policy:
@@ -380,9 +380,9 @@ def read_policy_text(path: str) -> str:
         with open(path, encoding="utf-8") as handle:
             return handle.read()
     except OSError as exc:
-        raise PolicyError(f"{path}: cannot read: {exc.strerror}") from None
+        raise PolicyError(f"{path}: cannot read: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
-        raise PolicyError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        raise PolicyError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
 
 
 def default_policy() -> Policy:

@@ -41,13 +41,13 @@ class FakeBackend:
             with open(self.path, encoding="utf-8") as handle:
                 data = yaml.safe_load(handle)
         except OSError as exc:
-            raise BackendError(f"fake GPU description {self.path}: {exc.strerror}", 2) from None
+            raise BackendError(f"fake GPU description {self.path}: {exc.strerror}", 2) from exc
         except yaml.YAMLError as exc:
-            raise BackendError(f"fake GPU description {self.path}: not valid YAML: {exc}", 2) from None
+            raise BackendError(f"fake GPU description {self.path}: not valid YAML: {exc}", 2) from exc
         try:
             return node_from_description(data, self.path)
         except InputError as exc:
-            raise BackendError(f"fake GPU description {exc}", 2) from None
+            raise BackendError(f"fake GPU description {exc}", 2) from exc
 
     def close(self) -> None:
         pass
@@ -99,7 +99,7 @@ class NvmlBackend:
             raise BackendError("libnvidia-ml.so not found: is the NVIDIA driver installed and mounted "
                                "into this container?", EXIT_NO_LIBRARY) from None
         except pynvml.NVMLError as exc:
-            raise BackendError(f"NVML could not start: {exc} (no NVIDIA driver loaded?)", EXIT_NO_DRIVER) from None
+            raise BackendError(f"NVML could not start: {exc} (no NVIDIA driver loaded?)", EXIT_NO_DRIVER) from exc
         self.unhealthy: dict[str, int] = {}  # uuid -> the critical XID seen
         self._sm_counts: dict[str, int | None] = {}  # uuid -> SM count (fixed while the process runs)
         self._events = None

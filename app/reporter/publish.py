@@ -57,11 +57,11 @@ class SlicePublisher:
                 # 409 needs a fresh read: the next publish round re-lists.
                 retriable = exc.status == 429 or exc.status >= 500
                 if not retriable or attempt == self.attempts:
-                    raise PublishError(f"{what}: {api_message(exc)}") from None
+                    raise PublishError(f"{what}: {api_message(exc)}") from exc
                 reason = exc.status
             except (urllib3.exceptions.HTTPError, OSError) as exc:
                 if attempt == self.attempts:
-                    raise PublishError(f"{what}: API unreachable ({type(exc).__name__})") from None
+                    raise PublishError(f"{what}: API unreachable ({type(exc).__name__})") from exc
                 reason = type(exc).__name__
             log.warning("%s failed (%s), retry %d/%d in %.1fs", what, reason, attempt, self.attempts - 1, delay)
             self.sleep(delay)

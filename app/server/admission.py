@@ -32,7 +32,7 @@ def parse_review(body: bytes) -> Request:
     try:
         review = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise InputError("", f"body is not valid JSON: {exc}") from None
+        raise InputError("", f"body is not valid JSON: {exc}") from exc
     if not isinstance(review, dict):
         raise InputError("", "body must be a JSON object (an AdmissionReview)")
     api_version, kind = review.get("apiVersion"), review.get("kind")
@@ -80,8 +80,8 @@ def _bounded_depth(review: dict) -> None:
         orjson.dumps(review)  # C: refuses nesting past 254 levels, at a fraction of a millisecond
     except TypeError as exc:
         if "Recursion" in str(exc):
-            raise InputError("request", f"nested more than {MAX_DEPTH} levels deep") from None
-        raise InputError("request", f"cannot be re-encoded: {exc}") from None
+            raise InputError("request", f"nested more than {MAX_DEPTH} levels deep") from exc
+        raise InputError("request", f"cannot be re-encoded: {exc}") from exc
 
 
 def _short(value: object) -> str:

@@ -49,7 +49,7 @@ def _compiled(pattern):
     try:
         return regex(pattern)
     except re2.error as exc:
-        raise ValueError(f"invalid regular expression: {regex_error(exc)}") from None
+        raise ValueError(f"invalid regular expression: {regex_error(exc)}") from exc
 
 
 def _find(s, pattern):
