@@ -5,7 +5,6 @@ declared as `flags` says), dispatch, and the one-line error every command ends w
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
@@ -14,6 +13,7 @@ from app import __version__
 from app.common import BridgeError, ClusterUnreachable, InputError, PolicyError, vocabulary
 from app.migration import OPT_IN_LABEL
 
+from . import commands
 from .flags import EXITS, LIVE, OFFLINE, VARIABLES, cluster_policy_flags, kube_flags, opt, opt_in, release_flags
 from .logsetup import setup_logging
 from .inputs import INVENTORY_HELP
@@ -130,7 +130,7 @@ def _add_plan(sub) -> None:
                        "stdout, a summary table on stderr.", epilog=
                        "exit codes: 0 every object migrated or unchanged; 1 an object is unsatisfiable on "
                        "--inventory or needs attention; 2 bad input (file and line named)" + LIVE + OFFLINE)
-    p.set_defaults(runner=("plancli", "run_plan"))
+    p.set_defaults(runner=commands.plan)
     _inputs(p)
     kube_flags(p, env=False)
     cluster_policy_flags(p)
@@ -148,7 +148,7 @@ def _add_check(sub) -> None:
     p = sub.add_parser("check", help="validate ResourceClaims/Templates against an inventory offline", epilog=
                        "exit codes: 0 every claim satisfiable; 1 one is not (never, not now, invalid); 2 bad "
                        "input, or no ResourceClaim or ResourceClaimTemplate in the input" + LIVE + OFFLINE)
-    p.set_defaults(runner=("checkcli", "run_check"))
+    p.set_defaults(runner=commands.check)
     _inputs(p)
     kube_flags(p, env=False)
     opt(p, "--inventory", help=INVENTORY_HELP + " (required: none judges nothing)", shown="none")
@@ -162,7 +162,7 @@ def _add_check(sub) -> None:
 def _add_classes(sub) -> None:
     p = sub.add_parser("classes", help="DeviceClasses serving nvidia.com/gpu and MIG resources through DRA "
                                        "(native path)", epilog=EXITS + LIVE + OFFLINE)
-    p.set_defaults(runner=("classescli", "run_classes"))
+    p.set_defaults(runner=commands.classes)
     kube_flags(p, env=False)
     opt(p, "--inventory", help=INVENTORY_HELP + " (required: none judges nothing)", shown="none")
     opt(p, "--driver", default=vocabulary.NVIDIA_DRIVER, help="the DRA driver whose devices the classes select")
@@ -173,7 +173,7 @@ def _add_audit(sub) -> None:
     p = sub.add_parser("audit", help="list pods and workloads still on legacy GPU resources", epilog=
                        "exit codes: 0 nothing needs attention; 1 an object is unsatisfiable on --inventory or "
                        "needs attention; 2 bad input, or no cluster configured; 3 could not ask the cluster" + VARIABLES)
-    p.set_defaults(runner=("auditcli", "run_audit"))
+    p.set_defaults(runner=commands.audit)
     p.add_argument("-f", "--filename", action="append",
                    help="audit these files instead of the cluster (repeatable) (default: the cluster)")
     kube_flags(p)
@@ -193,7 +193,7 @@ def _add_quota(sub) -> None:
     p = sub.add_parser("quota", help="GPU quotas and Kueue queues: the DRA keys that make migrated pods count "
                        "against the same budgets (printed, never written)", epilog="exit codes: 0 every budget counts "
                        "them already; 1 changes proposed; 2 bad input, or no cluster configured; 3 could not ask the cluster" + VARIABLES)
-    p.set_defaults(runner=("quotacli", "run_quota"))
+    p.set_defaults(runner=commands.quota)
     p.add_argument("-f", "--filename", action="append", help="ResourceQuotas, DeviceClasses, ClusterQueues, Kueue's "
                    "ConfigMap from these files (repeatable) (default: the cluster)")
     kube_flags(p)
@@ -248,7 +248,7 @@ def _add_rollout(sub) -> None:
                                    "what the device plugin advertised. Every step is recorded on the node: a "
                                    "stopped wave continues when run again.",
                        epilog="exit codes: each action's (`dra-bridge rollout ACTION --help`)" + VARIABLES)
-    p.set_defaults(runner=("rolloutcli", "run_rollout"))
+    p.set_defaults(runner=commands.rollout)
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     common = argparse.ArgumentParser(add_help=False)
     kube_flags(common)
@@ -306,7 +306,7 @@ def _add_completion(sub) -> None:
     p = sub.add_parser("completion", help="shell completion: `source <(dra-bridge completion bash)`",
                        epilog=EXITS + OFFLINE, description="Print a completion script for bash, zsh or fish. "
                        "kubectl completes `kubectl dra-bridge` through the installed kubectl_complete-dra_bridge.")
-    p.set_defaults(runner=("completion", "run_completion"))
+    p.set_defaults(runner=commands.completion)
     p.add_argument("shell", choices=["bash", "zsh", "fish"], help="the shell to complete in")
 
 
@@ -343,9 +343,8 @@ def main(argv: list[str] | None = None) -> int:
             if not args.node_name:
                 raise InputError("--node-name", "required (or set NODE_NAME)")
             return run_reporter(args)
-        if getattr(args, "runner", None):  # set by its parser; imported when run: `plan` never loads the server
-            module, function = args.runner
-            return getattr(importlib.import_module(f"app.cli.{module}"), function)(args)
+        if getattr(args, "runner", None):  # set by its parser (commands.py)
+            return args.runner(args)
     except ClusterUnreachable as exc:
         print(f"dra-bridge: error: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE

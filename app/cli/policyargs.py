@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import commands
 from .flags import OFFLINE, opt
 
 
@@ -31,5 +32,5 @@ def add_policy(sub) -> None:
     opt(compiled, "--quotas", action="store_true",
         help="also write the ResourceQuotas that make each rule's maxDevicesPerNamespace exact, per DeviceClass, "
              "in the namespaces the rule names")
-    test.set_defaults(runner=("policytestcli", "run_policy_test"))
-    compiled.set_defaults(runner=("policycompilecli", "run_policy_compile"))
+    test.set_defaults(runner=commands.policy_test)
+    compiled.set_defaults(runner=commands.policy_compile)
