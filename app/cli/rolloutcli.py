@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import getpass
 import json
-import os
-import re
-import socket
 import sys
-import threading
 
 from app import kube
 from app.application import read_kueue_view, rollout, snapshot_facts
-from app.common import BridgeError, InputError, view_of
+from app.common import BridgeError, InputError
 from app.kube import LeaseStore, NodeWrites, rollout_snapshot
 from app.migration import OptIn
+from app.policy import LabelSelector
 
 from .inputs import read_inputs
 from .servedpolicy import policy_for
@@ -32,7 +28,7 @@ def run_rollout(args) -> int:
     switches = rollout.Switches(*_label(args.plugin_label, "--plugin-label", 3),
                                 *_label(args.dra_label, "--dra-label", 2), driver=args.driver)
     opt_in = OptIn.parse(args.opt_in_label, "--opt-in-label")
-    chosen = _selector(args.nodes)
+    chosen = LabelSelector.parse(args.nodes, "--nodes")
     api = None
     if getattr(args, "filename", None):
         objects = _from_files(args.filename)
@@ -63,24 +59,25 @@ def run_rollout(args) -> int:
     drain = rollout.Drain(args.force, args.delete_emptydir_data)
     undoing = args.wave if args.action == "undo" else getattr(args, "undo", None)
     if undoing is not None:
-        undo = _undo_plan(undoing, nodes, pods, objects, switches, drain, args.action == "plan")
+        undo = rollout.undo_wave(undoing, nodes, pods, objects, switches, drain, args.action == "plan")
         if args.action == "plan":
             return _print_plan([undo], args.output, rollout.hazards(nodes), undo=True)
     waves = rollout.plan_waves(nodes, pods, objects["poddisruptionbudgets"], args.wave_size,
-                               args.max_unavailable_gpus, lambda n: chosen(n.labels), drain, fits)
+                               args.max_unavailable_gpus, lambda n: chosen.matches(n.labels), drain, fits)
     if args.action == "plan":
         return _print_plan(waves, args.output, rollout.hazards(nodes))
     mover = rollout.Mover(NodeWrites(api, dry_run=args.dry_run == "server"), switches, policy, _say, args.timeout,
                   opt_in=opt_in, drain=drain)
     # One rollout at a time: a run or undo that writes holds the Lease while it acts (a dry run writes nothing).
     holding = None if mover.dry_run else rollout.lease.Holding(
-        LeaseStore(api, args.lease_namespace, rollout.lease.NAME), _identity(), args.force_takeover, dead=_dead_here)
+        LeaseStore(api, args.lease_namespace, rollout.lease.NAME), kube.holder_identity(), args.force_takeover,
+        dead=kube.gone_from_this_host)
     if holding is not None:
         refused = holding.take()
         if refused is not None:
             print(f"dra-bridge rollout: refused: {refused}", file=sys.stderr)
             return 1
-    renewing = _renew_in_background(holding)
+    renewing = kube.renew_in_background(holding, lambda line: print(f"dra-bridge rollout: {line}", file=sys.stderr))
     try:
         return _run(mover, waves, nodes, args, holding) if args.action == "run" \
             else _undo(mover, nodes, undo, holding, args.nodes)
@@ -93,55 +90,6 @@ def run_rollout(args) -> int:
             holding.release()
 
 
-def _identity() -> str:
-    """Who holds the lease, as another operator reads it: user, host and process."""
-    return f"{getpass.getuser()}@{socket.gethostname()} pid {os.getpid()}"
-
-
-def _dead_here(holder: str) -> bool:
-    """A holder of this machine whose process is gone (a command killed here): its lease is free."""
-    match = re.fullmatch(r".+@(?P<host>[^ ]+) pid (?P<pid>\d+)", holder)
-    if not match or match["host"] != socket.gethostname():
-        return False
-    try:
-        os.kill(int(match["pid"]), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False  # alive, someone else's
-    return False
-
-
-def _renew_in_background(holding) -> threading.Event:
-    """Renew the lease every third of its duration until the event is set."""
-    done = threading.Event()
-    if holding is None:
-        return done
-
-    def loop():
-        while not done.wait(holding.duration_s / 3):
-            try:
-                if not holding.renew():
-                    return
-            except BridgeError as exc:  # the API hiccuped: the next round tries again
-                print(f"dra-bridge rollout: could not renew Lease {rollout.lease.NAME}: {exc}", file=sys.stderr)
-    threading.Thread(target=loop, name="lease", daemon=True).start()
-    return done
-
-
-def _only_chosen(selector: str | None, nodes: list[rollout.NodeView], names: list[str], number: int) -> None:
-    """--nodes means those nodes: a wave (recorded on its nodes by an earlier run) with a node the
-    selector leaves out is refused whole, nothing done."""
-    if not selector:
-        return
-    chosen = _selector(selector)
-    left_out = [n.name for n in nodes if n.name in names and not chosen(n.labels)]
-    if left_out:
-        raise InputError("--nodes", f"wave {number} is {', '.join(names)}, and --nodes {selector} leaves out "
-                                    f"{', '.join(left_out)}: nothing was done. Continue that wave without --nodes "
-                                    "(or wait for whoever runs it); a new wave for other nodes comes after it")
-
-
 def _check(holding) -> None:
     """Stop between nodes once the lease is someone else's."""
     if holding is not None and holding.lost:
@@ -149,22 +97,16 @@ def _check(holding) -> None:
 
 
 def _run(mover: rollout.Mover, waves: list[rollout.Wave], nodes: list[rollout.NodeView], args, holding=None) -> int:
-    [wave] = [w for w in waves if w.number == args.wave] or [None]
-    if wave is None:
-        planned = ", ".join(str(w.number) for w in waves if not w.done) or "none"
-        raise InputError("--wave", f"no wave {args.wave} (waves not done: {planned}; `rollout plan` lists them)")
-    if wave.done:
+    order = rollout.wave_to_run(waves, args.wave, nodes, args.nodes)
+    wave = order.wave
+    if order.done:
         print(f"wave {wave.number}: done already ({', '.join(wave.nodes)})")
         return 0
-    earlier = [w.number for w in waves if w.number < wave.number and not w.done]
-    if earlier:
-        raise InputError("--wave", f"wave {earlier[0]} is not done yet: waves run in order")
-    if wave.blockers and not any(n.wave == wave.number for n in nodes):
+    if order.blocked:
         print(f"wave {wave.number} is blocked:", file=sys.stderr)
         for blocker in wave.blockers:
             print(f"  - {blocker}", file=sys.stderr)
         return 1
-    _only_chosen(args.nodes, nodes, wave.nodes, wave.number)
     dry = " (server-side dry run: nothing changes)" if mover.dry_run else ""
     print(f"wave {wave.number}: {', '.join(wave.nodes)}, {wave.gpus} GPU(s), {len(wave.pods)} GPU pod(s) to "
           f"evict{dry}")
@@ -174,21 +116,10 @@ def _run(mover: rollout.Mover, waves: list[rollout.Wave], nodes: list[rollout.No
     return _finished(mover, wave.nodes, f"wave {wave.number}", dry)
 
 
-def _undo_plan(number: int, nodes, pods, objects: dict, switches, drain, planning: bool) -> rollout.Wave:
-    """Wave `number` taken back, judged before anything is done (an undo under way: only whether
-    the device plugin can start again; `plan --undo` judges it whole)."""
-    if not any(n.wave == number for n in nodes):
-        raise InputError("--undo" if planning else "--wave", f"no node carries wave {number} ({rollout.WAVE})")
-    records = {view_of(n).name: rollout.MoveRecord.of(n) for n in objects["nodes"]}
-    started = any(r is not None and r.wave == number and r.step.undoing for r in records.values())
-    return rollout.plan_undo(number, nodes, pods, records, objects.get("daemonsets", []),
-                             objects["poddisruptionbudgets"], switches, drain, room=planning or not started)
-
-
 def _undo(mover: rollout.Mover, nodes: list[rollout.NodeView], plan: rollout.Wave, holding=None,
           nodes_flag: str | None = None) -> int:
     number, moved = plan.number, plan.nodes
-    _only_chosen(nodes_flag, nodes, moved, number)
+    rollout.whole_wave(nodes_flag, nodes, moved, number)
     if plan.blockers:
         print(f"undo wave {number} refused, nothing done:", file=sys.stderr)
         for blocker in plan.blockers:
@@ -287,27 +218,6 @@ def _label(text: str, flag: str, parts: int) -> tuple[str, ...]:
     if not key or len(found) != parts - 1:
         raise InputError(flag, f"expected KEY={'ON,OFF' if parts == 3 else 'VALUE'}, got {text!r}")
     return (key, *found)
-
-
-def _selector(text: str | None):
-    """A label selector of `k=v`, `k!=v`, `k` and `!k` terms, as a predicate over labels."""
-    terms = []
-    for term in (t.strip() for t in (text or "").split(",") if t.strip()):
-        match = re.fullmatch(r"(!?)([\w./-]+)(?:(!=|==|=)([\w.-]*))?", term)
-        if not match:
-            raise InputError("--nodes", f"not a label selector term: {term!r}")
-        terms.append(match.groups())
-
-    def chosen(labels: dict) -> bool:
-        for negated, key, operator, value in terms:
-            if operator is None and (key in labels) == bool(negated):
-                return False
-            if operator in ("=", "==") and labels.get(key) != value:
-                return False
-            if operator == "!=" and labels.get(key) == value:
-                return False
-        return True
-    return chosen
 
 
 def _from_files(paths: list[str]) -> dict[str, list[dict]]:

@@ -10,6 +10,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app import cel
+from app.common import InputError
 
 Kind = Literal["Pod", "ResourceClaim", "ResourceClaimTemplate"]
 Action = Literal["Deny", "Warn", "Audit"]  # ValidatingAdmissionPolicyBinding's validationActions
@@ -37,6 +38,11 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# A term of kubectl's selector syntax; terms are split on commas outside parentheses.
+_SELECTOR_TERMS = re.compile(r"(?:[^,(]|\([^)]*\))+")
+_SELECTOR_TERM = re.compile(r"(!?)([\w./-]+)\s*(?:(!=|==|=)\s*([\w.-]*)|\s+(in|notin)\s*\(([^)]*)\))?")
+
+
 class LabelSelectorRequirement(_Strict):
     key: str
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
@@ -54,6 +60,31 @@ class LabelSelectorRequirement(_Strict):
 class LabelSelector(_Strict):
     matchLabels: dict[str, str] = {}
     matchExpressions: list[LabelSelectorRequirement] = []
+
+    @classmethod
+    def parse(cls, text: str | None, field: str = "selector") -> "LabelSelector":
+        """kubectl's -l syntax: `k=v`, `k==v`, `k!=v`, `k`, `!k`, `k in (a,b)`, `k notin (a,b)`,
+        comma-separated; InputError naming `field` for anything else."""
+        labels: dict[str, str] = {}
+        expressions: list[LabelSelectorRequirement] = []
+        for term in (t.strip() for t in _SELECTOR_TERMS.findall(text or "")):
+            if not term:
+                continue
+            found = _SELECTOR_TERM.fullmatch(term)
+            if not found:
+                raise InputError(field, f"not a label selector term: {term!r}")
+            negated, key, op, value, set_op, values = found.groups()
+            if set_op:
+                listed = [v.strip() for v in values.split(",") if v.strip()]
+                expressions.append(LabelSelectorRequirement(key=key, operator="In" if set_op == "in" else "NotIn",
+                                                            values=listed))
+            elif op in ("=", "=="):
+                labels[key] = value
+            elif op == "!=":  # as kubectl: absent, or another value
+                expressions.append(LabelSelectorRequirement(key=key, operator="NotIn", values=[value]))
+            else:
+                expressions.append(LabelSelectorRequirement(key=key, operator="DoesNotExist" if negated else "Exists"))
+        return cls(matchLabels=labels, matchExpressions=expressions)
 
     def matches(self, labels: dict[str, str]) -> bool:
         if any(labels.get(k) != v for k, v in self.matchLabels.items()):

@@ -48,7 +48,8 @@ def test_two_takers_at_once_never_both_win(fake_kube):
 
 
 def test_a_killed_command_of_this_machine_leaves_a_lease_its_rerun_takes_at_once(fake_kube):
-    from app.cli.rolloutcli import _dead_here, _identity
+    from app.kube import gone_from_this_host as _dead_here
+    from app.kube import holder_identity as _identity
 
     import socket
     import subprocess

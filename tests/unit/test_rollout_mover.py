@@ -319,7 +319,7 @@ def test_a_record_without_a_version_is_read_as_the_first():
 def test_nodes_means_those_nodes_a_recorded_wave_with_others_is_refused_whole():
     """Issue 44: B's `run --wave 1 --nodes kubernetes.io/hostname=a-1` while A's wave 1 (a-0) is
     recorded must not drive a-0."""
-    from app.cli.rolloutcli import _only_chosen
+    _only_chosen = rollout.whole_wave  # issue 57: the rule lives with the rollout, not the CLI
 
     nodes = [rollout.NodeView("a-0", "moving", 8, {}, {"kubernetes.io/hostname": "a-0"}, wave=1, step="flipped"),
              rollout.NodeView("a-1", "plugin", 8, {"nvidia.com/gpu": 8}, {"kubernetes.io/hostname": "a-1"})]
