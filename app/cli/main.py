@@ -258,7 +258,7 @@ def _add_rollout(sub) -> None:
     opt(common, "--dra-label", default=f"{vocabulary.DRA_PLUGIN_SWITCH}=true",
         help="KEY=VALUE: the node label that runs NVIDIA's DRA kubelet plugin (its chart's kubeletPlugin.nodeSelector)")
     opt(common, "--driver", default=vocabulary.NVIDIA_DRIVER, help="the DRA driver whose slices a moved node must publish")
-    opt(common, "--nodes", help="only nodes matching this label selector (k=v, k!=v, k, !k; comma-separated)",
+    opt(common, "--nodes", help="only nodes matching this label selector, as kubectl -l (k=v, k!=v, k, !k, k in (a,b), k notin (a,b))",
         shown="every GPU node")
     opt_in(common, "pods elsewhere are recreated as written")
     waves = argparse.ArgumentParser(add_help=False)
