@@ -26,7 +26,20 @@ class Outcome(str, enum.Enum):
     @property
     def metric(self) -> str:
         """dra_bridge_migrations_total's label (kept from before the enum)."""
-        return "migrated" if self is Outcome.REWRITE else self.value
+        return SAID[self][0]
+
+    @property
+    def routine(self) -> bool:
+        """Counted, not logged one by one: the pod went as planned."""
+        return SAID[self][1]
+
+
+# How each outcome is said, in one place: its metric label and whether it is routine. An
+# outcome added without a line here fails tests/unit/test_outcome_words.py.
+SAID: dict[Outcome, tuple[str, bool]] = {
+    Outcome.REWRITE: ("migrated", True), Outcome.NATIVE: ("native", True), Outcome.LEGACY: ("legacy", False),
+    Outcome.DENIED: ("denied", False), Outcome.UNMIGRATABLE: ("unmigratable", False),
+    Outcome.UNCHANGED: ("unchanged", True)}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from starlette.requests import ClientDisconnect
 from app.common import DeadlineExceeded, InputError, TemplateEnsureError, deadline
 from app.kube import NamespaceLookupError, TemplateConflict
 
-from app.application import Decision, Finding, asks_admin_access, evaluate_claim, evaluate_pod, shape_key, \
+from app.application import Decision, Finding, Outcome, asks_admin_access, evaluate_claim, evaluate_pod, shape_key, \
     subject_of, unfinished_decision
 
 from . import admission, decisions, mutation, validation
@@ -27,7 +27,7 @@ from .service import ServiceState
 log = logging.getLogger("dra_bridge.webhook")
 MAX_BODY = 3 * 1024 * 1024
 KNOWN_BODY_LIMIT = 64 * 1024  # decided on the event loop only when parsing it is quick
-ROUTINE_OUTCOMES = frozenset({"migrated", "native", "unchanged"})
+ROUTINE_OUTCOMES = frozenset(o.metric for o in Outcome if o.routine)
 
 
 class BodyTooLarge(Exception):
