@@ -136,8 +136,6 @@ def run_serve(args) -> int:
         review_deadline_s=args.review_deadline)
     if live is None:
         state.index()  # build the device index before the first review, not during it
-    else:
-        live.on_full_build = state.index_replaced
     if args.admission_policies == "sync":
         if api is None:
             raise InputError("--admission-policies", "sync writes to a Kubernetes API: pass --kubeconfig or run in-cluster")

@@ -80,6 +80,8 @@ class ServiceState:
                 self.executors[endpoint] = ThreadPoolExecutor(max_workers=self.review_workers,
                                                               thread_name_prefix=endpoint)
         self.executors.setdefault("validate-policy", ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy"))
+        if self.live is not None:  # a full build lets the index before it go at once (issue 48)
+            self.live.on_full_build = self.index_replaced
 
     def index(self):
         """Device index of the inventory, built once per inventory object (live: per change)."""

@@ -21,7 +21,8 @@ def test_a_full_build_lets_the_index_before_it_go(fake_kube):
     metrics = Metrics()
     state = ServiceState(policy=PolicyHolder(None, metrics), templates=kube.TemplateStore(None),
                          namespace_labels=kube.NamespaceLabels(None), metrics=metrics, live=live)
-    live.on_full_build = state.index_replaced
+    # Issue 57: the state serve builds wires itself; this test no longer does it for serve.
+    assert live.on_full_build == state.index_replaced
     try:
         assert live.wait_synced(5)
         eventually(lambda: live.builds >= 1 and live.index().device_count == 4)
