@@ -16,6 +16,7 @@ from app.application import rollout
 from app.cli.inputs import load_inventory
 from app.cli.main import main
 from app.dra import build_index
+from app.migration import gpu_pod_priorities
 from app.policy import parse_policy
 from app.server import Metrics, PolicyHolder, ServiceState, create_app
 from tests.conftest import ROOT
@@ -31,6 +32,9 @@ HELD = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata":
             for i in range(3)]}}}}
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train", "namespace": "team-a"},
        "spec": {"containers": [{"name": "c", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": 2}}}]}}
+HIGH = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "serve", "namespace": "team-b"},
+        "spec": {"priorityClassName": "high", "priority": 1000, "nodeName": "gpu-node-0",
+                 "containers": [{"name": "c", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
 LIMIT = """rules:
 - name: team-budget
   match: {namespaces: [team-a]}
@@ -63,21 +67,37 @@ class Holder(PolicyHolder):
         self.policy = policy
 
 
-def webhook(policy_text, claims, user="alice", index=None):
+def webhook(policy_text, claims, user="alice", index=None, gpu_pods=None):
     """/mutate of the pod by `user`, on the example inventory (or `index`), with the namespace's
     claims as the live inventory's watch would give them."""
     index = index or build_index(load_inventory(None))
     known = application.KnownClaims(claims)
+    reader = kube.ClaimReader(None)  # what it generates, remembered as serve's reader does
     state = ServiceState(policy=Holder(parse_policy(policy_text)), templates=kube.TemplateStore(None),
-                         namespace_labels=kube.NamespaceLabels(None), metrics=Metrics(), claims=known.lookup)
+                         namespace_labels=kube.NamespaceLabels(None), metrics=Metrics(), claims=reader)
+    state.claims = _Claims(known, reader)
     state.namespace_labels.get = lambda _name: OPTED
     state.index = lambda: index
     state.readiness = lambda: (True, {"inventory": True})
     state.namespace_claims = lambda: known.in_namespace
+    state.gpu_pods = gpu_pods  # as GpuPriorityWatch reads them (None: not read)
     body = review(POD, namespace="team-a")
     body["request"]["userInfo"] = {"username": user, "groups": []}
     with TestClient(create_app(state)) as client:
         return client.post("/mutate", content=orjson.dumps(body)).json()["response"]
+
+
+class _Claims:
+    """The claims given, then what this replica generated (as kube.ClaimReader remembers it)."""
+
+    def __init__(self, known, reader):
+        self.known, self.reader = known, reader
+
+    def __call__(self, namespace, kind, name):
+        return self.known.lookup(namespace, kind, name) or self.reader(namespace, kind, name)
+
+    def remember(self, namespace, obj):
+        self.reader.remember(namespace, obj)
 
 
 def run(capsys, *argv) -> tuple[int, str]:
@@ -184,3 +204,48 @@ def test_classes_without_devices_are_judged_alike_by_the_webhook_and_plan(tmp_pa
     _code, out = run(capsys, "plan", "-f", str(export), "--inventory", str(inventory), "-o", "report")
     [pod] = [o for o in json.loads(out)["objects"] if o["kind"] == "Pod"]
     assert kept and pod["path"] == "legacy", (answer, pod)
+
+
+def _inventories(tmp_path) -> dict[str, str | None]:
+    """Inventory files: none at all, classes only, the example, and the example with what changes
+    a path choice besides devices (a GPU quota; PriorityClasses with a GPU pod running high)."""
+    listed = yaml.safe_load((ROOT / "app/data/example-inventory.yaml").read_text())["items"]
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus", "namespace": "team-a"},
+             "spec": {"hard": {"requests.nvidia.com/gpu": "2"}}}
+    high = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"},
+            "value": 1000}
+    sets = {"classes": [d for d in listed if d["kind"] == "DeviceClass"], "example": listed,
+            "quota": [*listed, quota], "priorities": [*listed, high]}
+    out = {}
+    for name, objects in sets.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump_all(objects))
+        out[name] = str(path)
+    return out
+
+
+@pytest.mark.parametrize("name", ["classes", "example", "quota", "priorities"])
+def test_the_webhook_and_every_preview_decide_alike_over_a_table_of_inventories(name, tmp_path, capsys):
+    """Issue 57 item 1: the same cluster fed to the webhook (its cached path facts), the preview
+    constructor (cluster_facts, as check and policy test build it) and `plan` gives one decision."""
+    inventory = _inventories(tmp_path)[name]
+    index = build_index(load_inventory(inventory))
+    policy = parse_policy("{}")
+    # The same pods everywhere: plan reads the export's, the webhook its watch's. With the
+    # PriorityClasses, a GPU pod runs above ours: it would be preempted, which DRA cannot do.
+    running = [POD, HIGH] if name == "priorities" else [POD]
+    answer = webhook("{}", [], index=index, gpu_pods=gpu_pod_priorities(running, policy.migration))
+    facts = application.cluster_facts(policy, index, objects=[NAMESPACE, *running], namespaces={"team-a": OPTED})
+    decided = application.decide_pod(POD, "team-a", policy, facts)
+    rewritten = "patch" in answer
+    assert rewritten == (decided.outcome is application.Outcome.REWRITE), (name, answer, decided.outcome)
+    if not rewritten:
+        said = answer.get("auditAnnotations", {}).get("path", "")
+        assert decided.path is not None and said.startswith(f"{decided.path.path}: {decided.path.reason}"[:60]), \
+            (name, said, decided.path)
+    export = tmp_path / "pod.yaml"
+    export.write_text(yaml.safe_dump_all([NAMESPACE, *running]))
+    _code, out = run(capsys, "plan", "-f", str(export), "--inventory", inventory, "-o", "report")
+    [pod] = [o for o in json.loads(out)["objects"] if o["kind"] == "Pod" and o["name"] == "train"]
+    assert pod["path"] == ("rewrite" if rewritten else decided.path.path), (name, pod, decided.outcome)
+    assert (name == "priorities") == (decided.path is not None and decided.path.code == "preemption")
