@@ -4,12 +4,15 @@ back when its node moves, and waves that keep every workload somewhere to run.""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from app.application import rollout
+from app.common import InputError
 from app.policy import default_policy
 from app.reporter import node_from_description, render
 from tests.conftest import ROOT
@@ -179,19 +182,19 @@ def test_waves_already_run_are_listed_and_numbering_goes_on():
 
 
 def test_a_moved_node_is_ready_once_nvidias_driver_publishes_what_the_plugin_advertised():
-    before = json.loads(rollout.before_move(rollout.node_view(node("n", {"nvidia.com/gpu": "8"}), slices("n", "shadow"),
-                                                              SWITCHES), SWITCHES))
-    assert before["gpus"] == 8 and before["models"] == ["NVIDIA H100 80GB HBM3"]
+    before = rollout.before_move(rollout.node_view(node("n", {"nvidia.com/gpu": "8"}), slices("n", "shadow"),
+                                                   SWITCHES), SWITCHES)
+    assert before.gpus == 8 and before.models == ("NVIDIA H100 80GB HBM3",)
     flipped = node("n", labels={"nvidia.com/dra-kubelet-plugin": "true"}, annotations={rollout.WAVE: "1"})
     assert rollout.slices_ready(rollout.published(flipped, slices("n", "shadow"), SWITCHES), before) == \
         "0 of 8 GPUs published"  # our shadow slices do not count
     assert rollout.slices_ready(rollout.published(flipped, slices("n"), SWITCHES), before) is None
     other = rollout.published(flipped, slices("n", description="l4x4.yaml"), SWITCHES)
-    assert rollout.slices_ready(other, {**before, "gpus": 4}).startswith("model NVIDIA H100 80GB HBM3 not published")
-    gfd = {**before, "models": ["NVIDIA-H100-80GB-HBM3"]}  # GFD's spelling of the same model
+    assert rollout.slices_ready(other, replace(before, gpus=4)).startswith("model NVIDIA H100 80GB HBM3 not published")
+    gfd = replace(before, models=("NVIDIA-H100-80GB-HBM3",))  # GFD's spelling of the same model
     assert rollout.slices_ready(rollout.published(flipped, slices("n"), SWITCHES), gfd) is None
     mig = rollout.published(flipped, slices("n", description="a100-mig.yaml"), SWITCHES)
-    assert rollout.slices_ready(mig, {"gpus": 0, "mig": {"1g.10gb": 99}}).startswith("MIG 1g.10gb:")
+    assert rollout.slices_ready(mig, rollout.NodeBefore(gpus=0, mig={"1g.10gb": 99})).startswith("MIG 1g.10gb:")
 
 
 def test_plan_and_status_from_an_export(tmp_path):
@@ -252,3 +255,16 @@ def test_a_dra_node_counts_room_only_from_pools_the_scheduler_allocates_from():
     newer["spec"]["pool"]["resourceSliceCount"] = 1
     newer["spec"]["devices"] = newer["spec"]["devices"][:2]
     assert rollout.node_view(node("n"), stale + [newer], SWITCHES).gpus == 2  # the older generation is gone
+
+
+def test_a_move_record_is_typed_and_round_trips_and_a_bad_one_names_its_field():
+    """Issue 57 item 5: what a move keeps of its node is a NodeBefore, written as JSON once and
+    read back as the same; a record no dra-bridge wrote is refused naming the field."""
+    before = rollout.NodeBefore({"nvidia.com/gpu.deploy.device-plugin": "true", "dra": None}, True,
+                                {"nvidia.com/gpu": 8}, 8, ("NVIDIA H100",), {"1g.10gb": 7})
+    record = rollout.MoveRecord(3, rollout.Step.CORDONED, before, {"team-a/Deployment/web": 2})
+    again = rollout.MoveRecord.of({"metadata": {"name": "n", "annotations": record.annotations()}})
+    assert again == record
+    bad = {**record.annotations(), rollout.BEFORE: json.dumps({"gpus": "eight"})}
+    with pytest.raises(InputError, match=r"\.gpus: expected a whole number"):
+        rollout.MoveRecord.of({"metadata": {"name": "n", "annotations": bad}})

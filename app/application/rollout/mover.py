@@ -14,7 +14,6 @@ Nothing is forced: a budget that refuses an eviction is asked again until the ti
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from app.policy import Policy
 from app.migration import DEFAULT_OPT_IN, OptIn
 from .pods import PodView, bound_by_owner, pod_views
 from .record import MoveRecord, Step, forget
-from .sides import BEFORE, STEP, WAVE, Switches, before_move, node_view, plugin_advertised, published, slices_ready
+from .sides import BEFORE, STEP, WAVE, NodeBefore, Switches, before_move, node_view, plugin_advertised, published, slices_ready
 from .waves import Drain, drain_refusals, next_steps
 
 
@@ -92,9 +91,9 @@ class Mover:
             view = node_view(node, self.api.on_node(name, "resourceslices")["resourceslices"], self.switches)
             if view is None:
                 raise BridgeError(f"node {name}: no GPUs on either side")
-            record = MoveRecord(wave, Step.CORDONED, json.loads(before_move(view, self.switches)))
+            record = MoveRecord(wave, Step.CORDONED, before_move(view, self.switches))
             self._write(name, record, {"spec": {"unschedulable": True}})
-            self.say(f"{name}: cordoned ({record.before['gpus']} GPUs on the device plugin)")
+            self.say(f"{name}: cordoned ({record.before.gpus} GPUs on the device plugin)")
         else:
             self.say(f"{name}: continuing from step {record.step.label}")
         if record.step < Step.EVICTED:
@@ -111,9 +110,9 @@ class Mover:
             self._advance(name, record, Step.PUBLISHED)
         self._evict(name, record, late=True)
         record.step = Step.MOVED
-        self._write(name, record, {"spec": {"unschedulable": bool(record.before.get("unschedulable"))}})
-        self.say(f"{name}: on DRA, {record.before['gpus']} GPU(s) published"
-                 + ("" if record.before.get("unschedulable") else ", uncordoned"))
+        self._write(name, record, {"spec": {"unschedulable": record.before.unschedulable}})
+        self.say(f"{name}: on DRA, {record.before.gpus} GPU(s) published"
+                 + ("" if record.before.unschedulable else ", uncordoned"))
 
     # -- undo -----------------------------------------------------------------------------
     def undo(self, name: str) -> None:
@@ -145,9 +144,9 @@ class Mover:
             self._advance(name, record, Step.UNDO_EVICTED)
         if record.step < Step.UNDO_RESTORED:
             record.step = Step.UNDO_RESTORED
-            self._write(name, record, {"metadata": {"labels": record.before.get("labels") or {}}})
+            self._write(name, record, {"metadata": {"labels": record.before.labels}})
             restored = (f"{k}={v}" if v is not None else f"{k} removed"
-                        for k, v in sorted((record.before.get("labels") or {}).items()))
+                        for k, v in sorted((record.before.labels).items()))
             self.say(f"{name}: labels restored ({', '.join(restored)})")
         self._wait(name, lambda: self._advertised(name, record.before),
                    f"the device plugin to advertise {name}'s GPUs again and NVIDIA's driver to withdraw its slices",
@@ -155,7 +154,7 @@ class Mover:
         daemons = {w for w in record.evicted if "/DaemonSet/" in w}
         self._wait(name, lambda: self._back_here(name, daemons), f"the DaemonSet pods to come back on {name}", record)
         record.step = Step.UNDO_READY
-        self._write(name, record, {"spec": {"unschedulable": bool(record.before.get("unschedulable"))}})
+        self._write(name, record, {"spec": {"unschedulable": record.before.unschedulable}})
         self.say(f"{name}: the device plugin advertises its GPUs again")
 
     # -- both -----------------------------------------------------------------------------
@@ -245,7 +244,7 @@ class Mover:
         missing = sorted(workloads - set(bound_by_owner(self.api.on_node(name, "pods")["pods"])))
         return not missing, f"not bound here yet: {', '.join(missing[:3])}"
 
-    def _published(self, name: str, before: dict) -> tuple[bool, str]:
+    def _published(self, name: str, before: NodeBefore) -> tuple[bool, str]:
         view = published(self.api.node(name), self.api.on_node(name, "resourceslices")["resourceslices"],
                          self.switches)
         if view is None:
@@ -256,11 +255,11 @@ class Mover:
         missing = slices_ready(view, before)
         return missing is None, missing or ""
 
-    def _advertised(self, name: str, before: dict) -> tuple[bool, str]:
+    def _advertised(self, name: str, before: NodeBefore) -> tuple[bool, str]:
         """The device plugin advertises what it did before, and NVIDIA's driver publishes nothing
         for the node (DaemonSet pods evicted next must not be rewritten onto devices leaving)."""
         have = plugin_advertised(self.api.node(name))
-        short = {k: v for k, v in (before.get("advertised") or {}).items() if have.get(k, 0) < v}
+        short = {k: v for k, v in before.advertised.items() if have.get(k, 0) < v}
         if short:
             return False, ", ".join(f"{have.get(k, 0)} of {v} {k} advertised" for k, v in sorted(short.items()))
         view = published({"metadata": {"name": name}}, self.api.on_node(name, "resourceslices")["resourceslices"],

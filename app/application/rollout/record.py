@@ -14,7 +14,7 @@ from enum import IntEnum
 
 from app.common import InputError, view_of
 
-from .sides import BEFORE, STEP, WAVE
+from .sides import BEFORE, STEP, WAVE, NodeBefore
 
 VERSION = 1
 
@@ -62,7 +62,7 @@ class Step(IntEnum):
 class MoveRecord:
     wave: int | None
     step: Step
-    before: dict = field(default_factory=dict)  # labels, unschedulable, advertised, gpus, models, mig
+    before: NodeBefore = field(default_factory=NodeBefore)
     evicted: dict[str, int] = field(default_factory=dict)  # namespace/Kind/name -> pods bound before
     version: int = VERSION
 
@@ -89,17 +89,20 @@ class MoveRecord:
                                                     for v in evicted.values()):
             raise InputError(f"{where}.evicted", "expected workload -> pods bound before, as whole numbers")
         wave = annotations.get(WAVE)
+        try:
+            before = NodeBefore.parse(data, where)
+        except ValueError as exc:
+            raise InputError(where, f"{exc}: restore it or remove the node's rollout annotations by hand") from exc
         return cls(int(str(wave)) if str(wave or "").isdigit() else None, Step.parse(annotations.get(STEP)),
-                   {k: v for k, v in data.items() if k not in ("version", "evicted")},
-                   {str(k): v for k, v in evicted.items()}, version)
+                   before, {str(k): v for k, v in evicted.items()}, version)
 
     def switched(self, labels: dict) -> bool:
         """The node's switch labels (`labels`, as read now) are no longer what they were before
         the move: its DRA side was switched on."""
-        return any(labels.get(k) != v for k, v in (self.before.get("labels") or {}).items())
+        return any(labels.get(k) != v for k, v in self.before.labels.items())
 
     def annotations(self) -> dict[str, str | None]:
-        body = {**self.before, "version": VERSION, "evicted": dict(sorted(self.evicted.items()))}
+        body = {**self.before.as_json(), "version": VERSION, "evicted": dict(sorted(self.evicted.items()))}
         return {WAVE: str(self.wave) if self.wave is not None else None, STEP: self.step.label,
                 BEFORE: json.dumps(body, sort_keys=True)}
 

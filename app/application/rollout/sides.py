@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -190,16 +189,55 @@ def _time_sliced(labels: dict, advertised: dict) -> int:
     return shared // int(replicas) if shared and str(replicas).isdigit() and int(replicas) else 0
 
 
-def slices_ready(node: NodeView, before: dict) -> str | None:
+@dataclass(frozen=True)
+class NodeBefore:
+    """What a move keeps of its node: the switch labels as they were (None: absent), the cordon,
+    and the node's GPUs as the device plugin (or our shadow slices) described them: what undo
+    restores and what the DRA side must publish."""
+
+    labels: dict[str, str | None] = field(default_factory=dict)
+    unschedulable: bool = False
+    advertised: dict[str, int] = field(default_factory=dict)
+    gpus: int = 0
+    models: tuple[str, ...] = ()
+    mig: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, data: dict, where: str) -> NodeBefore:
+        """From a record's JSON; ValueError naming the field for what no dra-bridge writes."""
+        def whole(value, field_name: str) -> int:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{where}.{field_name}: expected a whole number, got {value!r}")
+            return value
+
+        def counts(name: str) -> dict[str, int]:
+            found = data.get(name) or {}
+            if not isinstance(found, dict):
+                raise ValueError(f"{where}.{name}: expected a map")
+            return {str(k): whole(v, f"{name}.{k}") for k, v in found.items()}
+        labels = data.get("labels") or {}
+        models = data.get("models") or []
+        if not isinstance(labels, dict) or not all(v is None or isinstance(v, str) for v in labels.values()):
+            raise ValueError(f"{where}.labels: expected a map of label values (null: absent)")
+        if not isinstance(models, list):
+            raise ValueError(f"{where}.models: expected a list")
+        return cls({str(k): v for k, v in labels.items()}, bool(data.get("unschedulable")), counts("advertised"),
+                   whole(data.get("gpus") or 0, "gpus"), tuple(map(str, models)), counts("mig"))
+
+    def as_json(self) -> dict:
+        return {"labels": dict(self.labels), "unschedulable": self.unschedulable, "advertised": dict(self.advertised),
+                "gpus": self.gpus, "models": list(self.models), "mig": dict(self.mig)}
+
+
+def slices_ready(node: NodeView, before: NodeBefore) -> str | None:
     """None once a moved node's DRA side publishes what its device plugin advertised (as many
     whole GPUs, the same models, the same MIG layout); otherwise what is still missing."""
-    want_gpus = int(before.get("gpus") or 0)
-    if node.gpus < want_gpus:
-        return f"{node.gpus} of {want_gpus} GPUs published"
-    missing = [m for m in before.get("models") or [] if _model(m) not in {_model(x) for x in node.models}]
+    if node.gpus < before.gpus:
+        return f"{node.gpus} of {before.gpus} GPUs published"
+    missing = [m for m in before.models if _model(m) not in {_model(x) for x in node.models}]
     if missing:
         return f"model {missing[0]} not published (published: {', '.join(node.models) or 'none'})"
-    for profile, count in (before.get("mig") or {}).items():
+    for profile, count in before.mig.items():
         if node.mig.get(profile, 0) < count:
             return f"MIG {profile}: {node.mig.get(profile, 0)} of {count} devices published"
     return None
@@ -210,9 +248,7 @@ def _model(name: str) -> str:
     return re.sub(r"[\s_-]+", "-", name.strip().lower()).removesuffix("-shared")
 
 
-def before_move(node: NodeView, switches: Switches) -> str:
-    """What undo restores and what the DRA side must publish: the switch labels as they were, the
-    cordon, and the node's GPUs as the device plugin (or our shadow slices) described them."""
-    return json.dumps({"labels": {k: node.labels.get(k) for k in (switches.plugin_label, switches.dra_label)},
-                       "unschedulable": node.unschedulable, "advertised": node.advertised, "gpus": node.gpus,
-                       "models": list(node.models), "mig": node.mig}, sort_keys=True)
+def before_move(node: NodeView, switches: Switches) -> NodeBefore:
+    """What the move keeps of the node, taken before it changes anything."""
+    return NodeBefore({k: node.labels.get(k) for k in (switches.plugin_label, switches.dra_label)},
+                      node.unschedulable, dict(node.advertised), node.gpus, tuple(node.models), dict(node.mig))

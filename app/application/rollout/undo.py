@@ -78,14 +78,13 @@ def _restored(node: NodeView, record: MoveRecord | None) -> NodeView:
     if record is None:
         return node
     labels = dict(node.labels)
-    for key, value in (record.before.get("labels") or {}).items():
+    for key, value in record.before.labels.items():
         if value is None:
             labels.pop(key, None)
         else:
             labels[key] = value
-    advertised = {k: int(v) for k, v in (record.before.get("advertised") or {}).items()}
-    return replace(node, side=PLUGIN, labels=labels, advertised=advertised,
-                   unschedulable=bool(record.before.get("unschedulable")), wave=None, step=None)
+    return replace(node, side=PLUGIN, labels=labels, advertised=dict(record.before.advertised),
+                   unschedulable=record.before.unschedulable, wave=None, step=None)
 
 
 def selects_on(daemonset: dict, label: str) -> bool:
