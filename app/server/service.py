@@ -7,12 +7,18 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from app import dra
 from app.dra import Inventory, build_index
 from app.kube import ClaimReader, NamespaceLabels, TemplateStore
 from app.application import ClusterFacts, cluster_facts, index_facts, rollout
 from app.migration import UNKNOWN_FACTS
+
+if TYPE_CHECKING:
+    from app.kube import LiveInventory, TemplateWatch
+    from app.migration import Facts, KueueView
+    from app.policy import MigrationRules
 
 from .metrics import Metrics
 from .policyholder import PolicyHolder
@@ -27,10 +33,10 @@ class KeptFacts:
     """Path facts with what they were built from (decisions kept under them stay valid while
     these do): replaced whole, so review threads never see half of an update."""
 
-    index: object  # dra.Index
-    rules: object  # policy.MigrationRules
-    kueue: object | None  # migration.KueueView
-    facts: object  # migration.Facts
+    index: dra.Index
+    rules: MigrationRules
+    kueue: KueueView | None
+    facts: Facts
     gpu_pods: tuple | None = None  # what GpuPriorityWatch last read
 
 
@@ -39,11 +45,11 @@ class Cached:
     """What the service keeps between reviews: the index of a file inventory (with the inventory
     it was built from), the index whose left-out devices were said, and the path facts."""
 
-    index: tuple | None = None  # (Inventory, dra.Index)
-    noted: object | None = None
+    index: tuple[Inventory, dra.Index] | None = None
+    noted: dra.Index | None = None
     rejected: list[str] = field(default_factory=list)
     facts: KeptFacts | None = None
-    states_of: object | None = None  # the index whose node states the metric shows
+    states_of: dra.Index | None = None  # the index whose node states the metric shows
 
 
 @dataclass
@@ -55,9 +61,9 @@ class ServiceState:
     inventory: Inventory | None = None
     certs: CertReloader | None = None
     reload_interval_s: float = 5.0
-    live: object | None = None  # app.kube.LiveInventory when --inventory live
-    template_watch: object | None = None  # app.kube.TemplateWatch when there is an API
-    kueue: object | None = None  # migration.KueueView, as KueueWatch last read it (None: not read)
+    live: LiveInventory | None = None  # when --inventory live
+    template_watch: TemplateWatch | None = None  # when there is an API
+    kueue: KueueView | None = None  # as KueueWatch last read it (None: not read)
     gpu_pods: tuple | None = None  # the priorities GPU pods run at, as GpuPriorityWatch read them
     cached: Cached = field(default_factory=Cached)
     # Reviews run off the event loop, each gets `review_deadline_s` from its arrival (below the
@@ -72,7 +78,7 @@ class ServiceState:
     # the API server moves to another replica by itself (serve's drain).
     draining: bool = False
     # The claims and templates a pod names (per-pod limits); generated templates are remembered.
-    claims: object = field(default_factory=lambda: ClaimReader(None))
+    claims: ClaimReader = field(default_factory=lambda: ClaimReader(None))
 
     def __post_init__(self) -> None:
         for endpoint in ("mutate", "validate"):
