@@ -23,7 +23,7 @@ class Ask:
     role: str  # regular | init | sidecar (an init container with restartPolicy: Always)
     path: str  # spec.<list>[<index>].resources: where it is written
     resource: str
-    amount: object  # as written: the request, else the limit
+    amount: object  # as written: the limit, else the request (asked())
     order: int  # position among init containers (their start order); regular containers: -1
 
     @property
@@ -58,6 +58,14 @@ class PodAsks:
         return {r: n for r in self.resources() if (n := self.effective(r))}
 
 
+def asked(resources: dict) -> dict:
+    """resource -> amount a container asks, one way for every reader: the limit where one is
+    written, else the request. The API server refuses extended resources whose two differ, but a
+    rewrite at admission removes them first, so the rewrite's reading (the limit) is everyone's."""
+    limits, requests = submap(resources, "limits"), submap(resources, "requests")
+    return {**requests, **limits}
+
+
 def pod_asks(spec: dict, wanted) -> PodAsks:
     """The asks of a pod spec for the resources `wanted(resource)` says are legacy GPU ones."""
     out = []
@@ -69,14 +77,10 @@ def pod_asks(spec: dict, wanted) -> PodAsks:
                 continue
             role = REGULAR if list_name == "containers" else \
                 SIDECAR if container.get("restartPolicy") == "Always" else INIT
-            resources = submap(container, "resources")
-            limits = submap(resources, "limits")
-            requests = submap(resources, "requests")
-            for resource in list(requests) + [k for k in limits if k not in requests]:
+            for resource, amount in asked(submap(container, "resources")).items():
                 if wanted(str(resource)):
                     out.append(Ask(str(container.get("name")), role, f"spec.{list_name}[{index}].resources",
-                                   str(resource), requests.get(resource, limits.get(resource)),
-                                   order if role != REGULAR else -1))
+                                   str(resource), amount, order if role != REGULAR else -1))
             if role != REGULAR:
                 order += 1
     return PodAsks(tuple(out))

@@ -12,6 +12,7 @@ from app.common import format_mebibytes, parse_count, parse_quantity, vocabulary
 from app.policy import AnnotationRule, MigrationRules, ResourceRule
 
 from . import cel_selectors as sel
+from .asks import asked
 from .legacy import GPU_RESOURCE_PREFIXES
 from .nodelabels import NodeConstraints
 from .sharing import ClusterSharing, Share, SharePlan, Unkept, plan_share
@@ -89,7 +90,7 @@ def _container_asks(list_name, index, container, sidecar, rules, notes) -> list[
                 raise Unmigratable(f"{path}: no migration rule for resource {key}")
             continue
         rule, groups = found
-        value = limits.get(key, requests.get(key))
+        value = asked(resources)[key]
         if key in limits and key in requests and str(limits[key]) != str(requests[key]):
             notes.append(f"{path}: limits and requests differ; the limit {limits[key]} is used")
         ask = by_family.setdefault(rule.family, FamilyAsk(list_name, index, name, sidecar, rule.family))

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from app import dra
 from app.common import InputError, parse_quantity
-from app.migration import is_legacy, served_resources
+from app.migration import asked, is_legacy, served_resources
 from app.policy import Policy
 
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
@@ -26,11 +26,7 @@ def dra_extended_asks(spec: dict, policy: Policy, classes: dict[str, dict]) -> l
             resources = container.get("resources") if isinstance(container, dict) else None
             if not isinstance(resources, dict):
                 continue
-            asked: dict[str, object] = {}
-            for section in ("requests", "limits"):  # limits win: extended resources need them equal
-                values = resources.get(section)
-                asked.update(values if isinstance(values, dict) else {})
-            for resource, value in asked.items():
+            for resource, value in asked(resources).items():
                 resource = str(resource)
                 if resource.startswith(IMPLICIT_PREFIX):
                     device_class = resource[len(IMPLICIT_PREFIX):]
