@@ -37,8 +37,10 @@ def write_reports(api, reports: list[dict], timeout_s: float = 30.0) -> list[str
         except ApiException as exc:
             where = f"{report['kind']} {report['metadata'].get('namespace', '')}/{report['metadata']['name']}"
             body = exc.body or b""
-            # A group the server does not serve answers a bare 404 page; a missing namespace, a Status.
-            if exc.status == 404 and (b'"Status"' not in body or b"could not find the requested resource" in body):
+            # A group the server does not serve answers a bare 404 page (1.38: a Status whose message
+            # is that page's text); a missing namespace, a Status naming the namespace.
+            if exc.status == 404 and (b'"Status"' not in body or b"could not find the requested resource" in body
+                                      or b"404 page not found" in body):
                 raise ClusterUnreachable(f"writing {where}: {CRD_NOTE}") from exc
             raise ClusterUnreachable(f"writing {where}: {api_message(exc)}") from exc
         sent, kept = len(report.get("results") or []), len(stored.get("results") or [])
