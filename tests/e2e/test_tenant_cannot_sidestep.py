@@ -178,11 +178,11 @@ def test_no_spelling_of_a_gpu_and_no_made_up_name_gets_past_a_per_pod_rule(serve
 
 @requires_kube("1.36", "the scheduler writes claims for class extended resources (DRAExtendedResource)")
 def test_the_schedulers_claim_for_a_pod_admitted_before_the_rule_is_refused_up_or_down(served):
-    """Issue 56 item 1: pods asking six GPUs by their class's own resource were admitted while no
-    rule covered their namespace (held back by a scheduling gate); the rule comes, the gates go:
-    the claim the scheduler writes for each is refused, by dra-bridge (against the pod it serves)
-    and, with dra-bridge stopped, by the compiled policy. Nothing is allocated; a pod within the
-    rule is served."""
+    """Issue 56 item 1: pods asking GPUs by their class's own resource were admitted while no rule
+    covered their namespace (held back by a scheduling gate); the rule comes, the gates go. The
+    scheduler's claim for "up" (2, beside a 3-GPU claim it names: 5) is refused by dra-bridge,
+    which counts it with the pod's claims; with dra-bridge stopped, the claim for "down" (5) by
+    the compiled policy. Neither gets a claim or a node; a pod within the rule is bound."""
     plane, webhook = served
     plane.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "late"}},
                  {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "dra-0", "labels": {
@@ -194,7 +194,13 @@ def test_the_schedulers_claim_for_a_pod_admitted_before_the_rule_is_refused_up_o
         pod = gpu_pod(name, {"deviceclass.resource.kubernetes.io/gpu.nvidia.com": str(count)})
         pod["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
         return {**pod, "metadata": {"name": name, "namespace": "late"}}
-    plane.apply([class_pod("up", 6), class_pod("down", 6), class_pod("two", 2)])
+    # "up" asks 2 through the class and names a 3-GPU claim: the compiled policy sees a claim of 2
+    # (within 4), only dra-bridge counts the pod's 5, so it is dra-bridge that refuses it.
+    three = {**claim("three", 3), "metadata": {"name": "three", "namespace": "late"}}
+    up = class_pod("up", 2)
+    up["spec"]["resourceClaims"] = [{"name": "more", "resourceClaimName": "three"}]
+    up["spec"]["containers"][0]["resources"]["claims"] = [{"name": "more"}]
+    plane.apply([three, up, class_pod("down", 5), class_pod("two", 2)])  # 8 GPUs on dra-0, 3 held by "three"
     before = policy_status(webhook)["digest"]
     rules = [{**r, "match": {**r["match"], "namespaces": ["tenant-a", "late"]}} if r["name"] == "pods-max-4" else r
              for r in POLICY["rules"]]
@@ -224,7 +230,7 @@ def test_the_schedulers_claim_for_a_pod_admitted_before_the_rule_is_refused_up_o
         return found
     release("up")
     said = refused("up", "rule pods-max-4")
-    assert any("the scheduler's claim" in m and "pod up's extended resources" in m for m in said), said
+    assert any("take 5 devices" in m and "pod up's extended resources" in m for m in said), said
     webhook.stop()
     try:
         release("down")
