@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime
 
-from .library.core import BOOL_TEXT
-from .library.strings import shortest
+from .library.core import BOOL_TEXT, to_string, to_timestamp
 from .tree import Call, ListLit, Literal, MapLit, Node, Unary
 
 CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "timestamp", "duration", "dyn", "type"})
@@ -84,7 +82,7 @@ def _convert(name: str, kind: str, value):
             _fail(kind, name)
         return (name, float(value))
     if name == "string":
-        return (name, _text(kind, value))
+        return (name, _text(value))
     if name == "bytes":
         if kind not in ("string", "bytes"):
             _fail(kind, name)
@@ -120,24 +118,16 @@ def _integer(name: str, kind: str, value) -> int:
     return number
 
 
-def _text(kind: str, value) -> str:
-    if kind == "bytes":
-        try:
-            return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-        except UnicodeDecodeError:
-            raise _Failed("invalid UTF-8 in bytes, cannot convert to string") from None
-    if kind == "double":
-        return shortest(value)
-    if kind == "bool":
-        return "true" if value else "false"
-    return str(value)
+def _text(value) -> str:
+    try:
+        return to_string(value)
+    except ValueError as exc:  # invalid UTF-8: what string() says at runtime too
+        raise _Failed(str(exc)) from exc
 
 
 def _timestamp(value: str) -> bool:
-    if not re.match(r"\d{4}-\d{2}-\d{2}T", value):
-        return False
     try:
-        datetime.fromisoformat(value.replace("Z", "+00:00"))
+        to_timestamp(value)
     except ValueError:
         return False
     return True

@@ -68,7 +68,7 @@ def _to_bool(value):
     raise ValueError(f"type conversion error from '{type(value).__name__}' to 'bool'")
 
 
-def _to_string(value) -> str:
+def to_string(value) -> str:
     """string(): what the engine lacks (bools, timestamps) or writes otherwise (doubles, durations)."""
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -87,7 +87,7 @@ def _to_string(value) -> str:
     return str(value)
 
 
-def _to_timestamp(value):
+def to_timestamp(value):
     """timestamp(): seconds since the epoch, or RFC 3339 text."""
     if isinstance(value, datetime.datetime):
         return value
@@ -101,4 +101,4 @@ def _to_timestamp(value):
     raise ValueError(f"type conversion error from '{type(value).__name__}' to 'timestamp'")
 
 
-FUNCTIONS = {"bool": _to_bool, "cel_string": _to_string, "timestamp": _to_timestamp}
+FUNCTIONS = {"bool": _to_bool, "cel_string": to_string, "timestamp": to_timestamp}

@@ -174,9 +174,9 @@ def _member(value) -> str:
         text = f"{value:.6f}"
         return f'"{text}"' if value != value or value in (float("inf"), float("-inf")) else text
     if isinstance(value, str):
-        return _go_quote(value)
+        return _quote(value)
     if isinstance(value, bytes):
-        return "b" + _go_quote(value.decode("utf-8", "replace"))
+        return "b" + _quote(value.decode("utf-8", "replace"))
     return _plain(value)
 
 
@@ -186,16 +186,12 @@ def _map_text(value: dict) -> str:
         if isinstance(key, bool) or isinstance(key, int):
             shown = _plain(key)
         elif isinstance(key, str):
-            shown = _go_quote(key)
+            shown = _quote(key)
         else:
             raise ValueError(f"error during formatting: no formatting function for map key of type "
                              f"{type(key).__name__}")
         pairs.append((shown, _member(item)))
     return "{" + ", ".join(f"{k}:{v}" for k, v in sorted(pairs)) + "}"
-
-
-def _go_quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
 
 
 def shortest(value: float) -> str:
