@@ -60,9 +60,16 @@ def _guard(engine: str, function, declared: tuple):
     return call
 
 
+def opaque_type(value) -> str | None:
+    """The CEL type name of a value the engine carries as a one-key map (values.py), else None."""
+    if tagged(value, OPT):
+        return "optional_type"
+    return next((types.display(name) for name, tag in _TAGS.items() if tagged(value, tag)), None)
+
+
 def _type_name(value) -> str:
-    for name, tag in _TAGS.items():
-        if tagged(value, tag):
-            return types.display(name)
+    found = opaque_type(value)
+    if found:
+        return found
     return {bool: "bool", int: "int", float: "double", str: "string", bytes: "bytes", list: "list",
             dict: "map"}.get(type(value), type(value).__name__)

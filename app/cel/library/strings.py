@@ -7,6 +7,7 @@ import re
 
 from ..values import charge, guard_size
 from .decl import function, method
+from .guards import opaque_type
 
 _S = "string"
 DECLARATIONS = [
@@ -124,22 +125,13 @@ def _format(template: str, args: list) -> str:
     return "".join(out)
 
 
-_OPAQUE = {"_quantity": "kubernetes.Quantity", "_semver": "kubernetes.Semver", "_optional": "optional_type",
-           "_url": "kubernetes.URL", "_ip": "net.IP", "_cidr": "net.CIDR", "_format": "kubernetes.NamedFormat"}
 _STRING_CLAUSE = ("error during formatting: string clause can only be used on strings, bools, bytes, ints, doubles, "
                   "maps, lists, types, durations, and timestamps, was given {}")
 
 
-def _opaque(value) -> str | None:
-    """The type name of a value the engine carries as a one-key map (values.py), else None."""
-    if isinstance(value, dict) and 1 <= len(value) <= 2:
-        return next((name for tag, name in _OPAQUE.items() if tag in value), None)
-    return None
-
-
 def _text(value) -> str:
     """%s of one argument, as cel-go's (version 2) string clause writes it."""
-    found = _opaque(value)
+    found = opaque_type(value)
     if found:
         raise ValueError(_STRING_CLAUSE.format(found))
     if isinstance(value, list):
@@ -163,7 +155,7 @@ def _plain(value) -> str:
 
 def _member(value) -> str:
     """An element of a list or a map's value: each type's own clause, quoted as a CEL literal."""
-    found = _opaque(value)
+    found = opaque_type(value)
     if found:
         raise ValueError(f"error during formatting: no formatting function for {found}")
     if isinstance(value, list):
