@@ -29,14 +29,14 @@ def _name(kind: str, namespace: str, name: str) -> str:
 
 def mutate_answer(namespace: str, name: str, decision: Decision, ensure_error: str | None = None) -> Answer:
     """/mutate's answer; `ensure_error` says the template could not be created."""
-    plan, settings = decision.plan, decision.settings
-    if decision.outcome is Outcome.DENIED:
+    plan, settings, outcome = decision.plan, decision.settings, decision.outcome
+    if outcome is Outcome.DENIED:
         return Answer(False, 422, f"{_name('pod', namespace, name)}: {decision.refused}"[:4000])
-    if plan.status == "unchanged":
+    if outcome in (Outcome.UNCHANGED, Outcome.NATIVE, Outcome.LEGACY):
         path = decision.path
         return Answer(True, warnings=plan.warnings or None,
                       audit={"path": f"{path.path}: {path.reason}"[:1000]} if path is not None else None)
-    if plan.status == "unmigratable":
+    if outcome is Outcome.UNMIGRATABLE:
         if settings is not None and settings.onUnmigratable == "deny":
             return Answer(False, 403, f"dra-bridge: pod cannot be migrated to DRA: {plan.reason}")
         return Answer(True, warnings=plan.warnings)
@@ -45,6 +45,7 @@ def mutate_answer(namespace: str, name: str, decision: Decision, ensure_error: s
             return Answer(False, 503, f"dra-bridge: could not create ResourceClaimTemplate: {ensure_error}")
         return Answer(True, warnings=[f"pod admitted unmigrated: could not create ResourceClaimTemplate "
                                       f"({ensure_error})"])
+    assert outcome is Outcome.REWRITE, outcome  # every other outcome answered above
     template = plan.rewritten.get("template", "")
     return Answer(True, patch=decision.patch, warnings=plan.warnings,
                   audit={MIGRATION_ANNOTATION.split("/")[1]: template or "removed-zero-count-requests"})

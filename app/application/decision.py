@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from app.migration import Choice, OptIn, Plan, Planner, decide, group_claim_names, plan_only, pod_group_of
+from app.migration import Choice, OptIn, Path, Plan, Planner, PlanStatus, decide, group_claim_names, plan_only, pod_group_of
 from app.policy import Effective, Policy
 
 from .facts import UNKNOWN, ClusterFacts
@@ -40,6 +40,10 @@ SAID: dict[Outcome, tuple[str, bool]] = {
     Outcome.REWRITE: ("migrated", True), Outcome.NATIVE: ("native", True), Outcome.LEGACY: ("legacy", False),
     Outcome.DENIED: ("denied", False), Outcome.UNMIGRATABLE: ("unmigratable", False),
     Outcome.UNCHANGED: ("unchanged", True)}
+
+
+# The paths that leave a pod as written, and the outcome each is.
+LEFT_AS_WRITTEN = {Path.NATIVE: Outcome.NATIVE, Path.LEGACY: Outcome.LEGACY}
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ class Decision:
 
 def _planned_templates(planned: Plan | None) -> list[dict] | None:
     """The templates of the planner's own plan; None where it wrote none (not planned, or unmigratable)."""
-    return planned.templates if planned is not None and planned.status == "migrated" else None
+    return planned.templates if planned is not None and planned.status is PlanStatus.MIGRATED else None
 
 
 _FROM_FACTS: dict = {}  # decide_pod's default: the namespace's labels as the facts know them
@@ -90,7 +94,7 @@ def decide_pod(pod: dict, namespace: str, policy: Policy, facts: ClusterFacts = 
     judged)."""
     labels = facts.labels_of(namespace) if namespace_labels is _FROM_FACTS else namespace_labels
     found = decide(pod, namespace, labels, policy, facts.path, opt_in, planner, _group_claims(pod, namespace, facts))
-    migrated = found.plan.status == "migrated"
+    migrated = found.plan.status is PlanStatus.MIGRATED
     admitted = found.plan.pod if migrated and found.plan.pod is not None else pod
     subject = subject_of("Pod", pod, namespace, labels, requester)
     # Admitted rewritten: its templates are this admission's; left as written: its device-plugin
@@ -115,10 +119,10 @@ def _group_claims(pod: dict, namespace: str, facts: ClusterFacts) -> frozenset[s
 def _outcome(found, refused: str | None) -> Outcome:
     if refused is not None:
         return Outcome.DENIED
-    if found.path is not None and found.path.path in ("native", "legacy"):
-        return Outcome(found.path.path)
-    if found.plan.status == "migrated":
+    if found.path is not None and found.path.path in LEFT_AS_WRITTEN:
+        return LEFT_AS_WRITTEN[found.path.path]
+    if found.plan.status is PlanStatus.MIGRATED:
         return Outcome.REWRITE
-    if found.plan.status == "unmigratable":
+    if found.plan.status is PlanStatus.UNMIGRATABLE:
         return Outcome.UNMIGRATABLE
     return Outcome.UNCHANGED

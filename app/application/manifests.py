@@ -6,6 +6,8 @@ quotas. `plan` prints the result, `audit` reports it. Pure."""
 from __future__ import annotations
 
 import copy
+import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from app import dra
@@ -17,7 +19,26 @@ from app.policy import MigrationRules, Policy
 from .decision import Outcome, decide_pod
 from .facts import ClusterFacts, cluster_facts, inventory_source
 
-STATUSES = ("migrated", "unchanged", "unsatisfiable", "needs-attention")
+class ReportStatus(enum.StrEnum):
+    """What one object of the manifests needs, read from its pods' outcomes."""
+
+    MIGRATED = "migrated"  # its planned form differs: written onto DRA (or its quota extended)
+    UNCHANGED = "unchanged"  # nothing to change
+    UNSATISFIABLE = "unsatisfiable"  # rewritten, but the inventory cannot satisfy its claims
+    NEEDS_ATTENTION = "needs-attention"  # not migratable as written: someone must act
+
+    @property
+    def needs_someone(self) -> bool:
+        """Scripts and CI gates stop on it (exit status 1)."""
+        return NEEDS_SOMEONE[self]
+
+
+# Whether each status stops a script, in one place: a status added without a line here fails
+# tests/unit/test_outcome_words.py.
+NEEDS_SOMEONE: dict[ReportStatus, bool] = {
+    ReportStatus.MIGRATED: False, ReportStatus.UNCHANGED: False, ReportStatus.UNSATISFIABLE: True,
+    ReportStatus.NEEDS_ATTENTION: True}
+STATUSES = tuple(ReportStatus)
 
 
 @dataclass
@@ -26,12 +47,18 @@ class ObjectReport:
     kind: str
     name: str
     namespace: str | None
-    status: str  # one of STATUSES
+    status: ReportStatus
     reasons: list[str] = field(default_factory=list)
     templates: list[str] = field(default_factory=list)
-    # native | rewrite | legacy per its pod templates (mixed: "rewrite+native"); none: no GPU;
-    # admission: left as it is, its pods migrated at admission (a controller reads its GPU count)
+    # The Outcome of its pod templates (rewrite, native, legacy, denied, unmigratable; mixed:
+    # "native+rewrite"); none: no GPU; admission: left as it is, its pods migrated at admission
+    # (a controller reads its GPU count); quota: a Kueue quota on GPU resources
     path: str = "none"
+
+    @property
+    def quiet(self) -> bool:
+        """Nothing to say of it: no GPU, nothing changed."""
+        return self.status is ReportStatus.UNCHANGED and self.path == "none"
 
 
 @dataclass
@@ -138,13 +165,13 @@ def plan_objects(inputs, policy: Policy, namespace: str | None, facts: ClusterFa
             obj = _reviewed_object(obj)
             view = view_of(obj)
             ns = view.namespace or namespace
-            report = ObjectReport(f"{source}:{line}", view.kind or "?", view.shown(), ns, "unchanged")
+            report = ObjectReport(f"{source}:{line}", view.kind or "?", view.shown(), ns, ReportStatus.UNCHANGED)
             planned = copy.deepcopy(obj)
             if obj.get("kind") == "ResourceQuota":
                 additions, notes = quota_additions(obj, rules, facts.path.extended)
                 if additions:
                     planned.setdefault("spec", {}).setdefault("hard", {}).update(additions)
-                    report.status, report.path = "migrated", "rewrite"
+                    report.status, report.path = ReportStatus.MIGRATED, Outcome.REWRITE.value
                     report.reasons.extend(notes)
                 result.objects.append((obj, planned))
                 result.reports.append(report)
@@ -158,7 +185,7 @@ def plan_objects(inputs, policy: Policy, namespace: str | None, facts: ClusterFa
             asks_gpus = any(legacy_resources(h.get("spec") or {}, rules) for _p, h in pod_templates(obj))
             if str(obj.get("kind", "")).startswith("Cluster") and asks_gpus:
                 # Its pods run in whichever namespaces use it: no namespaced template fits them all.
-                report.status = "needs-attention"
+                report.status = ReportStatus.NEEDS_ATTENTION
                 report.reasons.append(f"cluster-scoped {obj['kind']}: its pods run in the namespaces that use it; "
                                       "left as it is, they are migrated at admission there")
                 result.objects.append((obj, planned))
@@ -166,7 +193,7 @@ def plan_objects(inputs, policy: Policy, namespace: str | None, facts: ClusterFa
                 continue
             named = operator_scheduler(obj) if obj.get("kind") != "Pod" else None
             if named and named[1] not in rules.draSchedulers and (asks_gpus or gpu_fields_outside_pods(obj, rules)):
-                report.path = "legacy"
+                report.path = Outcome.LEGACY.value
                 report.reasons.append(f"{named[0]}={named[1]}: its operator gives its pods scheduler {named[1]!r}, "
                                       "not one the policy lists as allocating ResourceClaims (migration.draSchedulers): "
                                       "left on the device plugin")
@@ -186,11 +213,11 @@ def plan_objects(inputs, policy: Policy, namespace: str | None, facts: ClusterFa
                 original = copy.deepcopy(holder)
                 chosen_path = _plan_template(holder, path or "spec", policy, ns, verdicts, report, result, facts,
                                              replicas if isinstance(replicas, int) and replicas > 1 else 1, opt_in)
-                note = keep_ray_gpu_count(planned, path, original) if chosen_path == "rewrite" else None
+                note = keep_ray_gpu_count(planned, path, original) if chosen_path is Outcome.REWRITE else None
                 if note:
                     report.reasons.append(f"{path}: {note}")
                 paths.append(chosen_path)
-            chosen = sorted({p for p in paths if p})
+            chosen = sorted({p.value for p in paths if p})
             report.path = "+".join(chosen) if chosen else "none"
             outside = gpu_fields_outside_pods(obj, rules, counts=not asks_gpus)
             if outside and str(obj.get("apiVersion", "")).startswith("kueue.x-k8s.io/"):
@@ -200,12 +227,12 @@ def plan_objects(inputs, policy: Policy, namespace: str | None, facts: ClusterFa
                                       "onto DeviceClasses Kueue counts as the resource (its deviceClassMappings, or "
                                       "migration.kueueDeviceClasses); `audit` adds up each queue's use")
             elif outside:
-                report.status = "needs-attention"
+                report.status = ReportStatus.NEEDS_ATTENTION
                 report.reasons.append(f"GPU requests outside a pod template ({', '.join(outside[:3])}): the operator "
                                       "that renders its pods decides how many GPUs they ask for; dra-bridge migrates "
                                       "those pods at admission")
-            if report.status == "unchanged" and planned != obj:
-                report.status = "migrated"
+            if report.status is ReportStatus.UNCHANGED and planned != obj:
+                report.status = ReportStatus.MIGRATED
             if planned != obj and ns and not view.namespace and report.templates:
                 # The templates go to `ns`: the object must too, or its pods miss them.
                 planned.setdefault("metadata", {})["namespace"] = ns
@@ -237,37 +264,37 @@ def _reviewed_object(obj: dict) -> dict:
 
 
 def _plan_template(holder, where, policy: Policy, ns, verdicts, report, result, facts: ClusterFacts,
-                   replicas: int = 1, opt_in: OptIn | None = None) -> str | None:
-    """Plan one pod template in place, as the webhook decides its pods (decide_pod); the path it
-    takes (None: nothing to migrate)."""
+                   replicas: int = 1, opt_in: OptIn | None = None) -> Outcome | None:
+    """Plan one pod template in place, as the webhook decides its pods (decide_pod); the outcome
+    it reports (None: nothing to migrate)."""
     found = decide_pod(holder, ns or "", policy, facts, opt_in=opt_in)
-    plan, choice = found.planned, found.path
+    outcome, plan, choice = found.outcome, found.planned, found.path
     report.reasons.extend(f"{where}: {said}" for said in found.not_judged if said not in report.reasons)
-    if found.outcome is Outcome.DENIED:  # as the webhook answers it: a denial
-        report.status = "needs-attention"
+    if outcome is Outcome.DENIED:  # as the webhook answers it: a denial
+        report.status = ReportStatus.NEEDS_ATTENTION
         report.reasons.append(f"{where}: its pods are denied: {found.refused}")
-        return "denied"
-    if plan is None:  # the webhook leaves the namespace's pods as written
-        if legacy_resources(holder.get("spec") or {}, policy.migration):
-            report.reasons.append(f"{where}: legacy: {found.plan.reason}")
-            return "legacy"
-        return None
-    if choice is not None:  # native or legacy: left as it is
+        return outcome
+    if outcome in (Outcome.NATIVE, Outcome.LEGACY) and choice is not None:  # left as it is
         report.reasons.append(f"{where}: {choice.path}: {choice.reason}")
         if choice.code in NEEDS_ADMIN:
-            report.status = "needs-attention"
-            if choice.code == "share" and replicas > 1:
+            report.status = ReportStatus.NEEDS_ATTENTION
+            if choice.code == "share" and replicas > 1 and plan is not None:
                 report.reasons.append(f"{where}: for {replicas} replicas: {_whole_gpus(plan) * replicas} whole "
                                       "GPU(s) where the device plugin shared fewer")
-        return choice.path
-    if plan.status == "unmigratable":
-        report.status = "needs-attention"
+        return outcome
+    if plan is None:  # not planned: the webhook leaves the namespace's pods as written
+        if legacy_resources(holder.get("spec") or {}, policy.migration):
+            report.reasons.append(f"{where}: legacy: {found.plan.reason}")
+            return Outcome.LEGACY  # its GPUs stay on the device plugin
+        return None
+    if outcome is Outcome.UNMIGRATABLE:
+        report.status = ReportStatus.NEEDS_ATTENTION
         report.reasons.append(f"{where}: {plan.reason}")
-        return "rewrite"
+        return outcome
     report.reasons.extend(f"{where}: {w}" for w in plan.warnings)
     if plan.other_system:
-        return "legacy"  # GPUs another scheduler shares (KAI): counted, left as they are
-    if plan.status != "migrated":
+        return Outcome.LEGACY  # GPUs another scheduler shares (KAI): counted, left as they are
+    if outcome is not Outcome.REWRITE:
         return None
     holder.clear()
     holder.update(plan.pod)
@@ -278,10 +305,10 @@ def _plan_template(holder, where, policy: Policy, ns, verdicts, report, result, 
         if verdicts is not None:
             verdict = verdicts(template)  # judged once: the path choice may have asked already
             if verdict.status != "satisfiable":
-                report.status = "unsatisfiable"
+                report.status = ReportStatus.UNSATISFIABLE
                 hint = f" (closest: {verdict.closest[0]})" if verdict.closest else ""
                 report.reasons.append(f"{where}: {verdict.status}: {verdict.message}{hint}")
-    return "rewrite"
+    return outcome
 
 
 def _whole_gpus(plan) -> int:
@@ -301,7 +328,7 @@ def namespace_labels(inputs) -> dict[str, dict] | None:
                           if o.get("kind") == "Namespace") or None
 
 
-def exit_status(statuses: list[str]) -> int:
+def exit_status(statuses: Iterable[str]) -> int:
     """1 when an object needs someone (unsatisfiable here, or not migratable as written): scripts
     and CI gates stop on it; 0 otherwise (migrated, or unchanged)."""
-    return 1 if any(s in ("unsatisfiable", "needs-attention") for s in statuses) else 0
+    return 1 if any(ReportStatus(s).needs_someone for s in statuses) else 0

@@ -10,7 +10,7 @@ from collections import OrderedDict
 import orjson
 
 from app.common import metadata_of
-from app.migration import ClusterSharing, Plan, kueue_per_pod, patch_diff, plan_pod
+from app.migration import ClusterSharing, Plan, PlanStatus, kueue_per_pod, patch_diff, plan_pod
 from app.policy import MigrationRules
 
 
@@ -103,7 +103,7 @@ def _plan_and_patch(view: dict, rules: MigrationRules, namespace: str | None, sh
     """(plan, patch, valid for every pod of this view). `pod`: the whole pod, planned instead
     when the view's patch would not be valid for it (then the result is this pod's alone)."""
     plan = plan_pod(view, rules, namespace, sharing, group_claims)
-    patch = patch_diff(view, plan.pod) if plan.status == "migrated" and plan.pod is not None else None
+    patch = patch_diff(view, plan.pod) if plan.status is PlanStatus.MIGRATED and plan.pod is not None else None
     if patch is not None and pod is not None and _touches_whole_containers(patch):
         plan, patch, _ = _plan_and_patch(_planner_input(pod, strip_volumes=False), rules, namespace, sharing,
                                          group_claims=group_claims)

@@ -14,10 +14,10 @@ import urllib3
 
 from app import dra, kube
 from app.application.engine import report as policy_report
-from app.application import (ClusterFacts, admin_access, claim_objects, rollout, cluster_facts, inventory_source,
-                             read_kueue_view, scan, unmigrated)
-from app.application.manifests import ObjectReport, exit_status, kueue_of_inputs, namespace_labels, objects_of, \
-    plan_objects
+from app.application import (ClusterFacts, Outcome, admin_access, claim_objects, rollout, cluster_facts,
+                             inventory_source, read_kueue_view, scan, unmigrated)
+from app.application.manifests import ObjectReport, ReportStatus, exit_status, kueue_of_inputs, namespace_labels, \
+    objects_of, plan_objects
 from app.common import BridgeError, InputError, by_kind, controller_ref, dump_documents, labels_by_name, view_of
 from app.common import release as releases
 from app.migration import (OptIn, extended_resources, legacy_resources, pod_templates, queue_use, quota_use,
@@ -110,8 +110,8 @@ def policy_reports(rows: list[dict], checked: bool, violations: list | None = No
     for row in rows:
         # native: DRA serves it as it is; rewrite: admission migrates it; legacy and the rest: work left.
         # quota: a Kueue quota on GPUs, reported for what it means to migrated pods.
-        result = "pass" if row["path"] == "native" else "skip" if row["path"] == "quota" else \
-            "warn" if row["status"] == "migrated" else "fail"
+        result = "pass" if row["path"] == Outcome.NATIVE else "skip" if row["path"] == "quota" else \
+            "warn" if row["status"] == ReportStatus.MIGRATED else "fail"
         by_namespace.setdefault(row["namespace"], []).append({
             "policy": "dra-bridge/legacy-gpu-resources", "rule": "migrate-to-dra", "result": result,
             "severity": "medium" if result == "warn" else "high", "source": "dra-bridge", "timestamp": now,
@@ -173,7 +173,7 @@ def run_audit(args) -> int:
                           classes=classes, namespaces=namespaces, claims_known=True if not args.filename else None,
                           release=release)
     result = plan_objects(inputs, policy, args.namespace or "default", facts, opt_in)
-    rows = [_row(r) for r in result.reports if r.status != "unchanged" or r.path != "none"]
+    rows = [_row(r) for r in result.reports if not r.quiet]
     running = unmigrated_pods(controlled, policy, facts, namespaces, opt_in) if controlled else []
     # GPU nodes served twice or by neither side, as `rollout status` names them (the inventory's view).
     hazards = rollout.state_hazards(rollout.index_states(ix)) if ix is not None else []

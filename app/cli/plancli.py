@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 from app import dra
 from app.application import inventory_source
-from app.application.manifests import STATUSES, ObjectReport, exit_status, manifest_facts, plan_objects
+from app.application.manifests import STATUSES, ObjectReport, ReportStatus, exit_status, manifest_facts, plan_objects
 from app.common import dump_document, dump_documents
 from app.policy import default_policy
 
@@ -18,7 +18,9 @@ from .inputs import cluster_of, choose_inventory, flag_release, read_some_inputs
 from .output import as_json_list, clip
 from .servedpolicy import live_policy_or
 
-_COLOURS = {"migrated": "32", "unchanged": "0", "unsatisfiable": "31", "needs-attention": "33"}
+# Each status's terminal colour (0: none); a status without one fails tests/unit/test_outcome_words.py.
+COLOURS = {ReportStatus.MIGRATED: "32", ReportStatus.UNCHANGED: "0", ReportStatus.UNSATISFIABLE: "31",
+           ReportStatus.NEEDS_ATTENTION: "33"}
 
 
 SERVER_SET = ("uid", "resourceVersion", "managedFields", "creationTimestamp", "generation", "selfLink")
@@ -32,19 +34,19 @@ def applyable(obj: dict) -> dict:
     return out
 
 
-def _colour(text: str, status: str, enabled: bool) -> str:
-    return f"\x1b[{_COLOURS[status]}m{text}\x1b[0m" if enabled and _COLOURS[status] != "0" else text
+def _colour(text: str, status: ReportStatus, enabled: bool) -> str:
+    return f"\x1b[{COLOURS[status]}m{text}\x1b[0m" if enabled and COLOURS[status] != "0" else text
 
 
 def summary_table(reports: list[ObjectReport], stream, colour: bool, wide: bool = False) -> None:
     """wide: every reason, uncut (the cost or the cause is often past the cut)."""
     rows = [(r.status, r.path, f"{r.kind}/{r.name}", r.source,
-             "; ".join(r.reasons if wide else r.reasons[:2]) if r.status != "unchanged" or r.path != "none" else "")
+             "; ".join(r.reasons if wide else r.reasons[:2]) if not r.quiet else "")
             for r in reports]
     width = max([len(r[2]) for r in rows] + [6])
     stream.write(f"{'STATUS':16s} {'PATH':14s} {'OBJECT':{width}s} DETAIL\n")
-    for status, path, name, source, detail in rows:
-        if status == "unchanged" and path == "none":
+    for report, (status, path, name, source, detail) in zip(reports, rows):
+        if report.quiet:
             continue
         stream.write(f"{_colour(f'{status:16s}', status, colour)} {path:14s} {name:{width}s} "
                      f"{detail if wide else clip(detail, 160)}  "

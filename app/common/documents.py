@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 
 import yaml
@@ -96,6 +97,10 @@ class _Dumper(yaml.SafeDumper):
 
     def ignore_aliases(self, data) -> bool:
         return True
+
+
+# A vocabulary's member (a report's status) is written as its word.
+_Dumper.add_multi_representer(enum.StrEnum, lambda dumper, value: dumper.represent_str(str(value)))
 
 
 def dump_documents(docs) -> str:

@@ -18,7 +18,7 @@ from app.policy import Effective, Policy
 
 from .paths import Choice, Facts, Path, choose
 from .legacy import legacy_resources
-from .planner import Plan, plan_pod
+from .planner import Plan, PlanStatus, plan_pod
 from .podshape import pod_errors
 
 OPT_IN_LABEL = vocabulary.OPT_IN_LABEL
@@ -111,19 +111,19 @@ def _preemption_lost(pod: dict, policy: Policy, facts: Facts) -> str | None:
 def _path(pod: dict, namespace: str, namespace_labels: dict | None, policy: Policy, facts: Facts,
           opt_in: OptIn | None, planner: Planner, group_claims: frozenset[str] | None) -> Routed:
     if opt_in is not None and not opt_in.admits(namespace_labels):
-        return Routed(None, Plan("unchanged", reason=f"its namespace {namespace or '(none)'} is not opted in "
-                                                       f"({opt_in}): the webhook is not called, the pod is created "
-                                                       "as written"))
+        return Routed(None, Plan(PlanStatus.UNCHANGED, reason=f"its namespace {namespace or '(none)'} is not opted "
+                                                                  f"in ({opt_in}): the webhook is not called, the pod "
+                                                                  "is created as written"))
     settings = policy.for_namespace(namespace, namespace_labels or {})
     if not settings.migrate:
-        return Routed(settings, Plan("unchanged", reason="migration disabled for this namespace (policy "
-                                                           "migrate: false)"))
+        return Routed(settings, Plan(PlanStatus.UNCHANGED, reason="migration disabled for this namespace "
+                                                                      "(policy migrate: false)"))
     kept = _kept_by_policy(pod, policy, settings.keepOnPlugin)
     if kept is not None:
-        return Routed(settings, Plan("unchanged", reason=kept.reason, warnings=[
+        return Routed(settings, Plan(PlanStatus.UNCHANGED, reason=kept.reason, warnings=[
             f"pod left on the device plugin: {kept.reason}"]), path=kept)
     plan, patch = planner(pod, policy.migration, namespace or None, facts.sharing, group_claims)
-    if plan.status in ("migrated", "unmigratable"):
+    if plan.status in (PlanStatus.MIGRATED, PlanStatus.UNMIGRATABLE):
         choice = choose(pod, plan, policy.migration, settings.path, facts)
         lost = _preemption_lost(pod, policy, facts) if choice.path is not Path.LEGACY else None
         anyway = []  # the warning of a pod moved to DRA although it loses preemption there
@@ -134,9 +134,9 @@ def _path(pod: dict, namespace: str, namespace_labels: dict | None, policy: Poli
             anyway = [f"moved to DRA anyway (migratePreempting): {lost}"]
             plan = replace(plan, warnings=[*plan.warnings, *anyway])
         if choice.path is Path.NATIVE:  # left as written: the rewrite's own warnings are not its
-            return Routed(settings, Plan("unchanged", reason=choice.reason, warnings=anyway), path=choice,
+            return Routed(settings, Plan(PlanStatus.UNCHANGED, reason=choice.reason, warnings=anyway), path=choice,
                           planned=plan)
         if choice.path is Path.LEGACY:
-            return Routed(settings, Plan("unchanged", reason=choice.reason, warnings=[
+            return Routed(settings, Plan(PlanStatus.UNCHANGED, reason=choice.reason, warnings=[
                 f"pod left on the device plugin: {choice.reason}"]), path=choice, planned=plan)
     return Routed(settings, plan, patch, planned=plan)

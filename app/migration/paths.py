@@ -19,7 +19,7 @@ from app.policy import MigrationRules
 
 from .kueue import KueueView, kueue_uncounted
 from .legacy import legacy_resources
-from .planner import Plan
+from .planner import Plan, PlanStatus
 from .podshape import pod_errors
 from .preemption import Preemption
 from .quota import kueue_per_pod, quota_escapes
@@ -156,7 +156,7 @@ def choose(pod: dict, plan: Plan, rules: MigrationRules, path: str, facts: Facts
     gap = gap or "no inventory"  # None only beside an inventory (returned above)
     if path == "native":
         return Choice(Path.LEGACY, f"policy path native, but {gap}: left to the device plugin", "policy")
-    if plan.status != "migrated":
+    if plan.status is not PlanStatus.MIGRATED:
         return Choice(Path.REWRITE, gap, "policy" if path == "rewrite" else "shape")
     kept = kept_on_plugin(pod, plan, rules, facts, check_dra=path == "auto")
     return kept or Choice(Path.REWRITE, gap, "policy" if path == "rewrite" else "rewrite")

@@ -6,6 +6,7 @@ Pure: plain dicts in, plain dicts out, no IO. The webhook, the CLI and the tests
 from __future__ import annotations
 
 import copy
+import enum
 from dataclasses import dataclass, field
 
 import orjson
@@ -27,11 +28,19 @@ MIGRATION_ANNOTATION = vocabulary.MIGRATION_ANNOTATION
 MAX_DEVICES_PER_CLAIM = vocabulary.DRA_MAX_DEVICES_PER_CLAIM
 
 
+class PlanStatus(enum.StrEnum):
+    """What the planner did with one pod (the decision's Outcome is read from it and the path)."""
+
+    MIGRATED = "migrated"  # rewritten onto the templates it wrote
+    UNCHANGED = "unchanged"  # nothing to migrate (or left as written by the path choice)
+    UNMIGRATABLE = "unmigratable"  # asks for GPUs no claim can say
+
+
 @dataclass
 class Plan:
-    """Outcome for one pod. status: migrated | unchanged | unmigratable."""
+    """The planner's result for one pod."""
 
-    status: str
+    status: PlanStatus
     pod: dict | None = None
     templates: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -58,26 +67,26 @@ def plan_pod(pod: dict, rules: MigrationRules, namespace: str | None = None,
     group_claims: the claim names its PodGroup shares (None: not read)."""
     errors = pod_errors(pod)
     if errors:
-        return Plan("unmigratable", reason=errors[0], warnings=[f"pod left unchanged: {errors[0]}"])
+        return Plan(PlanStatus.UNMIGRATABLE, reason=errors[0], warnings=[f"pod left unchanged: {errors[0]}"])
     spec = pod["spec"]
     legacy = legacy_resources(spec, rules)
     if uses_dra(spec):
         if legacy:
-            return Plan("unchanged", reason="pod already uses DRA claims",
+            return Plan(PlanStatus.UNCHANGED, reason="pod already uses DRA claims",
                         warnings=["pod already uses DRA resource claims; its legacy GPU requests "
                                   "are left for the device plugin"])
-        return Plan("unchanged", reason="pod already uses DRA claims")
+        return Plan(PlanStatus.UNCHANGED, reason="pod already uses DRA claims")
     if not legacy:
         kai = _kai_annotations(pod)
         if kai:
             why = (f"KAI scheduler GPU sharing ({', '.join(kai)} annotation): the KAI scheduler allocates it, "
                    "not DRA; left as it is")
-            return Plan("unchanged", reason=why, warnings=[why], other_system="kai")
-        return Plan("unchanged", reason="no legacy GPU requests")
+            return Plan(PlanStatus.UNCHANGED, reason=why, warnings=[why], other_system="kai")
+        return Plan(PlanStatus.UNCHANGED, reason="no legacy GPU requests")
     try:
         return _plan(pod, spec, rules, namespace, sharing, group_claims)
     except Unmigratable as why:
-        return Plan("unmigratable", reason=str(why),
+        return Plan(PlanStatus.UNMIGRATABLE, reason=str(why),
                     warnings=[f"pod left unchanged, not migrated to DRA: {why}"])
 
 
@@ -234,7 +243,7 @@ def _plan(pod: dict, spec: dict, rules: MigrationRules, namespace: str | None,
     metadata["annotations"] = {**(existing if isinstance(existing, dict) else {}),
                                MIGRATION_ANNOTATION: orjson.dumps(rewritten, option=orjson.OPT_SORT_KEYS).decode()}
     shares = [f"{a.container}: {', '.join(a.share.had)}" for a in asks if a.share_plan is not None]
-    return Plan("migrated", pod=planned, templates=templates, warnings=notes, rewritten=rewritten, shares=shares,
+    return Plan(PlanStatus.MIGRATED, pod=planned, templates=templates, warnings=notes, rewritten=rewritten, shares=shares,
                 costly=[c for c in map(cost, asks) if c])
 
 

@@ -306,7 +306,7 @@ def _answer_mutate(state: ServiceState, req: admission.Request, mp: Decision,
         log.warning("template ensure failed for pod %s/%s: %s", _safe(req.namespace), _safe(req.name), failure)
     review = mutation.respond(req, mp, error)
     if not review["response"]["allowed"]:
-        outcome = "denied"
+        outcome = Outcome.DENIED.metric
     if mp.settings is not None and not req.dry_run:  # a dry run leaves no trace beyond its answer
         state.metrics.migrations.labels(outcome).inc()
         if mp.path is not None:
@@ -314,10 +314,11 @@ def _answer_mutate(state: ServiceState, req: admission.Request, mp: Decision,
         # Pods that went as planned are counted, not logged one by one: in a burst the log line
         # cost as much as the review. What needs a look (legacy, denied, errors) stays at info.
         if outcome not in ROUTINE_OUTCOMES or log.isEnabledFor(logging.DEBUG):
+            why = mp.path if mp.outcome is Outcome.LEGACY else None
             log.log(logging.DEBUG if outcome in ROUTINE_OUTCOMES else logging.INFO,
                     "mutate %s/%s uid=%s outcome=%s dryRun=%s%s", _safe(req.namespace),
                     _safe(req.name or "(generated)"), _safe(req.uid), outcome, req.dry_run,
-                    f" why={mp.path.code}: {mp.path.reason}" if mp.path is not None and outcome == "legacy" else "")
+                    f" why={why.code}: {why.reason}" if why is not None else "")
     return review, outcome
 
 

@@ -12,8 +12,8 @@ from app.common import submap
 from app.common import metadata_of, view_of
 from .extended import as_claim_spec, dra_extended_asks
 from .judging import Claim, Subject, Usage, Violation, applies, judge
-from app.migration import (MIGRATION_ANNOTATION, TEMPLATE_PREFIX, legacy_asks, legacy_resources, plan_pod, pod_errors,
-                           recreated)
+from app.migration import (MIGRATION_ANNOTATION, TEMPLATE_PREFIX, PlanStatus, legacy_asks, legacy_resources, plan_pod,
+                           pod_errors, recreated)
 from app.policy import Policy
 
 Lookup = Callable[[str, str, str], "dict | None"]  # (namespace, kind, name) -> the object, None: not found
@@ -150,7 +150,7 @@ def _as_claims(pod: dict, policy: Policy, namespace: str) -> list[dict]:
         if isinstance(spec.get(key), list):
             spec[key] = [_without_claims(c) for c in spec[key]]
     plan = plan_pod({"metadata": metadata_of(pod), "spec": spec}, policy.migration, namespace or None)
-    return plan.templates if plan.status == "migrated" else []
+    return plan.templates if plan.status is PlanStatus.MIGRATED else []
 
 
 def _without_claims(container):
