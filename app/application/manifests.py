@@ -312,13 +312,9 @@ def _plan_template(holder, where, policy: Policy, ns, verdicts, report, result, 
 
 
 def _whole_gpus(plan) -> int:
-    """Devices one pod's claims ask for (what a share now costs per replica)."""
-    total = 0
-    for template in plan.templates:
-        for request in template["spec"]["spec"]["devices"]["requests"]:
-            exactly = request.get("exactly") or (request.get("firstAvailable") or [{}])[-1]
-            total += int(exactly.get("count", 1)) if exactly.get("allocationMode", "ExactCount") == "ExactCount" else 1
-    return total
+    """Devices one pod's claims ask for (what a share now costs per replica), counted as the
+    policy engine counts a claim (ClaimSpec.most_devices)."""
+    return sum(dra.parse_claim_object(template).most_devices() for template in plan.templates)
 
 
 def namespace_labels(inputs) -> dict[str, dict] | None:

@@ -3,6 +3,7 @@ constraints, with the field path of whatever is malformed. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -30,10 +31,20 @@ class Request:
         return self.name.split("/", 1)[0]
 
 
+def counted(req: Request) -> int | None:
+    """A request's devices as written: its count (None for allocationMode All: the inventory decides)."""
+    return req.count if req.mode != "All" else None
+
+
 @dataclass
 class ClaimSpec:
     requests: list[list[Request]]  # each entry: alternatives in priority order (one for `exactly`)
     constraints: list[dict] = field(default_factory=list)
+
+    def most_devices(self, taken: Callable[[Request], int | None] = counted) -> int:
+        """Devices the claim would take at most: per request, the most any of its alternatives
+        would. taken: a request's devices (None: not known, counted as none)."""
+        return sum(max((taken(r) or 0 for r in alternatives), default=0) for alternatives in self.requests)
 
 
 class ClaimError(Exception):

@@ -133,23 +133,32 @@ def resolve_share(ask: FamilyAsk, rules: MigrationRules, node_share: str | None,
     notes.extend(ask.share_plan.notes)
 
 
+def whole_devices(rule: ResourceRule, amount: int) -> int:
+    """Whole devices a count ask takes, for the planner and the admin rules alike: a percent of
+    a device rounded up (countPercent); at most one where each unit is a replica of one device
+    (count with countAs one)."""
+    if rule.role == "countPercent":
+        return -(-amount // 100)
+    return min(amount, 1) if rule.countAs == "one" else amount
+
+
 def _apply_rule(ask, rule, groups, key, value, path, rules, notes) -> None:
     ask.only_dropped = ask.only_dropped and rule.role == "drop"
     try:
         if rule.role == "drop":
             pass  # removed from the pod with its note
         elif rule.role == "count":
-            count = parse_count(value)
-            if rule.countAs == "one" and count > 1:
-                notes.append(f"{path}: {count} replicas become 1 device")
-                count = 1
+            asked = parse_count(value)
+            count = whole_devices(rule, asked)
+            if count < asked:
+                notes.append(f"{path}: {asked} replicas become 1 device")
             if rule.shared and count:
                 ask.share.replicas = f"{key}={value}"
                 ask.share.had.append(f"{key}={value}")
             ask.count, ask.rule, ask.groups = count, rule, groups
         elif rule.role == "countPercent":
             percent = parse_count(value)
-            count = -(-percent // 100)
+            count = whole_devices(rule, percent)
             if 0 < percent < 100:  # a share of one card, compute and memory alike
                 ask.share.cores = ask.share.memory_percent = Decimal(percent)
                 ask.share.had.append(f"{key}={value}")

@@ -167,8 +167,8 @@ def _rule_findings(rule: Rule, subject: Subject, usage: Usage, devices: _Devices
 
 
 def _taken(spec: ClaimSpec, devices: _Devices) -> int:
-    """Devices a claim would take: per request, the most any of its alternatives would."""
-    return sum(max((devices.taken(r) or 0 for r in alternatives), default=0) for alternatives in spec.requests)
+    """Devices a claim would take, allocationMode All read on the inventory."""
+    return spec.most_devices(devices.taken)
 
 
 def _namespace_total(claims: list[dict], subject: Subject, usage: Usage, devices: _Devices) -> int:

@@ -13,7 +13,7 @@ from app.common import metadata_of, view_of
 from .extended import as_claim_spec, dra_extended_asks
 from .judging import Claim, Subject, Usage, Violation, applies, judge
 from app.migration import (MIGRATION_ANNOTATION, TEMPLATE_PREFIX, PlanStatus, legacy_asks, legacy_resources, plan_pod,
-                           pod_errors, recreated)
+                           pod_errors, recreated, whole_devices)
 from app.policy import Policy
 
 Lookup = Callable[[str, str, str], "dict | None"]  # (namespace, kind, name) -> the object, None: not found
@@ -134,9 +134,7 @@ def _counted(spec: dict, policy: Policy) -> dra.ClaimSpec:
         found = policy.migration.rule_for(ask.resource)
         if found is None or found[0].role not in ("count", "countPercent") or not found[0].deviceClass:
             continue
-        count = -(-ask.count // 100) if found[0].role == "countPercent" else ask.count
-        if found[0].countAs == "one":
-            count = min(count, 1)
+        count = whole_devices(found[0], ask.count)
         if count > 0:
             requests.append([dra.Request(ask.container, found[0].deviceClass, [], count=count,
                                          path=f"{ask.path} {ask.resource}")])
