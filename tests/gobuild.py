@@ -29,20 +29,24 @@ def go_command(what: str) -> str:
 
 def build(folder: pathlib.Path, sources: tuple[str, ...], packages: tuple[str, ...], what: str,
           timeout_s: int = 3600, ldflags: str = "", cache: str = ".bin",
-          env: dict[str, str] | None = None) -> pathlib.Path:
-    """The folder holding one binary per package (named after its last path element). Builds
-    sharing a folder keep apart by `cache` (each keeps only its newest digest)."""
+          env: dict[str, str] | None = None, shared: str = "") -> pathlib.Path:
+    """The folder holding one binary per package (named after its last path element; `shared`:
+    the one package built as that shared library). Builds sharing a folder keep apart by `cache`
+    (each keeps only its newest digest)."""
     go = go_command(what)
     digest = hashlib.sha256(b"".join((folder / name).read_bytes() for name in sources)
                             + ldflags.encode()).hexdigest()[:16]
     root = folder / cache
     target = root / digest
-    if all((target / pathlib.PurePosixPath(p).name).exists() for p in packages):
+    names = [shared] if shared else [pathlib.PurePosixPath(p).name for p in packages]
+    if all((target / name).exists() for name in names):
         return target
     target.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly", **(env or {})}
     flags = ["-ldflags", ldflags] if ldflags else []
-    result = subprocess.run([go, "build", *flags, "-o", str(target) + "/", *packages], cwd=folder, env=env,
+    # A shared library (one package, named by `shared`): C callers load it as they would the vendor's.
+    output = ["-buildmode=c-shared", "-o", str(target / shared)] if shared else ["-o", str(target) + "/"]
+    result = subprocess.run([go, "build", *flags, *output, *packages], cwd=folder, env=env,
                             capture_output=True, text=True, timeout=timeout_s)
     if result.returncode != 0:
         raise RuntimeError(f"building {what} failed:\n{result.stderr[-4000:]}")

@@ -210,7 +210,8 @@ def _add_reporter(sub) -> None:
     p = sub.add_parser("reporter", help="publish this node's GPUs as ResourceSlices", epilog=
                        "exit codes: 0 done; 2 bad input or configuration; 3 no NVML library; 4 NVML without a "
                        "driver; 5 no GPUs; 6 NVIDIA's kubelet plugin already publishes for this node (use "
-                       "--mode=shadow); every flag is also read from its DRA_BRIDGE_* variable")
+                       "--mode=shadow); 7 an NVML call every slice needs failed; every flag is also read "
+                       "from its DRA_BRIDGE_* variable")
     opt(p, "--backend", env="backend", default="nvml", help="'nvml' or 'fake:FILE' (a GPU description YAML)")
     opt(p, "--node-name", env="node_name", default=os.environ.get("NODE_NAME") or None,
         help="this node; also $NODE_NAME (required)", shown=os.environ.get("NODE_NAME") or "$NODE_NAME")

@@ -16,6 +16,7 @@ from .gpuinfo import GI_PROFILE_IDS, Gpu, MigDevice, MigProfile, NodeGpus, node_
 
 # Distinct exit codes so a DaemonSet's logs and restarts say what is wrong.
 EXIT_NO_LIBRARY, EXIT_NO_DRIVER, EXIT_NO_GPUS = 3, 4, 5
+EXIT_NVML_CALL = 7  # an NVML call every slice needs failed (a GPU lost mid-read)
 
 
 class BackendError(BridgeError):
@@ -55,6 +56,15 @@ class FakeBackend:
 
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def sysfs_bus_id(nvml_bus_id) -> str:
+    """A PCI address as sysfs writes it (0000:07:00.0): NVML pads the domain to 8 digits, in
+    upper case."""
+    bus_id = _text(nvml_bus_id).lower()
+    if bus_id.count(":") == 2 and len(bus_id.split(":")[0]) == 8:
+        bus_id = bus_id[4:]
+    return bus_id
 
 
 # XIDs caused by the application (13, 31, 43, 45, 68, 109): NVIDIA's device plugin and DRA
@@ -133,13 +143,21 @@ class NvmlBackend:
     def read(self) -> NodeGpus:
         nv = self.nvml
         self._drain_xid()
-        driver = _text(nv.nvmlSystemGetDriverVersion())
-        cuda = nv.nvmlSystemGetCudaDriverVersion_v2()  # e.g. 13000
-        count = nv.nvmlDeviceGetCount()
-        if count == 0:
-            raise BackendError("NVML sees no GPUs on this node", EXIT_NO_GPUS)
-        gpus = tuple(self._gpu(i) for i in range(count))
-        return NodeGpus(driver_version=driver, cuda_driver_version=f"{cuda // 1000}.{(cuda % 1000) // 10}", gpus=gpus)
+        where = "the node's driver and GPU count"
+        try:
+            driver = _text(nv.nvmlSystemGetDriverVersion())
+            cuda = nv.nvmlSystemGetCudaDriverVersion_v2()  # e.g. 13000
+            count = nv.nvmlDeviceGetCount()
+            if count == 0:
+                raise BackendError("NVML sees no GPUs on this node", EXIT_NO_GPUS)
+            gpus = []
+            for index in range(count):
+                where = f"GPU {index}"
+                gpus.append(self._gpu(index))
+        except nv.NVMLError as exc:  # a fact every slice needs: nothing is published from half a read
+            raise BackendError(f"NVML failed reading {where}: {exc}", EXIT_NVML_CALL) from exc
+        return NodeGpus(driver_version=driver, cuda_driver_version=f"{cuda // 1000}.{(cuda % 1000) // 10}",
+                        gpus=tuple(gpus))
 
     def _optional(self, fn, *args, default=None):
         try:
@@ -152,10 +170,7 @@ class NvmlBackend:
         h = nv.nvmlDeviceGetHandleByIndex(index)
         uuid = _text(nv.nvmlDeviceGetUUID(h))
         major, minor_cc = nv.nvmlDeviceGetCudaComputeCapability(h)
-        pci = nv.nvmlDeviceGetPciInfo(h)
-        bus_id = _text(pci.busId).lower()
-        if bus_id.count(":") == 2 and len(bus_id.split(":")[0]) == 8:
-            bus_id = bus_id[4:]  # NVML pads the domain to 8 digits; sysfs uses 4
+        bus_id = sysfs_bus_id(nv.nvmlDeviceGetPciInfo(h).busId)
         mig_current = self._optional(lambda: nv.nvmlDeviceGetMigMode(h)[0], default=0)
         return Gpu(
             index=index, minor=self._optional(nv.nvmlDeviceGetMinorNumber, h, default=index), uuid=uuid,
@@ -273,8 +288,8 @@ class NvmlBackend:
                 break
             if state == nv.NVML_FEATURE_ENABLED:
                 remote = self._optional(nv.nvmlDeviceGetNvLinkRemotePciInfo, h, link)
-                if remote is not None:
-                    peers.append(_text(remote.busId).lower())
+                if remote is not None:  # named as the GPUs are, or no peer is ever found
+                    peers.append(sysfs_bus_id(remote.busId))
         return tuple(peers)
 
     def close(self) -> None:

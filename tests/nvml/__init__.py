@@ -1,0 +1,1 @@
+"""An NVML of our own for the tests: see library.py and README.md."""

@@ -1,0 +1,80 @@
+package main
+
+/*
+#cgo CFLAGS: -DNVML_NO_UNVERSIONED_FUNC_DEFS
+#include "nvml.h"
+#include "handles.h"
+*/
+import "C"
+
+// XID events: each GPU the description gives an xid reports it once, to the first waits after
+// init; then waits time out, as a quiet node's do.
+
+//export nvmlEventSetCreate
+func nvmlEventSetCreate(set *C.nvmlEventSet_t) C.nvmlReturn_t {
+	if n, code := enter("nvmlEventSetCreate"); n == nil {
+		return code
+	}
+	*set = C.the_event_set()
+	return C.NVML_SUCCESS
+}
+
+//export nvmlEventSetFree
+func nvmlEventSetFree(set C.nvmlEventSet_t) C.nvmlReturn_t {
+	if n, code := enter("nvmlEventSetFree"); n == nil {
+		return code
+	}
+	if C.is_event_set(set) == 0 {
+		return C.NVML_ERROR_INVALID_ARGUMENT
+	}
+	return C.NVML_SUCCESS
+}
+
+//export nvmlDeviceGetSupportedEventTypes
+func nvmlDeviceGetSupportedEventTypes(h C.nvmlDevice_t, types *C.ulonglong) C.nvmlReturn_t {
+	n, code := enter("nvmlDeviceGetSupportedEventTypes")
+	if n == nil {
+		return code
+	}
+	if g, code := device(n, h); g == nil {
+		return code
+	}
+	*types = C.nvmlEventTypeXidCriticalError | C.nvmlEventTypeSingleBitEccError | C.nvmlEventTypeDoubleBitEccError
+	return C.NVML_SUCCESS
+}
+
+//export nvmlDeviceRegisterEvents
+func nvmlDeviceRegisterEvents(h C.nvmlDevice_t, types C.ulonglong, set C.nvmlEventSet_t) C.nvmlReturn_t {
+	n, code := enter("nvmlDeviceRegisterEvents")
+	if n == nil {
+		return code
+	}
+	if g, code := device(n, h); g == nil {
+		return code
+	}
+	if C.is_event_set(set) == 0 {
+		return C.NVML_ERROR_INVALID_ARGUMENT
+	}
+	return C.NVML_SUCCESS
+}
+
+//export nvmlEventSetWait_v2
+func nvmlEventSetWait_v2(set C.nvmlEventSet_t, data *C.nvmlEventData_t, timeout C.uint) C.nvmlReturn_t {
+	n, code := enter("nvmlEventSetWait_v2")
+	if n == nil {
+		return code
+	}
+	if C.is_event_set(set) == 0 {
+		return C.NVML_ERROR_INVALID_ARGUMENT
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(pending) == 0 {
+		return C.NVML_ERROR_TIMEOUT // the caller's timeout is not waited: nothing will come
+	}
+	next := pending[0]
+	pending = pending[1:]
+	data.device, data.eventType = C.gpu_handle(C.uint(next.gpu)), C.nvmlEventTypeXidCriticalError
+	data.eventData, data.gpuInstanceId, data.computeInstanceId = C.ulonglong(next.xid), 0xFFFFFFFF, 0xFFFFFFFF
+	return C.NVML_SUCCESS
+}
