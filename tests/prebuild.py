@@ -1,5 +1,5 @@
 """`make test`'s first step: the Go programs the tests run (helm, promtool, the test NVML library,
-the upstream oracle of each release), built from the Go module proxy where not cached yet, each said with its time, so
+NVIDIA's device plugin and GFD, the upstream oracle of each release), built from the Go module proxy where not cached yet, each said with its time, so
 a first run that builds for minutes says so instead of looking stuck. Without Go each is skipped
 here and its tests skip, saying so (an error where DRA_BRIDGE_REQUIRE_GO=1, as in CI)."""
 
@@ -12,9 +12,11 @@ from tests.gobuild import GoUnavailable
 from tests.helm import helmbin
 from tests.monitoring import promtoolbin
 from tests.nvml import library as nvml_library
+from tests.nvml import nvidia
 from tests.upstream import oracle
 
 PROGRAMS = [("helm", helmbin.build), ("promtool", promtoolbin.build), ("the test NVML library", nvml_library.build),
+            ("NVIDIA's device plugin and GFD", nvidia.build),
             *((f"upstream oracle, Kubernetes {r}", lambda r=r: oracle.build(r)) for r in sorted(oracle.RELEASES))]
 
 

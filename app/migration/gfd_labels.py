@@ -204,7 +204,9 @@ class LabelTranslator:
             return presence
         if op not in ("In", "NotIn"):
             raise Untranslatable(f"{op} on a string attribute has no device equivalent")
-        test = sel.member_of(sel.lowered(sel.attribute(self.domain, attr)), [v.lower() for v in values])
+        # A label value has no spaces: GFD writes NVML's "Ada Lovelace" as ada-lovelace.
+        forms = sorted({form for v in values for form in (v.lower(), v.lower().replace("-", " "))})
+        test = sel.member_of(sel.lowered(sel.attribute(self.domain, attr)), forms)
         if op == "NotIn":
             return sel.absent_or_not(sel.has_attribute(self.domain, attr), test)
         return sel.guarded_attribute(self.domain, attr, test)

@@ -7,8 +7,10 @@ package main
 */
 import "C"
 
+import "time"
+
 // XID events: each GPU the description gives an xid reports it once, to the first waits after
-// init; then waits time out, as a quiet node's do.
+// init; then each wait lasts its timeout and times out, as on a quiet node.
 
 //export nvmlEventSetCreate
 func nvmlEventSetCreate(set *C.nvmlEventSet_t) C.nvmlReturn_t {
@@ -68,12 +70,15 @@ func nvmlEventSetWait_v2(set C.nvmlEventSet_t, data *C.nvmlEventData_t, timeout 
 		return C.NVML_ERROR_INVALID_ARGUMENT
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	if len(pending) == 0 {
-		return C.NVML_ERROR_TIMEOUT // the caller's timeout is not waited: nothing will come
+		mu.Unlock()
+		// Nothing will come: wait the caller's timeout as NVML does, so a health loop does not spin.
+		time.Sleep(time.Duration(timeout) * time.Millisecond)
+		return C.NVML_ERROR_TIMEOUT
 	}
 	next := pending[0]
 	pending = pending[1:]
+	mu.Unlock()
 	data.device, data.eventType = C.gpu_handle(C.uint(next.gpu)), C.nvmlEventTypeXidCriticalError
 	data.eventData, data.gpuInstanceId, data.computeInstanceId = C.ulonglong(next.xid), 0xFFFFFFFF, 0xFFFFFFFF
 	return C.NVML_SUCCESS

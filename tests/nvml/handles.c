@@ -9,6 +9,7 @@
 static char gpu_handles[MAX_GPUS];
 static char mig_handles[MAX_GPUS * MAX_MIGS];
 static char instance_handles[MAX_GPUS * MAX_MIGS];
+static char compute_handles[MAX_GPUS * MAX_MIGS];
 static char event_set;
 
 nvmlDevice_t gpu_handle(unsigned int gpu) {
@@ -21,6 +22,10 @@ nvmlDevice_t mig_handle(unsigned int gpu, unsigned int mig) {
 }
 nvmlGpuInstance_t instance_handle(unsigned int gpu, unsigned int mig) {
     nvmlGpuInstance_t h = {(struct nvmlGpuInstance_st *)(instance_handles + gpu * MAX_MIGS + mig)};
+    return h;
+}
+nvmlComputeInstance_t compute_handle(unsigned int gpu, unsigned int mig) {
+    nvmlComputeInstance_t h = {(struct nvmlComputeInstance_st *)(compute_handles + gpu * MAX_MIGS + mig)};
     return h;
 }
 nvmlEventSet_t the_event_set(void) {
@@ -40,6 +45,10 @@ int mig_of(nvmlDevice_t h) {
 int instance_of(nvmlGpuInstance_t h) {
     char *p = (char *)h.handle;
     return p >= instance_handles && p < instance_handles + MAX_GPUS * MAX_MIGS ? (int)(p - instance_handles) : -1;
+}
+int compute_of(nvmlComputeInstance_t h) {
+    char *p = (char *)h.handle;
+    return p >= compute_handles && p < compute_handles + MAX_GPUS * MAX_MIGS ? (int)(p - compute_handles) : -1;
 }
 int is_event_set(nvmlEventSet_t set) { return (char *)set.handle == &event_set; }
 

@@ -148,31 +148,57 @@ func nvmlGpuInstanceGetInfo(instance C.nvmlGpuInstance_t, info *C.nvmlGpuInstanc
 	if n == nil {
 		return code
 	}
-	k := int(C.instance_of(instance))
-	i, j := k/C.MAX_MIGS, k%C.MAX_MIGS
-	if k < 0 || i >= len(n.GPUs) || j >= len(n.GPUs[i].MigDevices) {
+	i, j, m := instanceMig(n, instance)
+	if m == nil {
 		return C.NVML_ERROR_INVALID_ARGUMENT
 	}
-	m := &n.GPUs[i].MigDevices[j]
 	info.device, info.id, info.profileId = C.gpu_handle(C.uint(i)), instanceID(j), C.uint(m.giProfileID())
 	info.placement.start, info.placement.size = C.uint(m.PlacementStart), C.uint(m.placementSize())
 	return C.NVML_SUCCESS
 }
 
-// profile: the MIG profile with that GI profile id this GPU can create.
+// profile: the MIG profile with that GI profile id this GPU can create (listed, or made by one
+// of its MIG devices: NVML knows the profile of every instance that exists, which go-nvlib reads
+// to name it). Only listed profiles have possible placements: the description's partitionable MIG.
 func profile(g *gpu, id C.uint) *migProfile {
 	for k := range g.MigProfiles {
 		if C.uint(g.MigProfiles[k].GIProfileID) == id {
 			return &g.MigProfiles[k]
 		}
 	}
+	for _, m := range g.MigDevices {
+		if C.uint(m.giProfileID()) == id {
+			return &migProfile{Profile: m.Profile, GIProfileID: m.giProfileID(), MemoryMiB: m.MemoryMiB,
+				Multiprocessors: m.Multiprocessors, CopyEngines: m.CopyEngines, Decoders: m.Decoders,
+				Encoders: m.Encoders, JpegEngines: m.JpegEngines, OfaEngines: m.OfaEngines}
+		}
+	}
 	return nil
+}
+
+//export nvmlDeviceGetGpuInstanceProfileInfo
+func nvmlDeviceGetGpuInstanceProfileInfo(h C.nvmlDevice_t, id C.uint,
+	info *C.nvmlGpuInstanceProfileInfo_t) C.nvmlReturn_t {
+	var v2 C.nvmlGpuInstanceProfileInfo_v2_t
+	if code := profileInfo("nvmlDeviceGetGpuInstanceProfileInfo", h, id, &v2); code != C.NVML_SUCCESS {
+		return code
+	}
+	info.id, info.isP2pSupported, info.sliceCount, info.instanceCount = v2.id, v2.isP2pSupported, v2.sliceCount,
+		v2.instanceCount
+	info.multiprocessorCount, info.copyEngineCount = v2.multiprocessorCount, v2.copyEngineCount
+	info.decoderCount, info.encoderCount, info.jpegCount = v2.decoderCount, v2.encoderCount, v2.jpegCount
+	info.ofaCount, info.memorySizeMB = v2.ofaCount, v2.memorySizeMB
+	return C.NVML_SUCCESS
 }
 
 //export nvmlDeviceGetGpuInstanceProfileInfoV
 func nvmlDeviceGetGpuInstanceProfileInfoV(h C.nvmlDevice_t, id C.uint,
 	info *C.nvmlGpuInstanceProfileInfo_v2_t) C.nvmlReturn_t {
-	_, g, code := enterGPU("nvmlDeviceGetGpuInstanceProfileInfoV", h)
+	return profileInfo("nvmlDeviceGetGpuInstanceProfileInfoV", h, id, info)
+}
+
+func profileInfo(function string, h C.nvmlDevice_t, id C.uint, info *C.nvmlGpuInstanceProfileInfo_v2_t) C.nvmlReturn_t {
+	_, g, code := enterGPU(function, h)
 	if g == nil {
 		return code
 	}
@@ -214,5 +240,18 @@ func nvmlDeviceGetGpuInstancePossiblePlacements_v2(h C.nvmlDevice_t, id C.uint,
 		out[k].start, out[k].size = C.uint(placement[0]), C.uint(placement[1])
 	}
 	*count = C.uint(len(p.Placements))
+	return C.NVML_SUCCESS
+}
+
+//export nvmlDeviceGetComputeInstanceId
+func nvmlDeviceGetComputeInstanceId(h C.nvmlDevice_t, id *C.uint) C.nvmlReturn_t {
+	n, code := enter("nvmlDeviceGetComputeInstanceId")
+	if n == nil {
+		return code
+	}
+	if _, _, ok := migOf(n, h); ok != C.NVML_SUCCESS {
+		return C.NVML_ERROR_NOT_SUPPORTED // a whole GPU has no compute instance
+	}
+	*id = 0 // one compute instance per GPU instance, as MIG profiles without a <c>c. prefix make
 	return C.NVML_SUCCESS
 }

@@ -119,15 +119,11 @@ func device(n *node, h C.nvmlDevice_t) (*gpu, C.nvmlReturn_t) {
 
 // migDevice: a MIG handle's device and its parent's index.
 func migOf(n *node, h C.nvmlDevice_t) (*migDevice, int, C.nvmlReturn_t) {
-	k := int(C.mig_of(h))
-	if k < 0 {
+	i, _, m := located(n, int(C.mig_of(h)))
+	if m == nil {
 		return nil, 0, C.NVML_ERROR_INVALID_ARGUMENT
 	}
-	i, j := k/C.MAX_MIGS, k%C.MAX_MIGS
-	if i >= len(n.GPUs) || j >= len(n.GPUs[i].MigDevices) {
-		return nil, 0, C.NVML_ERROR_INVALID_ARGUMENT
-	}
-	return &n.GPUs[i].MigDevices[j], i, C.NVML_SUCCESS
+	return m, i, C.NVML_SUCCESS
 }
 
 func text(to *C.char, length C.uint, value string) C.nvmlReturn_t {
@@ -290,4 +286,9 @@ func nvmlDeviceGetMemoryInfo(h C.nvmlDevice_t, memory *C.nvmlMemory_t) C.nvmlRet
 	}
 	memory.total, memory.free, memory.used = C.ulonglong(total), C.ulonglong(total), 0
 	return C.NVML_SUCCESS
+}
+
+//export nvmlSystemGetCudaDriverVersion
+func nvmlSystemGetCudaDriverVersion(version *C.int) C.nvmlReturn_t {
+	return nvmlSystemGetCudaDriverVersion_v2(version)
 }

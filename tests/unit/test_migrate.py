@@ -188,6 +188,8 @@ def test_koordinator_percent_units():
 
 @pytest.mark.parametrize("op, values, expected", [
     ("In", ["ampere", "hopper"], "architecture.lowerAscii() in ['ampere', 'hopper']"),
+    # GFD writes NVML's "Ada Lovelace" as ada-lovelace (a label value has no spaces)
+    ("In", ["ada-lovelace"], "architecture.lowerAscii() in ['ada lovelace', 'ada-lovelace']"),
     ("NotIn", ["volta"], "!('architecture' in device.attributes['gpu.nvidia.com']) || "
                          "!(device.attributes['gpu.nvidia.com'].architecture.lowerAscii() in ['volta'])"),
     ("Exists", [], "'architecture' in device.attributes['gpu.nvidia.com']"),

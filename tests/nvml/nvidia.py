@@ -1,0 +1,67 @@
+"""NVIDIA's k8s-device-plugin and gpu-feature-discovery (v0.17.4, tests/nvml/nvidia/go.mod),
+built from the Go module proxy and run over the test NVML library: GFD labels a described node
+as it labels a real one. GFD reads each GPU's PCI device from sysfs: a private mount namespace
+puts a sysfs folder made from the description over /sys/bus/pci/devices (root)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+
+import yaml
+
+from tests import gobuild
+from tests.nvml.library import environment
+
+HERE = pathlib.Path(__file__).resolve().parent / "nvidia"
+GFD = "gpu-feature-discovery"
+DEVICE_PLUGIN = "nvidia-device-plugin"
+# PCI device ids by product (GFD reads the vendor, class and device of every GPU it labels).
+PCI_DEVICE_IDS = {"H100": "0x2330", "A100": "0x20b2", "L4": "0x27b8", "GB200": "0x2941"}
+
+
+def build() -> pathlib.Path:
+    return gobuild.build(HERE, ("go.mod", "go.sum", "tools.go"),
+                         ("github.com/NVIDIA/k8s-device-plugin/cmd/gpu-feature-discovery",
+                          "github.com/NVIDIA/k8s-device-plugin/cmd/nvidia-device-plugin"),
+                         "NVIDIA's device plugin and GPU feature discovery", env={"CGO_ENABLED": "1"})
+
+
+class SysfsUnavailable(Exception):
+    """No private mount namespace here (not root, or no unshare): GFD cannot see the GPUs."""
+
+
+def pci_devices(description: pathlib.Path, folder: pathlib.Path) -> pathlib.Path:
+    """/sys/bus/pci/devices as GFD reads it for the described GPUs."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for gpu in yaml.safe_load(description.read_text())["gpus"]:
+        device = folder / gpu["pciBusID"].lower()
+        device.mkdir(exist_ok=True)
+        product = next((pid for name, pid in PCI_DEVICE_IDS.items() if name in gpu["productName"]), "0x2330")
+        files = {"vendor": "0x10de", "class": "0x030200", "device": product, "numa_node": str(gpu.get("numaNode", -1)),
+                 "resource": "0x00000000fa000000 0x00000000faffffff 0x0000000000040200"}
+        for name, value in files.items():
+            (device / name).write_text(value + "\n")
+    return folder
+
+
+def gfd_labels(programs: pathlib.Path, library: pathlib.Path, description: pathlib.Path, folder: pathlib.Path,
+               *flags: str) -> dict[str, str]:
+    """The labels GFD writes, once, for the described node (flags: --mig-strategy, --config-file)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        raise SysfsUnavailable("GFD reads the GPUs' PCI devices from sysfs: a private mount namespace needs root "
+                               "and unshare")
+    pci, out = pci_devices(description, folder / "pci"), folder / "gfd"
+    command = (f"mount --bind {pci} /sys/bus/pci/devices && exec {programs / GFD} --oneshot --no-timestamp "
+               f"--output-file={out} --node-name=gpu-node-1 --driver-root-ctr-path=/ " + " ".join(flags))
+    result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", command],
+                            env=environment(library, description), capture_output=True, text=True, timeout=120)
+    if result.returncode != 0 or not out.exists():
+        raise RuntimeError(f"GFD failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line)
+
+
+if __name__ == "__main__":
+    print("NVIDIA's programs:", build())
