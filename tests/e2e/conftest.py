@@ -259,7 +259,7 @@ def real_plane(binaries, node_binaries, tmp_path_factory):
         try:
             for index, name in enumerate(("rn-0", "rn-1")):
                 nodes[name] = realnode.RealNode(plane, name, index, node_bin, runtime_bin).start()
-            agents = realnode.NodeAgents(plane, nodes, {n: ({"nvidia.com/gpu": 8}, "h100x8.yaml") for n in nodes}).start()
+            agents = realnode.NodeAgents(plane, nodes, {n: "h100x8.yaml" for n in nodes}).start()
             yield SimpleNamespace(plane=plane, nodes=nodes, agents=agents)
         finally:
             if agents is not None:

@@ -1,8 +1,10 @@
 """Real nodes beside an e2e control plane: per node a containerd (with Debian's runc) and a
 kubelet of the control plane's release, pods on a CNI network of their own (a tap device in the
 pod's namespace, nothing on the host), images built here from static Go programs with buildah.
-`NodeAgents` stands in for the two DaemonSets only: it starts and stops the device plugin and
-the DRA kubelet plugin (tests/e2e/node/) as the node labels they select on come and go."""
+`NodeAgents` stands in for the GPU Operator's two DaemonSets: it starts and stops NVIDIA's own
+device plugin (k8s-device-plugin, over the test NVML library serving the node's description) and
+the DRA kubelet plugin (tests/e2e/node/draplugin: NVIDIA's DRA driver is not served by the
+module proxy) as the node labels they select on come and go."""
 
 from __future__ import annotations
 
@@ -21,12 +23,12 @@ import yaml
 from tests import gobuild
 from tests.conftest import ROOT
 from tests.e2e.cluster import _release, free_port
+from tests.nvml import library as nvml_library
+from tests.nvml import nvidia
 
 HERE = pathlib.Path(__file__).resolve().parent
-NODE_SOURCES = ("go.mod", "go.sum", "node/draplugin/main.go", "node/deviceplugin/main.go", "node/workload/main.go",
-                "node/pause/main.go")
-NODE_PACKAGES = ("k8s.io/kubernetes/cmd/kubelet", "./node/draplugin", "./node/deviceplugin", "./node/workload",
-                 "./node/pause")
+NODE_SOURCES = ("go.mod", "go.sum", "node/draplugin/main.go", "node/workload/main.go", "node/pause/main.go")
+NODE_PACKAGES = ("k8s.io/kubernetes/cmd/kubelet", "./node/draplugin", "./node/workload", "./node/pause")
 RUNTIME_PACKAGES = tuple(f"github.com/containerd/containerd/v2/cmd/{c}" for c in ("containerd", "containerd-shim-runc-v2",
                                                                                   "ctr")) + tuple(
     f"github.com/containernetworking/plugins/plugins/{p}" for p in ("ipam/host-local", "main/loopback", "main/tap"))
@@ -276,10 +278,10 @@ class NodeAgents:
     PLUGIN_LABEL is "true", NVIDIA's DRA kubelet plugin where DRA_LABEL is "true"; each starts and
     stops (SIGTERM) as its label comes and goes."""
 
-    def __init__(self, plane, nodes: dict[str, RealNode], gear: dict[str, tuple[dict[str, int], str]]):
-        """gear: node -> ({extended resource: count} its device plugin advertises, the fake GPU
-        description our reporter renders into the devices its DRA plugin publishes)."""
+    def __init__(self, plane, nodes: dict[str, RealNode], gear: dict[str, str]):
+        """gear: node -> its GPU description (app/data/fake): the NVML both plugins read there."""
         self.plane, self.nodes, self.gear = plane, nodes, gear
+        self.library, self.programs = nvml_library.build(), nvidia.build()
         self.agents: dict[tuple[str, str], list[subprocess.Popen]] = {}
         self.stopping = threading.Event()
         self.errors: list[str] = []
@@ -311,14 +313,20 @@ class NodeAgents:
                         _terminate(process)
 
     def _start(self, node: RealNode, kind: str) -> list[subprocess.Popen]:
-        resources, description = self.gear[node.name]
+        description = ROOT / "app" / "data" / "fake" / self.gear[node.name]
         log = open(node.dir / f"{kind}.log", "ab")
         if kind == "deviceplugin":
-            return [subprocess.Popen([str(node.node_bin / "deviceplugin"), f"--socket-dir={node.device_plugins}",
-                                      f"--resource={resource}", f"--count={count}"], stdout=log, stderr=subprocess.STDOUT)
-                    for resource, count in resources.items()]
+            # As its DaemonSet runs it: the kubelet's device-plugins folder and the GPUs' PCI
+            # devices at their usual paths (its mount namespace), the node's NVML on the library path.
+            pci = nvidia.pci_devices(description, node.dir / "pci")
+            command = (f"mkdir -p {HOST_DEVICE_PLUGINS} && mount --bind {node.device_plugins} {HOST_DEVICE_PLUGINS} "
+                       f"&& mount --bind {pci} /sys/bus/pci/devices && exec {self.programs / nvidia.DEVICE_PLUGIN} "
+                       "--fail-on-init-error=true")
+            return [subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", command],
+                                     env=nvml_library.environment(self.library, description), stdout=log,
+                                     stderr=subprocess.STDOUT)]
         devices = node.dir / "devices.json"
-        devices.write_text(json.dumps(rendered_devices(node.name, description)))
+        devices.write_text(json.dumps(rendered_devices(node.name, description, self.library)))
         return [subprocess.Popen([str(node.node_bin / "draplugin"), f"--node={node.name}",
                                   f"--kubeconfig={self.plane.admin_kubeconfig}", f"--kubelet-dir={node.kubelet_dir}",
                                   f"--cdi-dir={node.cdi_dir}", f"--devices={devices}",
@@ -337,12 +345,13 @@ class NodeAgents:
         self.agents.clear()
 
 
-def rendered_devices(node: str, description: str) -> list[dict]:
-    """The devices our reporter renders for this node (NVIDIA's schema), as the plugin publishes them."""
-    result = subprocess.run([sys.executable, "-m", "app", "reporter", "--backend",
-                             f"fake:{ROOT / 'app' / 'data' / 'fake' / description}", "--node-name", node,
+def rendered_devices(node: str, description: pathlib.Path, library: pathlib.Path) -> list[dict]:
+    """The devices our reporter reads through the node's NVML (NVIDIA's schema), as the plugin
+    publishes them."""
+    result = subprocess.run([sys.executable, "-m", "app", "reporter", "--backend", "nvml", "--node-name", node,
                              "--mode", "publish", "--once", "-o", "yaml"],
-                            capture_output=True, text=True, timeout=60, cwd=ROOT)
+                            env=nvml_library.environment(library, description), capture_output=True, text=True,
+                            timeout=60, cwd=ROOT)
     if result.returncode != 0:
         raise RuntimeError(f"reporter --once: {result.stderr[-2000:]}")
     slices = [d for d in yaml.safe_load_all(result.stdout) if d and d.get("kind") == "ResourceSlice"]

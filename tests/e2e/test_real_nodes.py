@@ -1,15 +1,20 @@
-"""Issue 48: real nodes. A kubelet and containerd per node, NVIDIA's two node agents played by
-real plugins (tests/e2e/node/): the device plugin registers `nvidia.com/gpu` with the kubelet,
-the DRA kubelet plugin publishes the node's devices and prepares claims through CDI."""
+"""Issue 48: real nodes. A kubelet and containerd per node; NVIDIA's own device plugin (issue 58,
+over the test NVML library serving h100x8.yaml) registers `nvidia.com/gpu` with the kubelet and
+hands a container the UUIDs of its GPUs; the DRA kubelet plugin (tests/e2e/node/draplugin)
+publishes the devices the reporter reads through that NVML and prepares claims through CDI."""
 
 from __future__ import annotations
 
 import pytest
 
+import yaml
+
+from tests.conftest import ROOT
 from tests.e2e.conftest import NVIDIA_CLASSES, wait_for
 from tests.e2e.realnode import DRA_LABEL, PLUGIN_LABEL, WORKLOAD_IMAGE, RealNode
 
-pytestmark = [pytest.mark.realnode, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.realnode, pytest.mark.nvidia, pytest.mark.timeout(600)]
+UUIDS = {g["uuid"] for g in yaml.safe_load((ROOT / "app" / "data" / "fake" / "h100x8.yaml").read_text())["gpus"]}
 
 
 def pod(name, resources=None, claims=None, namespace="default", stop_delay_s=2):
@@ -46,7 +51,10 @@ def test_both_plugins_serve_pods_on_real_nodes(real_plane):
     legacy = wait_for(lambda: running(plane, "legacy"), 90, "the device plugin pod Running")
     dra = wait_for(lambda: running(plane, "dra"), 90, "the claim's pod Running")
     assert (legacy["spec"]["nodeName"], dra["spec"]["nodeName"]) == ("rn-0", "rn-1")
-    assert RealNode.container_log(legacy).count(",") == 1  # two devices from Allocate
+    # NVIDIA's plugin's Allocate: the container's environment names the two GPUs by UUID
+    [visible] = [line.split("=", 1)[1] for line in RealNode.container_log(legacy).splitlines()
+                 if line.startswith("NVIDIA_VISIBLE_DEVICES=")]
+    assert len(set(visible.split(","))) == 2 and set(visible.split(",")) <= UUIDS, visible
     [claim] = plane.json("resourceclaims")["items"]
     [device] = [r["device"] for r in claim["status"]["allocation"]["devices"]["results"]]
     seen = RealNode.container_log(dra).splitlines()

@@ -21,8 +21,9 @@ from tests.e2e.test_rollout import mover_kubeconfig, rollout_killed_at
 from tests.e2e.test_rollout import workload as rollout_workload
 from tests.e2e import realnode
 from tests.e2e.realnode import DRA_LABEL, PAUSE_IMAGE, PLUGIN_LABEL, WORKLOAD_IMAGE, RealNode
+from tests.e2e.test_real_nodes import UUIDS
 
-pytestmark = [pytest.mark.realnode, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.realnode, pytest.mark.nvidia, pytest.mark.timeout(900)]
 NODES = ("rr-0", "rr-1", "rr-2")
 NS = "real"
 PRODUCT = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
@@ -84,7 +85,7 @@ def real_moving_plane(workdir, binaries, node_binaries):
         for index, name in enumerate(NODES):
             nodes[name] = RealNode(plane, name, index, node_bin, runtime_bin,
                                    {PLUGIN_LABEL: "true", **PRODUCT}).start()
-        agents = realnode.NodeAgents(plane, nodes, {n: ({"nvidia.com/gpu": 8}, "h100x8.yaml") for n in NODES}).start()
+        agents = realnode.NodeAgents(plane, nodes, {n: "h100x8.yaml" for n in NODES}).start()
         for name in NODES:
             wait_for(lambda: plane.json("node", name)["status"]["allocatable"].get("nvidia.com/gpu") == "8", 60,
                      f"{name}'s device plugin registered")
@@ -145,7 +146,7 @@ def check(plane, phase, expected):
             assert int(node["status"]["allocatable"].get("nvidia.com/gpu", "0")) > 0, f"{phase}: {p['metadata']['name']}"
             # the kubelet's own account of what the device plugin allocated to the container
             [held] = [r for c in p["status"]["containerStatuses"] for r in c.get("allocatedResourcesStatus") or []]
-            assert held["name"] == "nvidia.com/gpu" and held["resources"][0]["resourceID"].startswith("gpu-"), (phase, held)
+            assert held["name"] == "nvidia.com/gpu" and held["resources"][0]["resourceID"] in UUIDS, (phase, held)
     status = rollout(plane, "status", "-o", "json")
     assert status.returncode == 0, f"{phase}: {status.stdout}{status.stderr}"
     assert not plane.agents.errors, plane.agents.errors[:3]

@@ -198,3 +198,29 @@ func nvmlDeviceGetNvLinkRemotePciInfo_v2(h C.nvmlDevice_t, link C.uint, pci *C.n
 	}
 	return pciInfo(g.NvlinkPeers[link], pci)
 }
+
+// nvmlDeviceGetTopologyCommonAncestor: how two GPUs connect over PCIe, from the description:
+// one PCIe root (a host bridge), one NUMA node, or across the system.
+//
+//export nvmlDeviceGetTopologyCommonAncestor
+func nvmlDeviceGetTopologyCommonAncestor(a, b C.nvmlDevice_t, level *C.nvmlGpuTopologyLevel_t) C.nvmlReturn_t {
+	n, first, code := enterGPU("nvmlDeviceGetTopologyCommonAncestor", a)
+	if first == nil {
+		return code
+	}
+	second, code := device(n, b)
+	if second == nil {
+		return code
+	}
+	switch {
+	case first == second:
+		*level = C.NVML_TOPOLOGY_INTERNAL
+	case first.PcieRoot != "" && first.PcieRoot == second.PcieRoot:
+		*level = C.NVML_TOPOLOGY_HOSTBRIDGE
+	case first.NumaNode != nil && second.NumaNode != nil && *first.NumaNode == *second.NumaNode:
+		*level = C.NVML_TOPOLOGY_NODE
+	default:
+		*level = C.NVML_TOPOLOGY_SYSTEM
+	}
+	return C.NVML_SUCCESS
+}
