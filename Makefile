@@ -48,6 +48,7 @@ e2e: $(VENV)/.installed
 # The control-plane tier (no real nodes, KWOK, rollout or image) on the release KUBE_VERSION names:
 # `make e2e-plane KUBE_VERSION=1.34.4`; `make e2e-matrix` runs it on every release tests/e2e pins.
 E2E_PLANE = $(filter-out tests/e2e/test_kwok_nodes.py tests/e2e/test_real_nodes.py tests/e2e/test_rollout%.py \
+	tests/e2e/test_nvidia_plugin_configs.py \
 	tests/e2e/test_image.py,$(wildcard tests/e2e/test_*.py))
 E2E_RELEASES ?= 1.34.4 1.35.4 1.36.3 1.37.2 1.38.0-beta.0
 e2e-plane: $(VENV)/.installed

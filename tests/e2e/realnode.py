@@ -279,8 +279,11 @@ class NodeAgents:
     stops (SIGTERM) as its label comes and goes."""
 
     def __init__(self, plane, nodes: dict[str, RealNode], gear: dict[str, str]):
-        """gear: node -> its GPU description (app/data/fake): the NVML both plugins read there."""
+        """gear: node -> its GPU description (app/data/fake, or a path): the NVML both plugins
+        read there. plugin_flags: node -> NVIDIA's device plugin's flags there (a test sets them
+        before labelling the node: --mig-strategy, --config-file)."""
         self.plane, self.nodes, self.gear = plane, nodes, gear
+        self.plugin_flags: dict[str, list[str]] = {}
         self.library, self.programs = nvml_library.build(), nvidia.build()
         self.agents: dict[tuple[str, str], list[subprocess.Popen]] = {}
         self.stopping = threading.Event()
@@ -319,9 +322,11 @@ class NodeAgents:
             # As its DaemonSet runs it: the kubelet's device-plugins folder and the GPUs' PCI
             # devices at their usual paths (its mount namespace), the node's NVML on the library path.
             pci = nvidia.pci_devices(description, node.dir / "pci")
+            proc = nvidia.proc_driver(description, node.dir / "proc-driver")
             command = (f"mkdir -p {HOST_DEVICE_PLUGINS} && mount --bind {node.device_plugins} {HOST_DEVICE_PLUGINS} "
-                       f"&& mount --bind {pci} /sys/bus/pci/devices && exec {self.programs / nvidia.DEVICE_PLUGIN} "
-                       "--fail-on-init-error=true")
+                       f"&& mount --bind {pci} /sys/bus/pci/devices && mount --bind {proc} /proc/driver "
+                       f"&& exec {self.programs / nvidia.DEVICE_PLUGIN} "
+                       "--fail-on-init-error=true " + " ".join(self.plugin_flags.get(node.name, [])))
             return [subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", command],
                                      env=nvml_library.environment(self.library, description), stdout=log,
                                      stderr=subprocess.STDOUT)]

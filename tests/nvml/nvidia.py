@@ -13,9 +13,11 @@ import subprocess
 import yaml
 
 from tests import gobuild
+from tests.conftest import ROOT
 from tests.nvml.library import environment
 
 HERE = pathlib.Path(__file__).resolve().parent / "nvidia"
+FAKE = ROOT / "app" / "data" / "fake"
 GFD = "gpu-feature-discovery"
 DEVICE_PLUGIN = "nvidia-device-plugin"
 # PCI device ids by product (GFD reads the vendor, class and device of every GPU it labels).
@@ -44,6 +46,45 @@ def pci_devices(description: pathlib.Path, folder: pathlib.Path) -> pathlib.Path
                  "resource": "0x00000000fa000000 0x00000000faffffff 0x0000000000040200"}
         for name, value in files.items():
             (device / name).write_text(value + "\n")
+    return folder
+
+
+def time_slicing(folder: pathlib.Path, rename: bool) -> pathlib.Path:
+    """The plugin's (and GFD's) config file: every GPU time-sliced into 4 replicas; rename: served
+    as nvidia.com/gpu.shared (renameByDefault)."""
+    out = folder / "time-slicing.yaml"
+    out.write_text("version: v1\nsharing:\n  timeSlicing:\n    renameByDefault: " + str(rename).lower() +
+                   "\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n")
+    return out
+
+
+def uniform_mig(folder: pathlib.Path) -> pathlib.Path:
+    """A description of 8 A100s, each cut into seven 1g.10gb devices: the node MIG strategy
+    single serves."""
+    data = yaml.safe_load((FAKE / "a100-mig.yaml").read_text())
+    first = data["gpus"][0]
+    for i, gpu in enumerate(data["gpus"]):
+        gpu.update(migEnabled=True, migDevices=[{**mig, "uuid": f"MIG-{i:02d}{j:06d}-1111-5222-8333-444455556666"}
+                                               for j, mig in enumerate(first["migDevices"])])
+        gpu.pop("migProfiles", None)
+    out = folder / "a100-1g.yaml"
+    out.write_text(yaml.safe_dump(data))
+    return out
+
+
+def proc_driver(description: pathlib.Path, folder: pathlib.Path) -> pathlib.Path:
+    """/proc/driver as NVIDIA's driver writes it for the described MIG devices: the device
+    plugin finds each MIG device's capability device (/dev/nvidia-caps/nvidia-cap<minor>) in
+    nvidia-caps/mig-minors. GPU instance ids are the test library's (position + 1), one compute
+    instance (0) each."""
+    lines, minor = [], 1
+    for gpu in yaml.safe_load(description.read_text())["gpus"]:
+        for j, _mig in enumerate(gpu.get("migDevices") or []):
+            gpu_minor = gpu.get("minor", gpu["index"])
+            lines += [f"gpu{gpu_minor}/gi{j + 1}/access {minor}", f"gpu{gpu_minor}/gi{j + 1}/ci0/access {minor + 1}"]
+            minor += 2
+    (folder / "nvidia-caps").mkdir(parents=True, exist_ok=True)
+    (folder / "nvidia-caps" / "mig-minors").write_text("".join(f"{line}\n" for line in lines))
     return folder
 
 

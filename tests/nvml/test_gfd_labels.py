@@ -77,14 +77,6 @@ def plan_for(labels: dict[str, str], resource: str):
     return plan_pod(pod, RULES, "ml")
 
 
-TIME_SLICING = """version: v1
-sharing:
-  timeSlicing:
-    renameByDefault: {rename}
-    resources:
-    - name: nvidia.com/gpu
-      replicas: 4
-"""
 
 
 @pytest.mark.parametrize("rename, resource, product", [
@@ -93,8 +85,7 @@ sharing:
 ])
 def test_time_sliced_gpus_are_read_as_shares_of_the_gpus_gfd_names(nvidia_programs, nvml_library, tmp_path, rename,
                                                                  resource, product):
-    config = tmp_path / "config.yaml"
-    config.write_text(TIME_SLICING.format(rename=rename))
+    config = nvidia.time_slicing(tmp_path, rename == "true")
     description = FAKE / "h100x8.yaml"
     labels = labels_of(nvidia_programs, nvml_library, description, tmp_path, f"--config-file={config}")
     assert (labels["nvidia.com/gpu.product"], labels["nvidia.com/gpu.replicas"],
@@ -109,21 +100,8 @@ def test_time_sliced_gpus_are_read_as_shares_of_the_gpus_gfd_names(nvidia_progra
         assert bool(plan_for({key: labels[key]}, "nvidia.com/gpu").shares) is not unsuffixed, f"{key}={labels[key]}"
 
 
-def uniform_mig(tmp_path: pathlib.Path) -> pathlib.Path:
-    """8 A100s, each cut into seven 1g.10gb devices: the node MIG strategy single serves."""
-    data = yaml.safe_load((FAKE / "a100-mig.yaml").read_text())
-    first = data["gpus"][0]
-    for i, gpu in enumerate(data["gpus"]):
-        gpu.update(migEnabled=True, migDevices=[{**mig, "uuid": f"MIG-{i:02d}{j:06d}-1111-5222-8333-444455556666"}
-                                               for j, mig in enumerate(first["migDevices"])])
-        gpu.pop("migProfiles", None)
-    out = tmp_path / "a100-1g.yaml"
-    out.write_text(yaml.safe_dump(data))
-    return out
-
-
 def test_mig_single_labels_make_nvidia_gpu_a_mig_device_of_that_profile(nvidia_programs, nvml_library, tmp_path):
-    description = uniform_mig(tmp_path)
+    description = nvidia.uniform_mig(tmp_path)
     labels = labels_of(nvidia_programs, nvml_library, description, tmp_path, "--mig-strategy=single")
     assert (labels["nvidia.com/gpu.product"], labels["nvidia.com/gpu.count"]) == (
         "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", "56")
