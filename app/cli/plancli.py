@@ -40,17 +40,15 @@ def _colour(text: str, status: ReportStatus, enabled: bool) -> str:
 
 def summary_table(reports: list[ObjectReport], stream, colour: bool, wide: bool = False) -> None:
     """wide: every reason, uncut (the cost or the cause is often past the cut)."""
-    rows = [(r.status, r.path, f"{r.kind}/{r.name}", r.source,
-             "; ".join(r.reasons if wide else r.reasons[:2]) if not r.quiet else "")
-            for r in reports]
-    width = max([len(r[2]) for r in rows] + [6])
+    width = max([len(f"{r.kind}/{r.name}") for r in reports] + [6])
     stream.write(f"{'STATUS':16s} {'PATH':14s} {'OBJECT':{width}s} DETAIL\n")
-    for report, (status, path, name, source, detail) in zip(reports, rows):
-        if report.quiet:
+    for r in reports:
+        if r.quiet:
             continue
-        stream.write(f"{_colour(f'{status:16s}', status, colour)} {path:14s} {name:{width}s} "
+        detail = "; ".join(r.reasons if wide else r.reasons[:2])
+        stream.write(f"{_colour(f'{r.status:16s}', r.status, colour)} {r.path:14s} {f'{r.kind}/{r.name}':{width}s} "
                      f"{detail if wide else clip(detail, 160)}  "
-                     f"[{source}]\n")
+                     f"[{r.source}]\n")
     counts = {s: sum(r.status == s for r in reports) for s in STATUSES}
     stream.write("summary: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" (of {len(reports)} objects)\n")
 

@@ -81,6 +81,7 @@ def _container_asks(list_name, index, container, sidecar, rules, notes) -> list[
     resources = container.get("resources") or {}
     limits = resources.get("limits") or {}
     requests = resources.get("requests") or {}
+    amounts = asked(resources)
     by_family: dict[str, FamilyAsk] = {}
     for key in list(limits) + [k for k in requests if k not in limits]:
         path = f"spec.{list_name}[{index}].resources.{'limits' if key in limits else 'requests'}[{key}]"
@@ -90,7 +91,7 @@ def _container_asks(list_name, index, container, sidecar, rules, notes) -> list[
                 raise Unmigratable(f"{path}: no migration rule for resource {key}")
             continue
         rule, groups = found
-        value = asked(resources)[key]
+        value = amounts[key]
         if key in limits and key in requests and str(limits[key]) != str(requests[key]):
             notes.append(f"{path}: limits and requests differ; the limit {limits[key]} is used")
         ask = by_family.setdefault(rule.family, FamilyAsk(list_name, index, name, sidecar, rule.family))
