@@ -319,16 +319,11 @@ class NodeAgents:
         description = ROOT / "app" / "data" / "fake" / self.gear[node.name]
         log = open(node.dir / f"{kind}.log", "ab")
         if kind == "deviceplugin":
-            # As its DaemonSet runs it: the kubelet's device-plugins folder and the GPUs' PCI
-            # devices at their usual paths (its mount namespace), the node's NVML on the library path.
-            pci = nvidia.pci_devices(description, node.dir / "pci")
-            proc = nvidia.proc_driver(description, node.dir / "proc-driver")
-            command = (f"mkdir -p {HOST_DEVICE_PLUGINS} && mount --bind {node.device_plugins} {HOST_DEVICE_PLUGINS} "
-                       f"&& mount --bind {pci} /sys/bus/pci/devices && mount --bind {proc} /proc/driver "
-                       f"&& exec {self.programs / nvidia.DEVICE_PLUGIN} "
-                       "--fail-on-init-error=true " + " ".join(self.plugin_flags.get(node.name, [])))
-            return [subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", command],
-                                     env=nvml_library.environment(self.library, description), stdout=log,
+            # As its DaemonSet runs it, with this node's kubelet's device-plugins folder at its usual path.
+            command = nvidia.as_on_its_node(description, node.dir, f"{self.programs / nvidia.DEVICE_PLUGIN} "
+                                            "--fail-on-init-error=true " + " ".join(self.plugin_flags.get(node.name, [])),
+                                            binds=((node.device_plugins, HOST_DEVICE_PLUGINS),))
+            return [subprocess.Popen(command, env=nvml_library.environment(self.library, description), stdout=log,
                                      stderr=subprocess.STDOUT)]
         devices = node.dir / "devices.json"
         devices.write_text(json.dumps(rendered_devices(node.name, description, self.library)))

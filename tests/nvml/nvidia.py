@@ -1,7 +1,8 @@
 """NVIDIA's k8s-device-plugin and gpu-feature-discovery (v0.17.4, tests/nvml/nvidia/go.mod),
 built from the Go module proxy and run over the test NVML library: GFD labels a described node
-as it labels a real one. GFD reads each GPU's PCI device from sysfs: a private mount namespace
-puts a sysfs folder made from the description over /sys/bus/pci/devices (root)."""
+as it labels a real one. Both read the GPUs' PCI devices from sysfs and the device plugin MIG
+devices' capabilities from /proc/driver: a private mount namespace puts folders made from the
+description there (root; as_on_its_node)."""
 
 from __future__ import annotations
 
@@ -88,17 +89,29 @@ def proc_driver(description: pathlib.Path, folder: pathlib.Path) -> pathlib.Path
     return folder
 
 
+def as_on_its_node(description: pathlib.Path, folder: pathlib.Path, program: str,
+                   binds: tuple[tuple[pathlib.Path, str], ...] = ()) -> list[str]:
+    """The command running `program` (with its arguments) as NVIDIA's DaemonSets run it on the
+    described node: in a private mount namespace holding the GPUs' PCI devices at
+    /sys/bus/pci/devices, the driver's /proc/driver, and `binds` (folder, where it goes, made if
+    missing). Its environment names the node's NVML (library.environment)."""
+    mounts = [(pci_devices(description, folder / "pci"), "/sys/bus/pci/devices"),
+              (proc_driver(description, folder / "proc-driver"), "/proc/driver"), *binds]
+    steps = [f"mkdir -p {target} && mount --bind {source} {target}" for source, target in mounts]
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", " && ".join([*steps, f"exec {program}"])]
+
+
 def gfd_labels(programs: pathlib.Path, library: pathlib.Path, description: pathlib.Path, folder: pathlib.Path,
                *flags: str) -> dict[str, str]:
     """The labels GFD writes, once, for the described node (flags: --mig-strategy, --config-file)."""
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         raise SysfsUnavailable("GFD reads the GPUs' PCI devices from sysfs: a private mount namespace needs root "
                                "and unshare")
-    pci, out = pci_devices(description, folder / "pci"), folder / "gfd"
-    command = (f"mount --bind {pci} /sys/bus/pci/devices && exec {programs / GFD} --oneshot --no-timestamp "
-               f"--output-file={out} --node-name=gpu-node-1 --driver-root-ctr-path=/ " + " ".join(flags))
-    result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", command],
-                            env=environment(library, description), capture_output=True, text=True, timeout=120)
+    out = folder / "gfd"
+    command = as_on_its_node(description, folder, f"{programs / GFD} --oneshot --no-timestamp --output-file={out} "
+                             "--node-name=gpu-node-1 --driver-root-ctr-path=/ " + " ".join(flags))
+    result = subprocess.run(command, env=environment(library, description), capture_output=True, text=True,
+                            timeout=120)
     if result.returncode != 0 or not out.exists():
         raise RuntimeError(f"GFD failed ({result.returncode}):\n{result.stderr[-3000:]}")
     return dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line)

@@ -41,12 +41,16 @@ def published(library, description: pathlib.Path) -> dra.Index:
     return dra.build_index(dra.inventory_from_objects(objects, "nvml"))
 
 
-def picked(index: dra.Index, labels: dict[str, str], resource: str = "nvidia.com/gpu") -> set[str]:
-    """The devices a pod asking for one `resource` with these labels in its nodeSelector may get."""
+def plan_for(labels: dict[str, str], resource: str):
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"},
            "spec": {"nodeSelector": labels, "containers": [{"name": "c", "image": "i",
                                                             "resources": {"limits": {resource: 1}}}]}}
-    plan = plan_pod(pod, RULES, "ml")
+    return plan_pod(pod, RULES, "ml")
+
+
+def picked(index: dra.Index, labels: dict[str, str], resource: str = "nvidia.com/gpu") -> set[str]:
+    """The devices a pod asking for one `resource` with these labels in its nodeSelector may get."""
+    plan = plan_for(labels, resource)
     assert plan.status == "migrated", plan.reason
     [template] = plan.templates
     spec = dra.parse_claim_object(template)
@@ -68,13 +72,6 @@ def test_every_translated_label_gfd_writes_picks_the_gpus_it_describes(nvidia_pr
     for key in read:
         assert picked(index, {key: labels[key]}) == every, f"{key}={labels[key]}"
     assert picked(index, {key: labels[key] for key in read}) == every  # all at once, as GFD labels the node
-
-
-def plan_for(labels: dict[str, str], resource: str):
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"},
-           "spec": {"nodeSelector": labels, "containers": [{"name": "c", "image": "i",
-                                                            "resources": {"limits": {resource: 1}}}]}}
-    return plan_pod(pod, RULES, "ml")
 
 
 

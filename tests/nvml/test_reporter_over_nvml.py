@@ -28,6 +28,11 @@ def without_sysfs(description: pathlib.Path, folder: pathlib.Path) -> pathlib.Pa
     return out
 
 
+def devices_of(output: str) -> dict[str, dict]:
+    return {d["name"]: d for doc in yaml.safe_load_all(output) if doc["kind"] == "ResourceSlice"
+            for d in doc["spec"].get("devices", [])}
+
+
 def reporter(env: dict | None, backend: str, *flags: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "app", "reporter", "--once", "--node-name", "gpu-node-1",
                            "--backend", backend, *flags], env=env, capture_output=True, text=True, timeout=60,
@@ -45,8 +50,7 @@ def test_the_slices_read_through_nvml_are_the_ones_the_description_renders(nvml_
     described = reporter(None, f"fake:{node}", *flags)
     assert described.returncode == 0, described.stderr
     assert through_nvml.stdout == described.stdout
-    slices = [d for d in yaml.safe_load_all(through_nvml.stdout) if d["kind"] == "ResourceSlice"]
-    devices = [d for s in slices for d in s["spec"].get("devices", [])]
+    devices = devices_of(through_nvml.stdout).values()
     assert devices and all(d["attributes"]["uuid"]["string"] for d in devices if "uuid" in d["attributes"])
 
 
@@ -55,9 +59,8 @@ def test_nvlink_peers_are_found_by_the_bus_ids_nvml_pads(nvml_library, tmp_path)
     them. Read as written, no peer was ever found and real H100s lost their NVLink domain."""
     node = without_sysfs(ROOT / "app" / "data" / "fake" / "h100x8.yaml", tmp_path)
     out = reporter(environment(nvml_library, node), "nvml")
-    devices = [d for doc in yaml.safe_load_all(out.stdout) if doc["kind"] == "ResourceSlice"
-               for d in doc["spec"].get("devices", [])]
-    domains = {d["attributes"].get("dra-bridge.io/nvlinkDomain", {}).get("string") for d in devices}
+    domains = {d["attributes"].get("dra-bridge.io/nvlinkDomain", {}).get("string")
+               for d in devices_of(out.stdout).values()}
     assert domains == {"nvlink-0000-18-00-0"}, domains
 
 
@@ -132,11 +135,6 @@ def test_a_function_not_served_is_nvmls_own_error_never_a_crash(nvml_library):
     assert uuid == yaml.safe_load(DESCRIPTIONS[0].read_text())["gpus"][0]["uuid"]
     assert (int(not_served), int(bad_index)) == (pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT)
     assert result.stderr.count("nvmlDeviceGetPowerUsage is not served") == 1
-
-
-def devices_of(output: str) -> dict[str, dict]:
-    return {d["name"]: d for doc in yaml.safe_load_all(output) if doc["kind"] == "ResourceSlice"
-            for d in doc["spec"].get("devices", [])}
 
 
 def test_an_applications_xid_leaves_the_gpu_healthy_any_other_taints_it(nvml_library, tmp_path):
